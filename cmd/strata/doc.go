@@ -1,0 +1,6 @@
+// Command strata is Strata's one binary: the daemons (global, region, host), the
+// one-process dev cluster, the client commands that drive a cluster through its
+// Admin API, the what-if simulator and the benchmarks.
+//
+// Run "strata --help" for the list of commands.
+package main

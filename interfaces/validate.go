@@ -1,0 +1,173 @@
+package interfaces
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+)
+
+// FieldError is a validation failure: it names the field and the rule broken. It
+// wraps ErrInvalid, so errors.Is(err, ErrInvalid) holds.
+type FieldError struct {
+	Field string // dotted path, e.g. "shard.load.cpu"
+	Rule  string // e.g. "must be ≥ 0"
+	Value string // the offending value, printed; may be empty
+}
+
+func (e *FieldError) Error() string {
+	if e.Value != "" {
+		return fmt.Sprintf("%s: %s (got %s)", e.Field, e.Rule, e.Value)
+	}
+	return fmt.Sprintf("%s: %s", e.Field, e.Rule)
+}
+
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+func fieldErr(field, rule string, value any) *FieldError {
+	v := ""
+	if value != nil {
+		v = fmt.Sprintf("%v", value)
+	}
+	return &FieldError{Field: field, Rule: rule, Value: v}
+}
+
+// idPattern is the rule every identifier follows: it travels in URLs, file names,
+// metrics labels and environment variables.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,252}$`)
+
+// IDRule is the rule ValidateID enforces, for messages and docs.
+const IDRule = "must be 1-253 characters of letters, digits and . _ : / -, starting with a letter or digit"
+
+// ValidateID checks an identifier (shard, child, job).
+func ValidateID(field, id string) error {
+	if id == "" {
+		return fieldErr(field, "is required", nil)
+	}
+	if !idPattern.MatchString(id) {
+		return fieldErr(field, IDRule, fmt.Sprintf("%q", id))
+	}
+	return nil
+}
+
+func checkNumber(field string, v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fieldErr(field, "must be a finite number", v)
+	}
+	if v < 0 {
+		return fieldErr(field, "must be ≥ 0", v)
+	}
+	return nil
+}
+
+// ValidateLoad checks a load vector: every dimension finite and non-negative, extra
+// dimension names non-empty and not shadowing a built-in one.
+func ValidateLoad(field string, l Load) error {
+	for _, r := range BuiltinResources {
+		if err := checkNumber(field+"."+r, l.Get(r)); err != nil {
+			return err
+		}
+	}
+	for _, k := range l.extraNames() {
+		switch k {
+		case "":
+			return fieldErr(field, "extra dimension names must not be empty", nil)
+		case CPU, Mem, Net, Tasks:
+			return fieldErr(field+"."+k, "is a built-in dimension and must not be set as extra", nil)
+		}
+		if err := checkNumber(field+"."+k, l.Extra[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ValidateCapacity checks a capacity vector: a valid load with at least one
+// dimension above zero.
+func ValidateCapacity(field string, c Load) error {
+	if err := ValidateLoad(field, c); err != nil {
+		return err
+	}
+	if c.IsZero() {
+		return fieldErr(field, "must be > 0 in at least one dimension", nil)
+	}
+	return nil
+}
+
+// ValidateShard checks a shard spec.
+func ValidateShard(s Shard) error {
+	if err := ValidateID("shard.id", string(s.ID)); err != nil {
+		return err
+	}
+	if err := ValidateID("shard.job", s.Job); err != nil {
+		return err
+	}
+	if err := ValidateLoad("shard.load", s.Load); err != nil {
+		return err
+	}
+	if err := checkNumber("shard.input_rate", s.InputRate); err != nil {
+		return err
+	}
+	if s.StateBytes < 0 {
+		return fieldErr("shard.state_bytes", "must be ≥ 0", s.StateBytes)
+	}
+	if s.LatencySLO < 0 {
+		return fieldErr("shard.latency_slo", "must be ≥ 0", s.LatencySLO)
+	}
+	c := s.Constraints
+	if c.Pinned != "" {
+		if err := ValidateID("shard.constraints.pinned", string(c.Pinned)); err != nil {
+			return err
+		}
+		if len(c.Allowed) > 0 && !containsChild(c.Allowed, c.Pinned) {
+			return fieldErr("shard.constraints.pinned", "must be one of shard.constraints.allowed", c.Pinned)
+		}
+	}
+	for i, id := range c.Allowed {
+		if err := ValidateID(fmt.Sprintf("shard.constraints.allowed[%d]", i), string(id)); err != nil {
+			return err
+		}
+	}
+	for k := range c.Labels {
+		if k == "" {
+			return fieldErr("shard.constraints.labels", "label keys must not be empty", nil)
+		}
+	}
+	if c.MaxPerChild < 0 {
+		return fieldErr("shard.constraints.max_per_child", "must be ≥ 0", c.MaxPerChild)
+	}
+	if c.MaxPerChild > 0 && c.AntiAffinity == "" {
+		return fieldErr("shard.constraints.max_per_child", "needs shard.constraints.anti_affinity to name a group", c.MaxPerChild)
+	}
+	return nil
+}
+
+func containsChild(ids []ChildID, id ChildID) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidateChild checks a child spec.
+func ValidateChild(c Child) error {
+	if err := ValidateID("child.id", string(c.ID)); err != nil {
+		return err
+	}
+	if c.Tier == "" {
+		return fieldErr("child.tier", "is required", nil)
+	}
+	if err := ValidateCapacity("child.capacity", c.Capacity); err != nil {
+		return err
+	}
+	if int(c.State) >= len(childStateNames) {
+		return fieldErr("child.state", "must be active, draining or failed", int(c.State))
+	}
+	for k := range c.Labels {
+		if k == "" {
+			return fieldErr("child.labels", "label keys must not be empty", nil)
+		}
+	}
+	return nil
+}
