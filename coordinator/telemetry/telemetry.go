@@ -1,0 +1,119 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/uber-go/tally/v4"
+	promreporter "github.com/uber-go/tally/v4/prometheus"
+)
+
+// Metrics is a daemon's root metrics scope and the handler that exports it.
+type Metrics struct {
+	Scope    tally.Scope
+	reporter promreporter.Reporter
+	closer   io.Closer
+}
+
+// NewMetrics returns a root scope with the "strata" prefix and the given constant
+// tags (e.g. tier, instance, node). Values are flushed to the Prometheus registry
+// every interval (1s when zero).
+func NewMetrics(tags map[string]string, interval time.Duration) *Metrics {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	r := promreporter.NewReporter(promreporter.Options{
+		OnRegisterError: func(error) {}, // duplicate registration across scopes is harmless
+	})
+	scope, closer := tally.NewRootScope(tally.ScopeOptions{
+		Prefix:         "strata",
+		Tags:           tags,
+		CachedReporter: r,
+		Separator:      promreporter.DefaultSeparator,
+		// Names are ours and already valid; label values (instance names such as
+		// "eu-1") are kept as they are, which Prometheus allows.
+		OmitCardinalityMetrics: true,
+	}, interval)
+	return &Metrics{Scope: scope, reporter: r, closer: closer}
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler { return m.reporter.HTTPHandler() }
+
+// Close stops the flush loop after a last flush.
+func (m *Metrics) Close() error { return m.closer.Close() }
+
+// ReadyFunc reports whether the daemon is ready; a non-nil error says why not.
+type ReadyFunc func() error
+
+// Server is a daemon's HTTP endpoint for health, readiness and metrics.
+type Server struct {
+	srv  *http.Server
+	ln   net.Listener
+	mu   sync.Mutex
+	done chan struct{}
+	err  error
+}
+
+// Listen starts serving /healthz, /readyz and /metrics on addr ("127.0.0.1:0"
+// picks a free port; Addr tells which). extra handlers may be mounted by path.
+func Listen(addr string, ready ReadyFunc, metrics *Metrics, extra map[string]http.Handler) (*Server, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if ready != nil {
+			if err := ready(); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, "not ready: %v\n", err)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	if metrics != nil {
+		mux.Handle("/metrics", metrics.Handler())
+	}
+	for path, h := range extra {
+		mux.Handle(path, h)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http listen %s: %w", addr, err)
+	}
+	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		err := s.srv.Serve(ln)
+		if !errors.Is(err, http.ErrServerClosed) {
+			s.mu.Lock()
+			s.err = err
+			s.mu.Unlock()
+		}
+	}()
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Shutdown stops the server gracefully within ctx.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		err = s.err
+	}
+	return err
+}
