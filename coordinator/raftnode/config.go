@@ -1,0 +1,151 @@
+package raftnode
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// Timeouts are the Raft timing knobs. LANTimeouts gives the values for replicas on
+// one LAN (round trips well under 1 ms); docs/operations.md explains each.
+type Timeouts struct {
+	// Heartbeat: a follower that hears nothing from the leader for this long (plus
+	// a random part of it) starts an election. The leader sends heartbeats every
+	// Heartbeat/10.
+	Heartbeat time.Duration
+	// Election: how long a candidate waits for votes before trying again.
+	Election time.Duration
+	// LeaderLease: a leader that cannot reach a quorum for this long steps down.
+	LeaderLease time.Duration
+	// Commit: the longest a follower waits to learn a new commit index when no new
+	// entries arrive.
+	Commit time.Duration
+	// Apply: the default wait for a write or a barrier when the caller's context
+	// has no deadline.
+	Apply time.Duration
+	// MaxAppendEntries bounds the entries sent (and fsynced) in one AppendEntries.
+	MaxAppendEntries int
+	// SnapshotThreshold: entries since the last snapshot that trigger a new one;
+	// SnapshotInterval: how often that is checked. TrailingLogs: entries kept after
+	// a snapshot so slow followers can catch up without one.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+}
+
+// LANTimeouts are the defaults for a LAN. A leader failure is noticed after 400 to
+// 800 ms; an election on a LAN then takes a few milliseconds.
+func LANTimeouts() Timeouts {
+	return Timeouts{
+		Heartbeat:         400 * time.Millisecond,
+		Election:          400 * time.Millisecond,
+		LeaderLease:       200 * time.Millisecond,
+		Commit:            5 * time.Millisecond,
+		Apply:             5 * time.Second,
+		MaxAppendEntries:  512,
+		SnapshotThreshold: 16384,
+		SnapshotInterval:  30 * time.Second,
+		TrailingLogs:      10240,
+	}
+}
+
+// Config configures one replica.
+type Config struct {
+	// ID is the replica's Raft server ID, stable across restarts.
+	ID string
+	// Dir holds raft.db (log and stable store) and the snapshots. Required unless
+	// Transport is set (the in-memory harness), in which case the stores are
+	// in-memory too.
+	Dir string
+	// RaftBind is the TCP address the Raft transport listens on; RaftAdvertise the
+	// address peers dial (RaftBind's resolved address when empty).
+	RaftBind      string
+	RaftAdvertise string
+	// AdminBind is where the JSON-over-HTTP admin endpoint listens; empty for none.
+	AdminBind string
+	// Timeouts; zero fields take LANTimeouts' values.
+	Timeouts Timeouts
+	// TestMode enables /v1/test/* on the admin endpoint (blocked peers).
+	TestMode bool
+	// Wrap wraps every Raft connection (e.g. in TLS); nil for plain TCP.
+	Wrap ConnWrapper
+	// LogOutput receives raft's log (level LogLevel, default "warn"); nil discards.
+	LogOutput io.Writer
+	LogLevel  string
+	// Transport, when set, replaces the TCP transport (the in-memory harness).
+	Transport raft.Transport
+	// Snapshots keeps this many snapshots on disk (default 2).
+	Snapshots int
+}
+
+func (c *Config) fill() error {
+	if c.ID == "" {
+		return fmt.Errorf("config: id: must not be empty: %w", interfaces.ErrInvalid)
+	}
+	if c.Transport == nil {
+		if c.Dir == "" {
+			return fmt.Errorf("config: dir: must not be empty: %w", interfaces.ErrInvalid)
+		}
+		if c.RaftBind == "" {
+			return fmt.Errorf("config: raft bind: must not be empty: %w", interfaces.ErrInvalid)
+		}
+	}
+	d := LANTimeouts()
+	t := &c.Timeouts
+	if t.Heartbeat == 0 {
+		t.Heartbeat = d.Heartbeat
+	}
+	if t.Election == 0 {
+		t.Election = d.Election
+	}
+	if t.LeaderLease == 0 {
+		t.LeaderLease = d.LeaderLease
+	}
+	if t.Commit == 0 {
+		t.Commit = d.Commit
+	}
+	if t.Apply == 0 {
+		t.Apply = d.Apply
+	}
+	if t.MaxAppendEntries == 0 {
+		t.MaxAppendEntries = d.MaxAppendEntries
+	}
+	if t.SnapshotThreshold == 0 {
+		t.SnapshotThreshold = d.SnapshotThreshold
+	}
+	if t.SnapshotInterval == 0 {
+		t.SnapshotInterval = d.SnapshotInterval
+	}
+	if t.TrailingLogs == 0 {
+		t.TrailingLogs = d.TrailingLogs
+	}
+	if t.LeaderLease > t.Heartbeat {
+		return fmt.Errorf("config: timeouts: leader lease %v must not exceed heartbeat %v: %w", t.LeaderLease, t.Heartbeat, interfaces.ErrInvalid)
+	}
+	if c.Snapshots == 0 {
+		c.Snapshots = 2
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "warn"
+	}
+	return nil
+}
+
+func (c *Config) raftConfig() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.ID)
+	rc.HeartbeatTimeout = c.Timeouts.Heartbeat
+	rc.ElectionTimeout = c.Timeouts.Election
+	rc.LeaderLeaseTimeout = c.Timeouts.LeaderLease
+	rc.CommitTimeout = c.Timeouts.Commit
+	rc.MaxAppendEntries = c.Timeouts.MaxAppendEntries
+	rc.SnapshotThreshold = c.Timeouts.SnapshotThreshold
+	rc.SnapshotInterval = c.Timeouts.SnapshotInterval
+	rc.TrailingLogs = c.Timeouts.TrailingLogs
+	rc.BatchApplyCh = true
+	rc.LogLevel = c.LogLevel
+	return rc
+}
