@@ -77,8 +77,25 @@ type Config struct {
 	LogLevel  string
 	// Transport, when set, replaces the TCP transport (the in-memory harness).
 	Transport raft.Transport
+	// Stores, with Transport, supplies the log, stable and snapshot stores (the
+	// in-memory harness keeps them to restart a replica with its state); nil gives
+	// fresh in-memory stores.
+	Stores *Stores
 	// Snapshots keeps this many snapshots on disk (default 2).
 	Snapshots int
+}
+
+// Stores are a replica's persistent parts, for harnesses that restart replicas.
+type Stores struct {
+	Logs      raft.LogStore
+	Stable    raft.StableStore
+	Snapshots raft.SnapshotStore
+}
+
+// NewInmemStores returns empty in-memory stores.
+func NewInmemStores() *Stores {
+	s := raft.NewInmemStore()
+	return &Stores{Logs: s, Stable: s, Snapshots: raft.NewInmemSnapshotStore()}
 }
 
 func (c *Config) fill() error {

@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -80,8 +81,11 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 	)
 	if cfg.Transport != nil {
 		n.trans = cfg.Transport
-		store := raft.NewInmemStore()
-		logs, stable, snaps = store, store, raft.NewInmemSnapshotStore()
+		st := cfg.Stores
+		if st == nil {
+			st = NewInmemStores()
+		}
+		logs, stable, snaps = st.Logs, st.Stable, st.Snapshots
 	} else {
 		if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 			return nil, fmt.Errorf("config: dir %q: %w", cfg.Dir, err)
@@ -392,6 +396,32 @@ func (n *Node) Leave(ctx context.Context) error {
 	}
 	return n.Shutdown()
 }
+
+// SnapshotBytes returns the FSM's snapshot encoding of its current state (the
+// harnesses compare replicas with it; the FSM's encoding is deterministic).
+func (n *Node) SnapshotBytes() ([]byte, error) {
+	snap, err := n.fsm.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	defer snap.Release()
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		return nil, fmt.Errorf("snapshot persist: %w", err)
+	}
+	return sink.buf.Bytes(), nil
+}
+
+// memSink is a raft.SnapshotSink in memory.
+type memSink struct {
+	buf      bytes.Buffer
+	canceled bool
+}
+
+func (m *memSink) Write(p []byte) (int, error) { return m.buf.Write(p) }
+func (m *memSink) Close() error                { return nil }
+func (m *memSink) ID() string                  { return "mem" }
+func (m *memSink) Cancel() error               { m.canceled = true; return nil }
 
 // Status is a replica's view of its group.
 type Status struct {
