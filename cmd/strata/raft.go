@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/strata-sched/strata/coordinator/raftnode"
+)
+
+func init() { commands = append(commands, newRaftCmd) }
+
+// newRaftCmd is "strata raft": cluster membership of a tier's Raft group, through
+// any replica's admin endpoint (writes are forwarded to the leader).
+func newRaftCmd(g *globalOptions) *cobra.Command {
+	var addr string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "raft",
+		Short: "Inspect and change the membership of a tier's Raft group",
+		Long: `Inspect and change the membership of a tier's Raft group through the admin
+endpoint of any of its replicas (--addr). Changes are forwarded to the leader.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	addrFlag(cmd, &addr)
+	cmd.PersistentFlags().AddFlag(cmd.Flags().Lookup("addr"))
+	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the group")
+	client := func() (*raftnode.Client, context.Context, context.CancelFunc, error) {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, nil, nil, &exitError{code: 2, err: fmt.Errorf("--addr %q: must be host:port", addr)}
+		}
+		if timeout <= 0 {
+			return nil, nil, nil, &exitError{code: 2, err: fmt.Errorf("--timeout: must be positive (got %v)", timeout)}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		return raftnode.NewClient(addr), ctx, cancel, nil
+	}
+	cmd.AddCommand(newRaftPeersCmd(g, client), newRaftStatusCmd(g, client),
+		newRaftJoinCmd(g, client), newRaftRemoveCmd(g, client))
+	return cmd
+}
+
+type raftClientFunc func() (*raftnode.Client, context.Context, context.CancelFunc, error)
+
+// remoteErr gives failures of the remote call exit code 1 (usage errors are 2).
+func remoteErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: 1, err: err}
+}
+
+func newRaftPeersCmd(g *globalOptions, client raftClientFunc) *cobra.Command {
+	var out outputFlag
+	cmd := &cobra.Command{
+		Use:   "peers",
+		Short: "List the servers of the group",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			c, ctx, cancel, err := client()
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			peers, err := c.Peers(ctx)
+			if err != nil {
+				return remoteErr(err)
+			}
+			return out.print(g.stdout, raftnode.PeersResponse{Peers: peers}, func(w io.Writer) error {
+				tw := newTable(w)
+				fmt.Fprintln(tw, "ID\tADDRESS\tSUFFRAGE\tLEADER")
+				for _, p := range peers {
+					lead := ""
+					if p.Leader {
+						lead = "*"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.ID, p.Address, p.Suffrage, lead)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	out.register(cmd)
+	return cmd
+}
+
+func newRaftStatusCmd(g *globalOptions, client raftClientFunc) *cobra.Command {
+	var out outputFlag
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show one replica's view of the group (state, leader, term, indexes)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			c, ctx, cancel, err := client()
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			s, err := c.Status(ctx)
+			if err != nil {
+				return remoteErr(err)
+			}
+			return out.print(g.stdout, s, func(w io.Writer) error {
+				tw := newTable(w)
+				fmt.Fprintf(tw, "ID\t%s\nSTATE\t%s\nRAFT ADDRESS\t%s\nLEADER\t%s (%s)\nTERM\t%d\nLAST INDEX\t%d\nCOMMIT INDEX\t%d\nAPPLIED INDEX\t%d\n",
+					s.ID, s.State, s.RaftAddr, s.LeaderID, s.LeaderAddr, s.Term, s.LastIndex, s.CommitIndex, s.AppliedIndex)
+				return tw.Flush()
+			})
+		},
+	}
+	out.register(cmd)
+	return cmd
+}
+
+type raftChangeJSON struct {
+	Action   string `json:"action"`
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr,omitempty"`
+	OK       bool   `json:"ok"`
+}
+
+func newRaftJoinCmd(g *globalOptions, client raftClientFunc) *cobra.Command {
+	var out outputFlag
+	var admin string
+	cmd := &cobra.Command{
+		Use:   "join ID RAFT_ADDR",
+		Short: "Add a replica (server ID, raft host:port) to the group as a voter",
+		Long: `Add a replica to the group as a voter. The replica must be running with the
+given ID and listening for Raft at RAFT_ADDR. Joining a member again is harmless.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			id, raftAddr := args[0], args[1]
+			if _, _, err := net.SplitHostPort(raftAddr); err != nil {
+				return &exitError{code: 2, err: fmt.Errorf("RAFT_ADDR %q: must be host:port", raftAddr)}
+			}
+			c, ctx, cancel, err := client()
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			if err := c.Join(ctx, raftnode.JoinRequest{ID: id, RaftAddr: raftAddr, AdminAddr: admin}); err != nil {
+				return remoteErr(err)
+			}
+			res := raftChangeJSON{Action: "join", ID: id, RaftAddr: raftAddr, OK: true}
+			return out.print(g.stdout, res, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "joined %s (%s) as a voter\n", id, raftAddr)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&admin, "admin-addr", "", "the new replica's admin address, so the others can forward to it when it leads")
+	out.register(cmd)
+	return cmd
+}
+
+func newRaftRemoveCmd(g *globalOptions, client raftClientFunc) *cobra.Command {
+	var out outputFlag
+	cmd := &cobra.Command{
+		Use:   "remove ID",
+		Short: "Remove a server from the group",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			c, ctx, cancel, err := client()
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			if err := c.Remove(ctx, args[0]); err != nil {
+				return remoteErr(err)
+			}
+			res := raftChangeJSON{Action: "remove", ID: args[0], OK: true}
+			return out.print(g.stdout, res, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "removed %s\n", args[0])
+				return err
+			})
+		},
+	}
+	out.register(cmd)
+	return cmd
+}
