@@ -1,0 +1,212 @@
+package balancer
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// Result is what a solver returns.
+type Result struct {
+	// Solver is the name of the solver that produced the result.
+	Solver string
+	// Status is OK, Infeasible (some shards could not be placed; see Infeasible)
+	// or Partial (a budget ended the solve early; the plan is valid).
+	Status interfaces.Status
+	// Assignment is the new child index of every shard (-1 = unplaced).
+	Assignment []int32
+	// Moves is the plan: one move per shard whose child changed, with the reason,
+	// the goal or constraint that drove it, and its objective delta.
+	Moves []interfaces.Move
+	// Infeasible explains the shards that could not be placed (or could not leave
+	// a child they must leave): for each child, the constraint that excluded it.
+	Infeasible []interfaces.Infeasible
+	// Summary gives per-resource quality, moves, bytes moved and solve time.
+	Summary interfaces.Summary
+	// Start and Objective are the objectives of p.Current and of Assignment.
+	Start, Objective Objective
+	// Iterations counts the solver's improvement steps (solver-specific).
+	Iterations int
+	// Optimal is true when the solver proved the assignment optimal (exact).
+	Optimal bool
+}
+
+// Plan converts the result into the contract type a tier returns.
+func (r *Result) Plan(tier string) interfaces.Plan {
+	return interfaces.Plan{Tier: tier, Status: r.Status, Moves: r.Moves, Infeasible: r.Infeasible, Summary: r.Summary}
+}
+
+// Finish fills a Result for assign: the moves with their reasons and deltas, the
+// per-resource summary (max/mean, max/LB, LB, moves, bytes, solve seconds from
+// o.Now and startedAt when o.Now is set), the start and final objectives and the
+// status (Infeasible when a shard is unplaced or an explanation was given, else
+// partial when partial is true, else OK). infeasible lists the explanations the
+// solver produced (see Explain). Every solver, including exact, ends with it so
+// results look the same whatever produced them.
+func Finish(p *Problem, o Options, solver string, assign []int32, startedAt time.Time, partial bool, infeasible []interfaces.Infeasible) (Result, error) {
+	goals, err := o.goals(p)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := checkAssignment(p, assign); err != nil {
+		return Result{}, err
+	}
+	res := Result{Solver: solver, Assignment: assign, Infeasible: infeasible}
+	res.Start = evaluate(p, goals, o.Latency, p.Current)
+	res.Objective = evaluate(p, goals, o.Latency, assign)
+	res.Moves = explainMoves(p, goals, o.Latency, assign)
+	res.Summary = summarize(p, assign)
+	res.Summary.Objective = res.Objective.Total()
+	if o.Now != nil && !startedAt.IsZero() {
+		res.Summary.SolveSeconds = o.Now().Sub(startedAt).Seconds()
+	}
+	unplaced := false
+	for _, c := range assign {
+		if c < 0 {
+			unplaced = true
+		}
+	}
+	switch {
+	case unplaced || len(infeasible) > 0:
+		res.Status = interfaces.StatusInfeasible
+	case partial:
+		res.Status = interfaces.StatusPartial
+	default:
+		res.Status = interfaces.StatusOK
+	}
+	return res, nil
+}
+
+// summarize computes the per-resource figures of assign.
+func summarize(p *Problem, assign []int32) interfaces.Summary {
+	R, M := p.NumResources(), p.NumChildren()
+	load := childLoads(p, assign)
+	sumLoad, sumCap := totals(p)
+	lb := lowerBound(p)
+	sum := interfaces.Summary{
+		MaxOverMean: map[interfaces.Resource]float64{},
+		MaxOverLB:   map[interfaces.Resource]float64{},
+		LB:          map[interfaces.Resource]float64{},
+	}
+	for r := 0; r < R; r++ {
+		mx := 0.0
+		for c := 0; c < M; c++ {
+			mx = math.Max(mx, util(load[c*R+r], p.Capacity[c*R+r]))
+		}
+		name := p.Resources[r]
+		sum.LB[name] = lb[r]
+		mean := util(sumLoad[r], sumCap[r])
+		sum.MaxOverMean[name] = ratio(mx, mean)
+		sum.MaxOverLB[name] = ratio(mx, lb[r])
+	}
+	for s, c := range assign {
+		if c != p.Current[s] && c >= 0 {
+			sum.Moves++
+			sum.BytesMoved += p.Bytes(s)
+		}
+	}
+	return sum
+}
+
+// ratio is a/b, with 0/0 = 1 (nothing to balance is perfectly balanced).
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		if a == 0 {
+			return 1
+		}
+		return math.Inf(1)
+	}
+	return a / b
+}
+
+// explainMoves builds one move per shard whose child changed. The reason is the
+// hard constraint that forced the shard off its start child when there is one;
+// otherwise the most important goal whose level the move improves, measured as
+// the marginal effect of the move in the final placement (the objective of assign
+// minus that of assign with this one shard back where it was). Delta is that
+// marginal change at the level of the driving goal (negative is better); moves
+// that only help as part of a swap or a chain say so.
+func explainMoves(p *Problem, goals []Goal, lm LatencyModel, assign []int32) []interfaces.Move {
+	ev := newState(p, goals, lm, assign)
+	var moves []interfaces.Move
+	for s, c := range assign {
+		from := p.Current[s]
+		if c == from || c < 0 {
+			continue
+		}
+		m := interfaces.Move{Shard: p.ShardIDs[s], To: p.ChildIDs[c]}
+		if p.Epoch != nil {
+			m.Epoch = p.Epoch[s]
+		}
+		if from >= 0 {
+			m.From = p.ChildIDs[from]
+		}
+		// Marginal delta: undoing the move changes the objective by -delta.
+		d := ev.moveDelta(s, c, from)
+		lvl, forced := ev.forcedReason(s, from)
+		switch {
+		case forced != "":
+			m.Goal = forced
+			m.Reason = forcedText(p, s, from, forced)
+			m.Delta = -d[0]
+			for i := range d {
+				if d[i] != 0 {
+					m.Delta = -d[i]
+					break
+				}
+			}
+		default:
+			lvl = -1
+			for i := range d {
+				if d[i] > levelTol {
+					lvl = i
+					break
+				}
+				if d[i] < -levelTol {
+					break
+				}
+			}
+			if lvl >= 0 {
+				g := ev.levelGoal(lvl, s, from, c)
+				m.Goal = g.Kind
+				m.Delta = -d[lvl]
+				m.Reason = fmt.Sprintf("improves %s (priority %d) by %.4g", g.Kind, g.Priority, d[lvl])
+			} else {
+				// The move alone does not improve any level: it is part of a swap or
+				// chain that does as a whole.
+				m.Goal = "swap"
+				for i := range d {
+					if d[i] != 0 {
+						m.Delta = -d[i]
+						break
+					}
+				}
+				m.Reason = "part of a swap or chain of moves that improves the objective as a whole"
+			}
+		}
+		moves = append(moves, m)
+	}
+	sort.SliceStable(moves, func(i, j int) bool { return moves[i].Shard < moves[j].Shard })
+	return moves
+}
+
+func forcedText(p *Problem, s int, from int32, why string) string {
+	switch why {
+	case ConstraintUnplaced:
+		return "placing an unplaced shard"
+	case ConstraintDrain:
+		return fmt.Sprintf("emptying %s child %q", p.ChildState[from], p.ChildIDs[from])
+	case ConstraintPin:
+		return fmt.Sprintf("shard is pinned to %q", p.ChildIDs[p.PinOf(s)])
+	case ConstraintAllowed:
+		return fmt.Sprintf("shard is not allowed on %q", p.ChildIDs[from])
+	case ConstraintAntiAffinity:
+		return fmt.Sprintf("too many shards of its anti-affinity group on %q", p.ChildIDs[from])
+	case ConstraintCapacity:
+		return fmt.Sprintf("child %q was above its usable capacity", p.ChildIDs[from])
+	}
+	return why
+}

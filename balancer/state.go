@@ -1,0 +1,476 @@
+package balancer
+
+import (
+	"math"
+)
+
+// levelTol is the absolute change of a level below which it counts as unchanged
+// when deciding whether a move improves the objective.
+const levelTol = 1e-12
+
+// maxLevels bounds the number of distinct priorities the incremental scorer
+// handles with fixed-size arrays.
+const maxLevels = 16
+
+// levels is a per-priority-level objective delta.
+type levels [maxLevels]float64
+
+// state is an assignment with per-child load sums, per-resource max-heaps of
+// utilization and anti-affinity counts, kept up to date move by move, so that the
+// objective change of a move or swap is computed in O(R·goals + log M) instead of
+// re-scoring the whole placement.
+type state struct {
+	p       *Problem
+	R, M, N int
+	goals   []Goal
+	level   []int // goal → level index
+	nLevels int
+	gres    [][]int // goal → resource indices
+	sqInv   [][]float64
+	lat     latencyParams
+	mb      float64
+
+	assign []int32
+	load   []float64 // M×R
+	inv    []float64 // M×R: 1/capacity (zeroCapInv for 0)
+	limit  []float64 // M×R usable capacity
+	sumLd  []float64
+	sumCap []float64
+	// uheap[r] is a max-heap of children by utilization of r (nil when no
+	// min-max goal uses r); ukey[r] are its keys.
+	uheap []*idxHeap
+	// group counts: key g*M+c.
+	groupCnt map[int64]int32
+	moves    int
+	bytes    int64
+
+	gd    []float64 // scratch: per-goal delta
+	start *startInfo
+}
+
+func newState(p *Problem, goals []Goal, lm LatencyModel, assign []int32) *state {
+	R, M, N := p.NumResources(), p.NumChildren(), p.NumShards()
+	st := &state{p: p, R: R, M: M, N: N, goals: goals}
+	var prios []int
+	prios, st.level = levelsOf(goals)
+	st.nLevels = len(prios)
+	st.sumLd, st.sumCap = totals(p)
+	st.gres = make([][]int, len(goals))
+	st.sqInv = make([][]float64, len(goals))
+	needHeap := make([]bool, R)
+	for gi, g := range goals {
+		st.gres[gi] = goalResources(p, g)
+		if g.Kind == GoalBalanceSq {
+			st.sqInv[gi] = make([]float64, R)
+			for _, r := range st.gres[gi] {
+				if st.sumLd[r] > 0 && st.sumCap[r] > 0 {
+					st.sqInv[gi][r] = st.sumCap[r] / (st.sumLd[r] * st.sumLd[r])
+				}
+			}
+		}
+		if g.Kind == GoalBalanceMinMax {
+			for _, r := range st.gres[gi] {
+				needHeap[r] = true
+			}
+		}
+	}
+	st.lat = newLatencyParams(p, lm)
+	st.mb = meanBytes(p)
+	st.assign = append([]int32(nil), assign...)
+	st.load = childLoads(p, assign)
+	st.inv = make([]float64, M*R)
+	st.limit = make([]float64, M*R)
+	for i, c := range p.Capacity {
+		if c > 0 {
+			st.inv[i] = 1 / c
+		} else {
+			st.inv[i] = zeroCapInv
+		}
+		st.limit[i] = c * (1 - p.Headroom)
+	}
+	st.uheap = make([]*idxHeap, R)
+	for r := 0; r < R; r++ {
+		if !needHeap[r] {
+			continue
+		}
+		keys := make([]float64, M)
+		for c := 0; c < M; c++ {
+			keys[c] = st.load[c*R+r] * st.inv[c*R+r]
+		}
+		st.uheap[r] = newIdxHeap(keys)
+	}
+	st.groupCnt = map[int64]int32{}
+	for s, c := range assign {
+		if c >= 0 && p.Groups != nil {
+			for _, g := range p.Groups[s] {
+				st.groupCnt[int64(g)*int64(M)+int64(c)]++
+			}
+		}
+		if c != p.Current[s] && c >= 0 {
+			st.moves++
+			st.bytes += p.Bytes(s)
+		}
+	}
+	st.gd = make([]float64, len(goals))
+	return st
+}
+
+func (st *state) u(c, r int) float64 { return st.load[c*st.R+r] * st.inv[c*st.R+r] }
+
+// childTerm is the additive contribution of child c with load row l to goal gi
+// (min-max, locality and migration are handled elsewhere and return 0).
+func (st *state) childTerm(gi, c int, l []float64) float64 {
+	g := &st.goals[gi]
+	R := st.R
+	v := 0.0
+	switch g.Kind {
+	case GoalThreshold:
+		for _, r := range st.gres[gi] {
+			if x := l[r]*st.inv[c*R+r] - g.Threshold; x > 0 {
+				v += x
+			}
+		}
+	case GoalBalanceSq:
+		sq := st.sqInv[gi]
+		for _, r := range st.gres[gi] {
+			v += l[r] * l[r] * st.inv[c*R+r] * sq[r]
+		}
+	case GoalLatency:
+		r := st.lat.res
+		if x := l[r]; x > 0 && st.sumLd[r] > 0 {
+			v = st.lat.predict(c, x*st.inv[c*R+r]) * x / st.sumLd[r]
+		}
+	case GoalShortfall:
+		for _, r := range st.gres[gi] {
+			if x := l[r] - st.p.Capacity[c*R+r]; x > 0 && st.sumLd[r] > 0 {
+				v += x / st.sumLd[r]
+			}
+		}
+	}
+	return v
+}
+
+// shardTerm is shard s's contribution to a per-shard goal when on child c.
+func (st *state) shardTerm(gi, s int, c int32) float64 {
+	switch st.goals[gi].Kind {
+	case GoalLocality:
+		return st.p.localityCost(s, c) / float64(st.N)
+	case GoalMigration:
+		if c != st.p.Current[s] && c >= 0 {
+			return (1 + float64(st.p.Bytes(s))/st.mb) / 2 / float64(st.N)
+		}
+	}
+	return 0
+}
+
+// change describes a move or a swap: shards xs[i] go from their current child to
+// to[i]; the touched children (at most two) end with load rows na/nb.
+type change struct {
+	n      int
+	shard  [2]int
+	to     [2]int32
+	a, b   int // touched children, -1 if none
+	na, nb []float64
+}
+
+// delta writes the per-goal change of ch into st.gd and returns the per-level
+// change.
+func (st *state) delta(ch *change) levels {
+	var out levels
+	R := st.R
+	for gi := range st.goals {
+		g := &st.goals[gi]
+		d := 0.0
+		switch g.Kind {
+		case GoalBalanceMinMax:
+			for _, r := range st.gres[gi] {
+				h := st.uheap[r]
+				old := h.key[h.top()]
+				nw := h.maxExcluding(ch.a, ch.b, 0)
+				if ch.a >= 0 {
+					nw = math.Max(nw, ch.na[r]*st.inv[ch.a*R+r])
+				}
+				if ch.b >= 0 {
+					nw = math.Max(nw, ch.nb[r]*st.inv[ch.b*R+r])
+				}
+				d += nw - old
+			}
+		case GoalLocality, GoalMigration:
+			for i := 0; i < ch.n; i++ {
+				s := ch.shard[i]
+				d += st.shardTerm(gi, s, ch.to[i]) - st.shardTerm(gi, s, st.assign[s])
+			}
+		default:
+			if ch.a >= 0 {
+				d += st.childTerm(gi, ch.a, ch.na) - st.childTerm(gi, ch.a, st.load[ch.a*R:ch.a*R+R])
+			}
+			if ch.b >= 0 {
+				d += st.childTerm(gi, ch.b, ch.nb) - st.childTerm(gi, ch.b, st.load[ch.b*R:ch.b*R+R])
+			}
+		}
+		st.gd[gi] = d
+		out[st.level[gi]] += g.Weight * d
+	}
+	return out
+}
+
+// better reports whether the level change d improves the objective: the first
+// level that changes by more than levelTol decreases.
+func better(d *levels, n int) bool {
+	for i := 0; i < n; i++ {
+		if d[i] < -levelTol {
+			return true
+		}
+		if d[i] > levelTol {
+			return false
+		}
+	}
+	return false
+}
+
+// lexLess reports whether a is lexicographically smaller than b by more than
+// levelTol at the first differing level.
+func lexLess(a, b *levels, n int) bool {
+	for i := 0; i < n; i++ {
+		if a[i] < b[i]-levelTol {
+			return true
+		}
+		if a[i] > b[i]+levelTol {
+			return false
+		}
+	}
+	return false
+}
+
+// moveChange fills ch for moving shard s from its current child to dst (-1 =
+// unplace), using bufA/bufB (length R) as scratch.
+func (st *state) moveChange(ch *change, s int, dst int32, bufA, bufB []float64) {
+	R := st.R
+	src := st.assign[s]
+	ch.n = 1
+	ch.shard[0] = s
+	ch.to[0] = dst
+	ch.a, ch.b = int(src), int(dst)
+	if src >= 0 {
+		for r := 0; r < R; r++ {
+			bufA[r] = st.load[int(src)*R+r] - st.p.Load[s*R+r]
+		}
+		ch.na = bufA
+	}
+	if dst >= 0 {
+		for r := 0; r < R; r++ {
+			bufB[r] = st.load[int(dst)*R+r] + st.p.Load[s*R+r]
+		}
+		ch.nb = bufB
+	}
+}
+
+// moveDelta returns the per-level change of moving shard s (now on cur) to dst.
+func (st *state) moveDelta(s int, cur, dst int32) levels {
+	_ = cur
+	bufA := make([]float64, st.R)
+	bufB := make([]float64, st.R)
+	var ch change
+	st.moveChange(&ch, s, dst, bufA, bufB)
+	return st.delta(&ch)
+}
+
+// apply moves shard s to dst, updating every incremental structure.
+func (st *state) apply(s int, dst int32) {
+	p, R := st.p, st.R
+	src := st.assign[s]
+	if src == dst {
+		return
+	}
+	if src >= 0 {
+		for r := 0; r < R; r++ {
+			st.load[int(src)*R+r] -= p.Load[s*R+r]
+		}
+		st.touch(int(src))
+		if p.Groups != nil {
+			for _, g := range p.Groups[s] {
+				st.groupCnt[int64(g)*int64(st.M)+int64(src)]--
+			}
+		}
+	}
+	if dst >= 0 {
+		for r := 0; r < R; r++ {
+			st.load[int(dst)*R+r] += p.Load[s*R+r]
+		}
+		st.touch(int(dst))
+		if p.Groups != nil {
+			for _, g := range p.Groups[s] {
+				st.groupCnt[int64(g)*int64(st.M)+int64(dst)]++
+			}
+		}
+	}
+	orig := p.Current[s]
+	wasMoved := src != orig && src >= 0
+	nowMoved := dst != orig && dst >= 0
+	if wasMoved && !nowMoved {
+		st.moves--
+		st.bytes -= p.Bytes(s)
+	} else if !wasMoved && nowMoved {
+		st.moves++
+		st.bytes += p.Bytes(s)
+	}
+	st.assign[s] = dst
+}
+
+// touch refreshes the heaps of child c after its load changed.
+func (st *state) touch(c int) {
+	for r, h := range st.uheap {
+		if h != nil {
+			h.set(c, st.u(c, r))
+		}
+	}
+}
+
+// fits reports whether load row l is within child c's usable capacity.
+func (st *state) fits(c int, l []float64) bool {
+	R := st.R
+	for r := 0; r < R; r++ {
+		if l[r] > st.limit[c*R+r] {
+			return false
+		}
+	}
+	return true
+}
+
+// groupOK reports whether shard s may join child c under its anti-affinity
+// limits, given that `leaving` (another shard, or -1) leaves c at the same time.
+func (st *state) groupOK(s, c, leaving int) bool {
+	p := st.p
+	if p.Groups == nil {
+		return true
+	}
+	for _, g := range p.Groups[s] {
+		n := st.groupCnt[int64(g)*int64(st.M)+int64(c)]
+		if leaving >= 0 {
+			for _, g2 := range p.Groups[leaving] {
+				if g2 == g {
+					n--
+				}
+			}
+		}
+		if n+1 > p.GroupLimit[g] {
+			return false
+		}
+	}
+	return true
+}
+
+// budgetOK reports whether moving the shards of ch keeps the move budget.
+func (st *state) budgetOK(ch *change) bool {
+	p := st.p
+	if p.MaxMoves == 0 && p.MaxBytes == 0 {
+		return true
+	}
+	moves, bytes := st.moves, st.bytes
+	for i := 0; i < ch.n; i++ {
+		s := ch.shard[i]
+		orig := p.Current[s]
+		was := st.assign[s] != orig && st.assign[s] >= 0
+		now := ch.to[i] != orig && ch.to[i] >= 0
+		if was && !now {
+			moves--
+			bytes -= p.Bytes(s)
+		} else if !was && now {
+			moves++
+			bytes += p.Bytes(s)
+		}
+	}
+	if p.MaxMoves > 0 && moves > p.MaxMoves {
+		return false
+	}
+	if p.MaxBytes > 0 && bytes > p.MaxBytes {
+		return false
+	}
+	return true
+}
+
+// canHost reports whether shard s may be placed on child c ignoring capacity and
+// budget: not locked, allowed (pin and allowed list), c active.
+func (st *state) canHost(s, c int) bool {
+	p := st.p
+	return !p.IsLocked(s) && !p.Drained(c) && p.AllowedOn(s, c)
+}
+
+// levelGoal returns the goal of level lvl that contributes most to the marginal
+// improvement of shard s being on c rather than on from.
+func (st *state) levelGoal(lvl, s int, from, c int32) Goal {
+	st.moveDelta(s, c, from)
+	best, bv := -1, 0.0
+	for gi := range st.goals {
+		if st.level[gi] != lvl {
+			continue
+		}
+		v := st.goals[gi].Weight * st.gd[gi]
+		if best < 0 || v > bv {
+			best, bv = gi, v
+		}
+	}
+	return st.goals[best]
+}
+
+// forcedReason says which hard constraint forced shard s off child from in the
+// start assignment (p.Current), or "" when none did.
+func (st *state) forcedReason(s int, from int32) (int, string) {
+	p := st.p
+	if from < 0 {
+		return 0, ConstraintUnplaced
+	}
+	c := int(from)
+	if p.Drained(c) {
+		return 0, ConstraintDrain
+	}
+	if pin := p.PinOf(s); pin >= 0 && pin != c {
+		return 0, ConstraintPin
+	}
+	if !p.AllowedOn(s, c) {
+		return 0, ConstraintAllowed
+	}
+	start := st.startInfo()
+	if p.Groups != nil {
+		for _, g := range p.Groups[s] {
+			if start.groupCnt[int64(g)*int64(st.M)+int64(c)] > p.GroupLimit[g] {
+				return 0, ConstraintAntiAffinity
+			}
+		}
+	}
+	if start.over[c] {
+		return 0, ConstraintCapacity
+	}
+	return 0, ""
+}
+
+type startInfo struct {
+	over     []bool
+	groupCnt map[int64]int32
+}
+
+func (st *state) startInfo() *startInfo {
+	if st.start != nil {
+		return st.start
+	}
+	p := st.p
+	R := st.R
+	load := childLoads(p, p.Current)
+	si := &startInfo{over: make([]bool, st.M), groupCnt: map[int64]int32{}}
+	for c := 0; c < st.M; c++ {
+		for r := 0; r < R; r++ {
+			if load[c*R+r] > st.limit[c*R+r]*(1+capTolerance) {
+				si.over[c] = true
+			}
+		}
+	}
+	for s, c := range p.Current {
+		if c >= 0 && p.Groups != nil {
+			for _, g := range p.Groups[s] {
+				si.groupCnt[int64(g)*int64(st.M)+int64(c)]++
+			}
+		}
+	}
+	st.start = si
+	return si
+}
