@@ -1,0 +1,359 @@
+package hostagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/strata-sched/strata/coordinator/hostagent/driver"
+	"github.com/strata-sched/strata/coordinator/hostagent/ledger"
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// Config configures an Agent.
+type Config struct {
+	// Host is this agent's child id in its parent tier.
+	Host interfaces.ChildID
+	// StorePath is the bbolt file; LedgerPath the ownership ledger (JSON lines).
+	StorePath  string
+	LedgerPath string
+	// Driver runs the shards.
+	Driver driver.Driver
+	// Clock stamps ledger events (read at the moment of each start and stop) and
+	// paces Run. The decision inputs take their time as a parameter instead.
+	Clock interfaces.Clock
+	// Capacity is the host's capacity, reported to the parent.
+	Capacity interfaces.Load
+	// Lease sets the safety margin (see LeaseConfig).
+	Lease LeaseConfig
+	// TickInterval is how often Run calls Tick. It bounds how late a fence can
+	// be, so keep it well below the lease margin. Default 50ms.
+	TickInterval time.Duration
+}
+
+// Hello is what the agent announces when it opens a session with its parent.
+type Hello struct {
+	Host     interfaces.ChildID
+	Capacity interfaces.Load
+	// Held lists every shard the agent holds with its epoch, fenced or not. The
+	// parent answers with a LeaseGrant whose Confirm re-confirms the shards it
+	// still assigns here (same epoch) and revokes the others.
+	Held []Held
+}
+
+// Agent is a host agent: the Core state machine plus the executor that carries
+// out its effects against the bbolt store, the driver and the ledger. All methods
+// are safe for concurrent use; decision inputs are serialised.
+type Agent struct {
+	cfg    Config
+	mu     sync.Mutex // guards core, closed and the executor
+	core   *Core
+	store  *Store
+	ledger *ledger.Writer
+	closed bool
+
+	repMu  sync.Mutex
+	repSeq uint64
+}
+
+// Open opens the store and the ledger and loads the persisted state. Every
+// loaded shard starts fenced (not running): the lease is unknown after a
+// restart, so shards resume only when the parent grants a lease and re-confirms
+// them. Ledger starts left without a stop by a previous run are closed with a
+// recovered stop at min(now, persisted lease deadline).
+func Open(cfg Config) (*Agent, error) {
+	if err := interfaces.ValidateID("host", string(cfg.Host)); err != nil {
+		return nil, err
+	}
+	if cfg.Driver == nil {
+		return nil, &interfaces.FieldError{Field: "driver", Rule: "is required"}
+	}
+	if cfg.Clock == nil {
+		return nil, &interfaces.FieldError{Field: "clock", Rule: "is required"}
+	}
+	if cfg.StorePath == "" {
+		return nil, &interfaces.FieldError{Field: "store_path", Rule: "is required"}
+	}
+	if cfg.LedgerPath == "" {
+		return nil, &interfaces.FieldError{Field: "ledger_path", Rule: "is required"}
+	}
+	if err := interfaces.ValidateCapacity("capacity", cfg.Capacity); err != nil {
+		return nil, err
+	}
+	if cfg.TickInterval < 0 {
+		return nil, &interfaces.FieldError{Field: "tick_interval", Rule: "must be ≥ 0", Value: cfg.TickInterval.String()}
+	}
+	if cfg.TickInterval == 0 {
+		cfg.TickInterval = 50 * time.Millisecond
+	}
+	st, err := OpenStore(cfg.StorePath, string(cfg.Host))
+	if err != nil {
+		return nil, err
+	}
+	state, err := st.Load()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	lw, err := ledger.Open(cfg.LedgerPath, string(cfg.Host))
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	now := cfg.Clock.Now()
+	stopAt := now
+	if !state.LeaseDeadline.IsZero() && state.LeaseDeadline.Before(stopAt) {
+		stopAt = state.LeaseDeadline
+	}
+	if _, err := lw.Recover(stopAt.UnixNano()); err != nil {
+		st.Close()
+		lw.Close()
+		return nil, err
+	}
+	return &Agent{
+		cfg:    cfg,
+		core:   NewCore(cfg.Lease, state.Records, state.Tombstones),
+		store:  st,
+		ledger: lw,
+	}, nil
+}
+
+// Hello returns what the agent announces to its parent on (re)connect.
+func (a *Agent) Hello() Hello {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return Hello{Host: a.cfg.Host, Capacity: a.cfg.Capacity, Held: a.core.Held()}
+}
+
+// Held lists the shards held, as in Hello.
+func (a *Agent) Held() []Held {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.core.Held()
+}
+
+// Running lists the shards that run now.
+func (a *Agent) Running() []interfaces.ShardID {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.core.Running()
+}
+
+// LeaseDeadline returns the local time at which the agent self-fences, and
+// whether it holds a lease at now.
+func (a *Agent) LeaseDeadline(now time.Time) (time.Time, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d, _ := a.core.Deadline()
+	return d, a.core.LeaseValid(now)
+}
+
+// Assign handles Assign(shard, epoch, spec) received at now. The returned error
+// is the ack's error: nil (running, or already running under that epoch),
+// interfaces.ErrStaleEpoch, ErrNoLease, interfaces.ErrInvalid or a driver error.
+func (a *Agent) Assign(ctx context.Context, now time.Time, spec interfaces.Shard, epoch interfaces.Epoch) error {
+	return a.step(ctx, func(c *Core) ([]Effect, error) { return c.Assign(now, spec, epoch) })
+}
+
+// Revoke handles Revoke(shard, epoch) received at now: once it returns nil the
+// shard no longer runs here, and the ack may be sent.
+func (a *Agent) Revoke(ctx context.Context, now time.Time, shard interfaces.ShardID, epoch interfaces.Epoch) error {
+	return a.step(ctx, func(c *Core) ([]Effect, error) { return c.Revoke(now, shard, epoch) })
+}
+
+// LeaseGrant handles a LeaseGrant of ttl received at local time now, with the
+// shards the parent re-confirms (see Core.LeaseGrant).
+func (a *Agent) LeaseGrant(ctx context.Context, now time.Time, ttl time.Duration, confirm []interfaces.Assignment) error {
+	return a.step(ctx, func(c *Core) ([]Effect, error) { return c.LeaseGrant(now, ttl, confirm) })
+}
+
+// Tick advances the agent to now; when the lease has expired it self-fences.
+func (a *Agent) Tick(ctx context.Context, now time.Time) error {
+	return a.step(ctx, func(c *Core) ([]Effect, error) { return c.Tick(now), nil })
+}
+
+func (a *Agent) step(ctx context.Context, f func(*Core) ([]Effect, error)) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return errClosed
+	}
+	effs, err := f(a.core)
+	if xerr := a.execute(ctx, effs); xerr != nil {
+		return errors.Join(err, xerr)
+	}
+	return err
+}
+
+// execute carries out effects in order. Persistence rules: a start is only ever
+// preceded by a successful persist of its record (a failed persist cancels the
+// start and drops the shard); a stop is carried out before the removal or the
+// fenced flag is persisted. Ledger: start is appended before the driver starts,
+// stop after the driver stopped, so recorded intervals cover real ones.
+func (a *Agent) execute(ctx context.Context, effs []Effect) error {
+	var errs []error
+	skip := map[interfaces.ShardID]bool{}
+	for i := 0; i < len(effs); i++ {
+		e := effs[i]
+		switch e.Kind {
+		case EffPersist:
+			if err := a.store.Put(e.Record); err != nil {
+				errs = append(errs, fmt.Errorf("persist %s@%d: %w", e.Shard, e.Epoch, err))
+				skip[e.Shard] = true
+				effs = append(effs, a.core.StartFailed(e.Shard, e.Epoch)...)
+			}
+		case EffStart:
+			if skip[e.Shard] {
+				continue
+			}
+			if _, err := a.ledger.Append(e.Shard, e.Epoch, ledger.EventStart, a.cfg.Clock.Now().UnixNano()); err != nil {
+				errs = append(errs, err)
+				effs = append(effs, a.core.StartFailed(e.Shard, e.Epoch)...)
+				continue
+			}
+			if err := a.cfg.Driver.Start(ctx, e.Record.Spec, e.Epoch); err != nil {
+				errs = append(errs, fmt.Errorf("start %s@%d: %w", e.Shard, e.Epoch, err))
+				// The driver may have half-started it: make sure it is stopped
+				// before the ledger says so.
+				if serr := driver.IgnoreNotFound(a.cfg.Driver.Stop(e.Shard)); serr != nil {
+					errs = append(errs, fmt.Errorf("stop after failed start %s: %w", e.Shard, serr))
+				} else if _, lerr := a.ledger.Append(e.Shard, e.Epoch, ledger.EventStop, a.cfg.Clock.Now().UnixNano()); lerr != nil {
+					errs = append(errs, lerr)
+				}
+				effs = append(effs, a.core.StartFailed(e.Shard, e.Epoch)...)
+			}
+		case EffStop:
+			if err := driver.IgnoreNotFound(a.cfg.Driver.Stop(e.Shard)); err != nil {
+				// The shard may still run: do not record a stop.
+				errs = append(errs, fmt.Errorf("stop %s@%d: %w", e.Shard, e.Epoch, err))
+				continue
+			}
+			if _, err := a.ledger.Append(e.Shard, e.Epoch, ledger.EventStop, a.cfg.Clock.Now().UnixNano()); err != nil {
+				errs = append(errs, err)
+			}
+		case EffDelete:
+			if err := a.store.Delete(e.Shard, e.Epoch); err != nil {
+				errs = append(errs, fmt.Errorf("delete %s: %w", e.Shard, err))
+			}
+		case EffLease:
+			if err := a.store.PutLease(e.Deadline); err != nil {
+				errs = append(errs, fmt.Errorf("persist lease: %w", err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run is the agent's one background goroutine: it calls Tick every
+// TickInterval of the configured clock until ctx ends. Tick errors are passed to
+// onErr when it is not nil.
+func (a *Agent) Run(ctx context.Context, onErr func(error)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-a.cfg.Clock.After(a.cfg.TickInterval):
+		}
+		if err := a.Tick(ctx, a.cfg.Clock.Now()); err != nil {
+			if errors.Is(err, errClosed) {
+				return err
+			}
+			if onErr != nil {
+				onErr(err)
+			}
+		}
+	}
+}
+
+// Report builds the report sent to the parent at now: capacity, measured used
+// load, headroom (capacity - used, floored at 0), per-shard load of the running
+// shards sorted by id, throughput (sum of shard rates), LatencyP99 (the worst
+// shard p99) and LatencyP50 (the median of the shard p99s), and hints: headroom
+// always, shed when used exceeds capacity (the shards with the largest
+// dominant share first, until the excess is covered).
+func (a *Agent) Report(now time.Time) interfaces.Report {
+	a.mu.Lock()
+	running := a.core.Running()
+	a.mu.Unlock()
+	measured := a.cfg.Driver.Measure()
+
+	a.repMu.Lock()
+	a.repSeq++
+	seq := a.repSeq
+	a.repMu.Unlock()
+
+	r := interfaces.Report{Child: a.cfg.Host, Epoch: seq, Capacity: a.cfg.Capacity}
+	var p99s []time.Duration
+	for _, id := range running {
+		sl, ok := measured[id]
+		if !ok {
+			sl = interfaces.ShardLoad{Shard: id}
+		}
+		sl.Shard = id
+		r.Shards = append(r.Shards, sl)
+		r.Used = r.Used.Add(sl.Load)
+		r.Throughput += sl.Rate
+		p99s = append(p99s, sl.LatencyP99)
+	}
+	r.Headroom = a.cfg.Capacity.Sub(r.Used).Max(interfaces.Load{})
+	if len(p99s) > 0 {
+		sort.Slice(p99s, func(i, j int) bool { return p99s[i] < p99s[j] })
+		r.LatencyP99 = p99s[len(p99s)-1]
+		r.LatencyP50 = p99s[(len(p99s)-1)/2]
+	}
+	r.Hints = append(r.Hints, interfaces.Hint{Kind: interfaces.HintHeadroom, Amount: r.Headroom, Reason: "spare capacity"})
+	if !r.Used.Fits(a.cfg.Capacity) {
+		excess := r.Used.Sub(a.cfg.Capacity).Max(interfaces.Load{})
+		shards := append([]interfaces.ShardLoad(nil), r.Shards...)
+		sort.SliceStable(shards, func(i, j int) bool {
+			_, x := shards[i].Load.Div(a.cfg.Capacity).MaxDim()
+			_, y := shards[j].Load.Div(a.cfg.Capacity).MaxDim()
+			return x > y
+		})
+		var shed []interfaces.ShardID
+		var covered interfaces.Load
+		for _, s := range shards {
+			if excess.Fits(covered) {
+				break
+			}
+			shed = append(shed, s.Shard)
+			covered = covered.Add(s.Load)
+		}
+		r.Hints = append(r.Hints, interfaces.Hint{Kind: interfaces.HintShed, Amount: excess, Shards: shed,
+			Reason: fmt.Sprintf("used load exceeds capacity at %s", now.UTC().Format(time.RFC3339))})
+	}
+	return r
+}
+
+// Close stops every running shard (recording the stops in the ledger), then
+// closes the driver (when it is a driver.Closer), the ledger and the store. The
+// records stay in the store; after a restart they resume only when confirmed.
+func (a *Agent) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil
+	}
+	a.closed = true
+	var errs []error
+	for _, id := range a.core.Running() {
+		r, _ := a.core.Record(id)
+		if err := driver.IgnoreNotFound(a.cfg.Driver.Stop(id)); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", id, err))
+			continue
+		}
+		if _, err := a.ledger.Append(id, r.Epoch, ledger.EventStop, a.cfg.Clock.Now().UnixNano()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c, ok := a.cfg.Driver.(driver.Closer); ok {
+		if err := c.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, a.ledger.Close(), a.store.Close())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,379 @@
+package hostagent
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// ErrNoLease is returned when an Assign arrives while the agent holds no valid
+// lease: a child without a lease must not start shards. It wraps
+// interfaces.ErrConflict (gRPC FailedPrecondition).
+var ErrNoLease = fmt.Errorf("%w: no valid lease", interfaces.ErrConflict)
+
+// Record is what the agent keeps for one owned shard, in memory and in bbolt.
+type Record struct {
+	Spec  interfaces.Shard
+	Epoch interfaces.Epoch
+	// Fenced is true while the shard is held but not running: after a lease
+	// expiry, after a restart, until the parent re-confirms it.
+	Fenced bool
+}
+
+// Held is one shard the agent holds, as announced in Hello.
+type Held struct {
+	Shard  interfaces.ShardID
+	Epoch  interfaces.Epoch
+	Fenced bool
+}
+
+// EffectKind says what an Effect asks the executor to do.
+type EffectKind uint8
+
+// Effect kinds.
+const (
+	// EffPersist writes Effect.Record to the store.
+	EffPersist EffectKind = iota + 1
+	// EffStart appends a ledger start, then starts the shard in the driver.
+	EffStart
+	// EffStop stops the shard in the driver, then appends a ledger stop.
+	EffStop
+	// EffDelete removes the shard's record and writes a tombstone at Effect.Epoch.
+	EffDelete
+	// EffLease persists the lease deadline Effect.Deadline.
+	EffLease
+)
+
+var effectNames = [...]string{"?", "persist", "start", "stop", "delete", "lease"}
+
+func (k EffectKind) String() string {
+	if int(k) < len(effectNames) {
+		return effectNames[k]
+	}
+	return "unknown"
+}
+
+// Effect is one action the state machine decided. The executor runs a call's
+// effects in order; the order encodes the persistence rules (persist before
+// start, stop before deleting).
+type Effect struct {
+	Kind     EffectKind
+	Shard    interfaces.ShardID
+	Epoch    interfaces.Epoch
+	Record   Record    // EffPersist, EffStart
+	Deadline time.Time // EffLease
+}
+
+func (e Effect) String() string {
+	if e.Kind == EffLease {
+		return fmt.Sprintf("lease(%s)", e.Deadline.UTC().Format(time.RFC3339Nano))
+	}
+	if e.Kind == EffPersist {
+		return fmt.Sprintf("persist(%s@%d fenced=%t)", e.Shard, e.Epoch, e.Record.Fenced)
+	}
+	return fmt.Sprintf("%s(%s@%d)", e.Kind, e.Shard, e.Epoch)
+}
+
+// LeaseConfig sets the child side of the lease timing. See the package
+// documentation for the rule that relates it to the parent's grace.
+type LeaseConfig struct {
+	// MarginFraction of each granted TTL is kept as a safety margin: the agent
+	// fences at receipt + ttl - margin. Default 0.2.
+	MarginFraction float64
+	// MinMargin is the smallest margin used whatever the TTL. Default 100ms.
+	MinMargin time.Duration
+}
+
+func (c LeaseConfig) withDefaults() LeaseConfig {
+	if c.MarginFraction == 0 {
+		c.MarginFraction = 0.2
+	}
+	if c.MinMargin == 0 {
+		c.MinMargin = 100 * time.Millisecond
+	}
+	return c
+}
+
+// Margin returns the safety margin used for a lease of ttl.
+func (c LeaseConfig) Margin(ttl time.Duration) time.Duration {
+	c = c.withDefaults()
+	m := time.Duration(float64(ttl) * c.MarginFraction)
+	if m < c.MinMargin {
+		m = c.MinMargin
+	}
+	return m
+}
+
+// Core is the agent's decision logic: a deterministic state machine with no I/O,
+// no clock and no goroutines. Inputs carry the time; outputs are effects for the
+// executor and an error for the ack. It is not safe for concurrent use; the Agent
+// serialises calls.
+type Core struct {
+	lease    LeaseConfig
+	shards   map[interfaces.ShardID]*Record
+	tombs    map[interfaces.ShardID]interfaces.Epoch
+	leased   bool
+	deadline time.Time
+}
+
+// NewCore builds a core from persisted state. Every loaded record starts fenced:
+// after a restart the lease is unknown, so nothing runs until the parent grants a
+// lease and re-confirms the shard.
+func NewCore(lease LeaseConfig, records []Record, tombs map[interfaces.ShardID]interfaces.Epoch) *Core {
+	c := &Core{
+		lease:  lease.withDefaults(),
+		shards: make(map[interfaces.ShardID]*Record, len(records)),
+		tombs:  make(map[interfaces.ShardID]interfaces.Epoch, len(tombs)),
+	}
+	for _, r := range records {
+		r := r
+		r.Fenced = true
+		c.shards[r.Spec.ID] = &r
+	}
+	for k, v := range tombs {
+		c.tombs[k] = v
+	}
+	return c
+}
+
+// LeaseValid reports whether the agent holds a lease at now.
+func (c *Core) LeaseValid(now time.Time) bool {
+	return c.leased && now.Before(c.deadline)
+}
+
+// Deadline returns the local time at which the current lease fences the agent,
+// and whether a lease was ever granted.
+func (c *Core) Deadline() (time.Time, bool) { return c.deadline, c.leased }
+
+// Held lists the shards the agent holds, sorted by shard id: what Hello carries.
+func (c *Core) Held() []Held {
+	out := make([]Held, 0, len(c.shards))
+	for id, r := range c.shards {
+		out = append(out, Held{Shard: id, Epoch: r.Epoch, Fenced: r.Fenced})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Shard < out[j].Shard })
+	return out
+}
+
+// Record returns a copy of the record held for shard.
+func (c *Core) Record(shard interfaces.ShardID) (Record, bool) {
+	r, ok := c.shards[shard]
+	if !ok {
+		return Record{}, false
+	}
+	return *r, true
+}
+
+// Running lists the shards that run (held and not fenced), sorted.
+func (c *Core) Running() []interfaces.ShardID {
+	var out []interfaces.ShardID
+	for id, r := range c.shards {
+		if !r.Fenced {
+			out = append(out, id)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Tombstone returns the epoch at which shard was last revoked or dropped.
+func (c *Core) Tombstone(shard interfaces.ShardID) (interfaces.Epoch, bool) {
+	e, ok := c.tombs[shard]
+	return e, ok
+}
+
+// expire fences every running shard when the lease has run out at now: stop,
+// then persist the fenced flag.
+func (c *Core) expire(now time.Time) []Effect {
+	if !c.leased || now.Before(c.deadline) {
+		return nil
+	}
+	c.leased = false
+	var effs []Effect
+	for _, id := range c.sortedIDs() {
+		r := c.shards[id]
+		if r.Fenced {
+			continue
+		}
+		r.Fenced = true
+		effs = append(effs,
+			Effect{Kind: EffStop, Shard: id, Epoch: r.Epoch},
+			Effect{Kind: EffPersist, Shard: id, Epoch: r.Epoch, Record: *r})
+	}
+	return effs
+}
+
+func (c *Core) sortedIDs() []interfaces.ShardID {
+	ids := make([]interfaces.ShardID, 0, len(c.shards))
+	for id := range c.shards {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+// Tick advances time: when the lease has expired, every running shard is stopped
+// (self-fence) and marked fenced.
+func (c *Core) Tick(now time.Time) []Effect { return c.expire(now) }
+
+// LeaseGrant records a lease of ttl received at local time now: the agent fences
+// at now + ttl - margin. Confirm lists shards the parent re-confirms with their
+// epochs; fenced shards among them resume (persist unfenced, then start). A
+// confirmation with a newer epoch than held restarts the shard under it. Shards
+// that are not confirmed stay as they are. Errors for single confirmations are
+// joined; the grant itself still takes effect.
+func (c *Core) LeaseGrant(now time.Time, ttl time.Duration, confirm []interfaces.Assignment) ([]Effect, error) {
+	effs := c.expire(now)
+	margin := c.lease.Margin(ttl)
+	if ttl <= margin {
+		return effs, &interfaces.FieldError{Field: "lease.ttl", Rule: fmt.Sprintf("must be > the safety margin %s", margin), Value: ttl.String()}
+	}
+	c.leased = true
+	c.deadline = now.Add(ttl - margin)
+	effs = append(effs, Effect{Kind: EffLease, Deadline: c.deadline})
+	var errs []error
+	for _, a := range confirm {
+		r, ok := c.shards[a.Shard]
+		if !ok {
+			errs = append(errs, fmt.Errorf("confirm %s@%d: %w: shard not held (assign it with its spec)", a.Shard, a.Epoch, interfaces.ErrNotFound))
+			continue
+		}
+		more, err := c.Assign(now, r.Spec, a.Epoch)
+		effs = append(effs, more...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("confirm: %w", err))
+		}
+	}
+	return effs, errors.Join(errs...)
+}
+
+func staleErr(op string, shard interfaces.ShardID, held, got interfaces.Epoch, what string) error {
+	return fmt.Errorf("%s %s: %w: %s epoch %d, got %d", op, shard, interfaces.ErrStaleEpoch, what, held, got)
+}
+
+// Assign makes the agent own spec under epoch and run it. Rules:
+//   - epoch older than the one held, or not newer than the shard's tombstone:
+//     rejected with interfaces.ErrStaleEpoch (held vs got in the message);
+//   - same epoch as held and running: idempotent (the spec is re-persisted if it
+//     changed); same epoch and fenced: resume (this is the re-confirmation);
+//   - newer epoch: stop the old run if any, persist, start under the new epoch;
+//   - no valid lease: rejected with ErrNoLease, nothing changes.
+func (c *Core) Assign(now time.Time, spec interfaces.Shard, epoch interfaces.Epoch) ([]Effect, error) {
+	effs := c.expire(now)
+	if err := interfaces.ValidateShard(spec); err != nil {
+		return effs, fmt.Errorf("assign: %w", err)
+	}
+	if epoch == 0 {
+		return effs, fmt.Errorf("assign %s: %w", spec.ID, &interfaces.FieldError{Field: "epoch", Rule: "must be ≥ 1", Value: "0"})
+	}
+	id := spec.ID
+	if t, ok := c.tombs[id]; ok && epoch <= t {
+		return effs, staleErr("assign", id, t, epoch, "revoked at")
+	}
+	r, held := c.shards[id]
+	if held && epoch < r.Epoch {
+		return effs, staleErr("assign", id, r.Epoch, epoch, "held")
+	}
+	if !c.LeaseValid(now) {
+		return effs, fmt.Errorf("assign %s@%d: %w", id, epoch, ErrNoLease)
+	}
+	if held && epoch == r.Epoch {
+		if !r.Fenced {
+			if !specEqual(r.Spec, spec) {
+				r.Spec = spec
+				effs = append(effs, Effect{Kind: EffPersist, Shard: id, Epoch: epoch, Record: *r})
+			}
+			return effs, nil
+		}
+		r.Spec, r.Fenced = spec, false
+		return append(effs,
+			Effect{Kind: EffPersist, Shard: id, Epoch: epoch, Record: *r},
+			Effect{Kind: EffStart, Shard: id, Epoch: epoch, Record: *r}), nil
+	}
+	if held && !r.Fenced {
+		effs = append(effs, Effect{Kind: EffStop, Shard: id, Epoch: r.Epoch})
+	}
+	nr := &Record{Spec: spec, Epoch: epoch}
+	c.shards[id] = nr
+	return append(effs,
+		Effect{Kind: EffPersist, Shard: id, Epoch: epoch, Record: *nr},
+		Effect{Kind: EffStart, Shard: id, Epoch: epoch, Record: *nr}), nil
+}
+
+// Revoke stops shard and forgets it, leaving a tombstone at the larger of epoch
+// and the held epoch so that a delayed Assign with that epoch is refused. A
+// revoke older than the held epoch is rejected with interfaces.ErrStaleEpoch. A
+// revoke of a shard not held succeeds (the desired end state holds) and records
+// the tombstone; one older than the tombstone is stale. Revoke needs no lease:
+// stopping is always safe.
+func (c *Core) Revoke(now time.Time, shard interfaces.ShardID, epoch interfaces.Epoch) ([]Effect, error) {
+	effs := c.expire(now)
+	if err := interfaces.ValidateID("shard", string(shard)); err != nil {
+		return effs, fmt.Errorf("revoke: %w", err)
+	}
+	if epoch == 0 {
+		return effs, fmt.Errorf("revoke %s: %w", shard, &interfaces.FieldError{Field: "epoch", Rule: "must be ≥ 1", Value: "0"})
+	}
+	r, held := c.shards[shard]
+	if !held {
+		if t, ok := c.tombs[shard]; ok {
+			if epoch < t {
+				return effs, staleErr("revoke", shard, t, epoch, "revoked at")
+			}
+			if epoch == t {
+				return effs, nil
+			}
+		}
+		c.tombs[shard] = epoch
+		return append(effs, Effect{Kind: EffDelete, Shard: shard, Epoch: epoch}), nil
+	}
+	if epoch < r.Epoch {
+		return effs, staleErr("revoke", shard, r.Epoch, epoch, "held")
+	}
+	if !r.Fenced {
+		effs = append(effs, Effect{Kind: EffStop, Shard: shard, Epoch: r.Epoch})
+	}
+	delete(c.shards, shard)
+	c.tombs[shard] = epoch
+	return append(effs, Effect{Kind: EffDelete, Shard: shard, Epoch: epoch}), nil
+}
+
+// StartFailed is called by the executor when the driver could not start shard
+// under epoch. The shard is dropped (tombstoned at epoch) so the parent, which
+// receives the error in the ack, re-places it; a delayed retry of the same
+// assign is refused.
+func (c *Core) StartFailed(shard interfaces.ShardID, epoch interfaces.Epoch) []Effect {
+	r, ok := c.shards[shard]
+	if !ok || r.Epoch != epoch {
+		return nil
+	}
+	delete(c.shards, shard)
+	c.tombs[shard] = epoch
+	return []Effect{{Kind: EffDelete, Shard: shard, Epoch: epoch}}
+}
+
+func specEqual(a, b interfaces.Shard) bool {
+	if a.ID != b.ID || a.Job != b.Job || !a.Load.Equal(b.Load) || a.InputRate != b.InputRate ||
+		a.StateBytes != b.StateBytes || a.LatencySLO != b.LatencySLO {
+		return false
+	}
+	x, y := a.Constraints, b.Constraints
+	if x.Pinned != y.Pinned || x.AntiAffinity != y.AntiAffinity || x.MaxPerChild != y.MaxPerChild ||
+		len(x.Allowed) != len(y.Allowed) || len(x.Labels) != len(y.Labels) {
+		return false
+	}
+	for i := range x.Allowed {
+		if x.Allowed[i] != y.Allowed[i] {
+			return false
+		}
+	}
+	for k, v := range x.Labels {
+		if w, ok := y.Labels[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

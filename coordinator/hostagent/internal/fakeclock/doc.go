@@ -1,0 +1,3 @@
+// Package fakeclock is a manually advanced interfaces.Clock for the host agent's
+// tests.
+package fakeclock
