@@ -1316,17 +1316,19 @@ func (x *Constraint) GetReason() string {
 // View is interfaces.View: the read-only picture of one tier instance a policy
 // plans from.
 type View struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tier          string                 `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
-	Instance      string                 `protobuf:"bytes,2,opt,name=instance,proto3" json:"instance,omitempty"`
-	NowUnixNanos  int64                  `protobuf:"varint,3,opt,name=now_unix_nanos,json=nowUnixNanos,proto3" json:"now_unix_nanos,omitempty"` // 0 is the zero time
-	Seed          int64                  `protobuf:"varint,4,opt,name=seed,proto3" json:"seed,omitempty"`
-	Children      []*Child               `protobuf:"bytes,5,rep,name=children,proto3" json:"children,omitempty"`
-	Shards        []*Shard               `protobuf:"bytes,6,rep,name=shards,proto3" json:"shards,omitempty"`
-	Assignments   []*Assignment          `protobuf:"bytes,7,rep,name=assignments,proto3" json:"assignments,omitempty"`
-	InFlight      []*Move                `protobuf:"bytes,8,rep,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
-	Constraints   []*Constraint          `protobuf:"bytes,9,rep,name=constraints,proto3" json:"constraints,omitempty"`
-	Reports       map[string]*Report     `protobuf:"bytes,10,rep,name=reports,proto3" json:"reports,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // by child id; each key equals its report's child
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Tier     string                 `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
+	Instance string                 `protobuf:"bytes,2,opt,name=instance,proto3" json:"instance,omitempty"`
+	// now_unix_nanos is the time of the decision; absent is the zero time.Time (so
+	// that the Unix epoch itself, 0, stays representable).
+	NowUnixNanos  *int64             `protobuf:"varint,3,opt,name=now_unix_nanos,json=nowUnixNanos,proto3,oneof" json:"now_unix_nanos,omitempty"`
+	Seed          int64              `protobuf:"varint,4,opt,name=seed,proto3" json:"seed,omitempty"`
+	Children      []*Child           `protobuf:"bytes,5,rep,name=children,proto3" json:"children,omitempty"`
+	Shards        []*Shard           `protobuf:"bytes,6,rep,name=shards,proto3" json:"shards,omitempty"`
+	Assignments   []*Assignment      `protobuf:"bytes,7,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	InFlight      []*Move            `protobuf:"bytes,8,rep,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	Constraints   []*Constraint      `protobuf:"bytes,9,rep,name=constraints,proto3" json:"constraints,omitempty"`
+	Reports       map[string]*Report `protobuf:"bytes,10,rep,name=reports,proto3" json:"reports,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // by child id; each key equals its report's child
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1376,8 +1378,8 @@ func (x *View) GetInstance() string {
 }
 
 func (x *View) GetNowUnixNanos() int64 {
-	if x != nil {
-		return x.NowUnixNanos
+	if x != nil && x.NowUnixNanos != nil {
+		return *x.NowUnixNanos
 	}
 	return 0
 }
@@ -1557,11 +1559,11 @@ const file_types_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\v2\x0f.strata.v1.LoadR\x05limit\x12\x10\n" +
 	"\x03max\x18\x05 \x01(\x03R\x03max\x12\x1b\n" +
 	"\tmax_bytes\x18\x06 \x01(\x03R\bmaxBytes\x12\x16\n" +
-	"\x06reason\x18\a \x01(\tR\x06reason\"\xef\x03\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\"\x87\x04\n" +
 	"\x04View\x12\x12\n" +
 	"\x04tier\x18\x01 \x01(\tR\x04tier\x12\x1a\n" +
-	"\binstance\x18\x02 \x01(\tR\binstance\x12$\n" +
-	"\x0enow_unix_nanos\x18\x03 \x01(\x03R\fnowUnixNanos\x12\x12\n" +
+	"\binstance\x18\x02 \x01(\tR\binstance\x12)\n" +
+	"\x0enow_unix_nanos\x18\x03 \x01(\x03H\x00R\fnowUnixNanos\x88\x01\x01\x12\x12\n" +
 	"\x04seed\x18\x04 \x01(\x03R\x04seed\x12,\n" +
 	"\bchildren\x18\x05 \x03(\v2\x10.strata.v1.ChildR\bchildren\x12(\n" +
 	"\x06shards\x18\x06 \x03(\v2\x10.strata.v1.ShardR\x06shards\x127\n" +
@@ -1572,7 +1574,8 @@ const file_types_proto_rawDesc = "" +
 	" \x03(\v2\x1c.strata.v1.View.ReportsEntryR\areports\x1aM\n" +
 	"\fReportsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12'\n" +
-	"\x05value\x18\x02 \x01(\v2\x11.strata.v1.ReportR\x05value:\x028\x01*V\n" +
+	"\x05value\x18\x02 \x01(\v2\x11.strata.v1.ReportR\x05value:\x028\x01B\x11\n" +
+	"\x0f_now_unix_nanos*V\n" +
 	"\n" +
 	"ChildState\x12\x16\n" +
 	"\x12CHILD_STATE_ACTIVE\x10\x00\x12\x18\n" +
@@ -1684,6 +1687,7 @@ func file_types_proto_init() {
 	if File_types_proto != nil {
 		return
 	}
+	file_types_proto_msgTypes[13].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
