@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/strata-sched/strata/interfaces"
 )
@@ -227,12 +228,7 @@ func sortedLabelKeys(m map[string]string) []string {
 	for k := range m {
 		keys = append(keys, k)
 	}
-	// insertion sort: label sets are tiny
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
+	slices.Sort(keys)
 	return keys
 }
 

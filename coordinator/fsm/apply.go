@@ -1,0 +1,347 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// Result is what Apply returns for one command (raft's ApplyFuture.Response()).
+// Domain rejections are per operation: a batch can partly succeed.
+type Result struct {
+	// Index is the Raft index of the entry.
+	Index uint64
+	Type  CmdType
+	// Ops has one entry per item of the command, in order: per shard for
+	// PutShards/DeleteShards, per move for ApplyPlan, one for the other commands.
+	Ops []OpResult
+}
+
+// OpResult is the outcome of one operation.
+type OpResult struct {
+	// ID is the shard (or, for child commands, the child) the operation is about.
+	ID string
+	// Epoch is the shard's epoch after the operation (0 for child commands).
+	Epoch interfaces.Epoch
+	// Err is nil on success, or wraps interfaces.ErrStaleEpoch, ErrNotFound or
+	// ErrConflict.
+	Err error
+}
+
+// Err returns the first operation error, or nil when every operation succeeded.
+func (r *Result) Err() error {
+	for _, op := range r.Ops {
+		if op.Err != nil {
+			return op.Err
+		}
+	}
+	return nil
+}
+
+// Failed counts the operations that were rejected.
+func (r *Result) Failed() int {
+	n := 0
+	for _, op := range r.Ops {
+		if op.Err != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// ErrorCode names the sentinel an operation error wraps, for the wire and for
+// logs: "stale_epoch", "not_found", "conflict", "invalid", "" for nil and
+// "internal" for anything else.
+func ErrorCode(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, interfaces.ErrStaleEpoch):
+		return "stale_epoch"
+	case errors.Is(err, interfaces.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, interfaces.ErrConflict):
+		return "conflict"
+	case errors.Is(err, interfaces.ErrInvalid):
+		return "invalid"
+	}
+	return "internal"
+}
+
+// apply runs one decoded command at Raft index idx. It is deterministic: it reads
+// no clock, draws no random numbers and never ranges over a map.
+func (s *state) apply(idx uint64, c Command) *Result {
+	s.applied = idx
+	r := &Result{Index: idx, Type: c.Type()}
+	switch c := c.(type) {
+	case *PutChild:
+		r.Ops = []OpResult{{ID: string(c.Child.ID), Err: s.putChild(c.Child)}}
+	case *RemoveChild:
+		r.Ops = []OpResult{{ID: string(c.ID), Err: s.removeChild(c.ID)}}
+	case *PutShards:
+		r.Ops = make([]OpResult, len(c.Shards))
+		for i := range c.Shards {
+			r.Ops[i] = s.putShard(&c.Shards[i])
+		}
+	case *DeleteShards:
+		r.Ops = make([]OpResult, len(c.IDs))
+		for i, id := range c.IDs {
+			r.Ops[i] = s.deleteShard(id)
+		}
+	case *Assign:
+		r.Ops = []OpResult{s.assign(idx, "", interfaces.Move{Shard: c.Shard, To: c.Child, Reason: c.Reason})}
+	case *Unassign:
+		r.Ops = []OpResult{s.unassign(idx, c)}
+	case *Move:
+		r.Ops = []OpResult{s.move(idx, "", c.Move, false)}
+	case *BeginMove:
+		r.Ops = []OpResult{s.move(idx, "", c.Move, true)}
+	case *CompleteMove:
+		r.Ops = []OpResult{s.complete(idx, c)}
+	case *AbortMove:
+		r.Ops = []OpResult{s.abort(idx, c)}
+	case *ApplyPlan:
+		r.Ops = make([]OpResult, len(c.Moves))
+		for i, m := range c.Moves {
+			if m.From == "" {
+				r.Ops[i] = s.assign(idx, c.Tier, m)
+			} else {
+				r.Ops[i] = s.move(idx, c.Tier, m, c.Begin)
+			}
+		}
+	default:
+		// Decode only returns the types above; reaching here is a programming error.
+		panic(fmt.Sprintf("fsm: apply: command type %s has no handler", c.Type()))
+	}
+	return r
+}
+
+func (s *state) putChild(c interfaces.Child) error {
+	if old, ok := s.children[c.ID]; ok {
+		old.child = c
+		return nil
+	}
+	s.children[c.ID] = &childRec{child: c}
+	return nil
+}
+
+func (s *state) removeChild(id interfaces.ChildID) error {
+	c, ok := s.children[id]
+	if !ok {
+		return fmt.Errorf("child %q: %w", id, interfaces.ErrNotFound)
+	}
+	if c.shards > 0 {
+		return fmt.Errorf("child %q still holds %d shards (owned or moving in); move them first: %w",
+			id, c.shards, interfaces.ErrConflict)
+	}
+	delete(s.children, id)
+	return nil
+}
+
+func (s *state) putShard(spec *interfaces.Shard) OpResult {
+	r := newShardRec(spec)
+	old := s.shard(spec.ID)
+	if old != nil {
+		r.owner, r.epoch, r.flight = old.owner, old.epoch, old.flight
+		eff := old.effective()
+		s.charge(eff, old.load, -1)
+		s.charge(eff, r.load, +1)
+	}
+	s.put(r)
+	return OpResult{ID: string(spec.ID), Epoch: r.epoch}
+}
+
+func (s *state) deleteShard(id interfaces.ShardID) OpResult {
+	old := s.shard(id)
+	if old == nil {
+		return OpResult{ID: string(id), Err: fmt.Errorf("shard %q: %w", id, interfaces.ErrNotFound)}
+	}
+	if old.flight != nil {
+		return OpResult{ID: string(id), Epoch: old.epoch, Err: fmt.Errorf(
+			"shard %q has a move to %q in flight; complete or abort it first: %w", id, old.flight.To, interfaces.ErrConflict)}
+	}
+	s.charge(old.owner, old.load, -1)
+	s.remove(id)
+	return OpResult{ID: string(id), Epoch: old.epoch}
+}
+
+// target checks that child id exists and takes new shards.
+func (s *state) target(shard interfaces.ShardID, id interfaces.ChildID) error {
+	c, ok := s.children[id]
+	if !ok {
+		return fmt.Errorf("shard %q: target child %q: %w", shard, id, interfaces.ErrNotFound)
+	}
+	if c.child.State != interfaces.ChildActive {
+		return fmt.Errorf("shard %q: target child %q is %s and takes no new shards: %w",
+			shard, id, c.child.State, interfaces.ErrConflict)
+	}
+	return nil
+}
+
+func (s *state) record(e LogEntry) { s.log.add(e) }
+
+func (s *state) assign(idx uint64, tier string, m interfaces.Move) OpResult {
+	res := OpResult{ID: string(m.Shard)}
+	old := s.shard(m.Shard)
+	if old == nil {
+		res.Err = fmt.Errorf("shard %q: %w", m.Shard, interfaces.ErrNotFound)
+		return res
+	}
+	res.Epoch = old.epoch
+	if old.owner != "" {
+		res.Err = fmt.Errorf("shard %q is already placed on %q at epoch %d; use a move: %w",
+			m.Shard, old.owner, old.epoch, interfaces.ErrConflict)
+		return res
+	}
+	if res.Err = s.target(m.Shard, m.To); res.Err != nil {
+		return res
+	}
+	r := *old
+	r.owner = m.To
+	r.epoch = old.epoch + 1
+	s.put(&r)
+	s.charge(m.To, r.load, +1)
+	s.record(LogEntry{Index: idx, Change: ChangeAssign, Tier: tier, Shard: m.Shard, To: m.To,
+		Epoch: r.epoch, Reason: m.Reason, Goal: m.Goal, Delta: m.Delta})
+	res.Epoch = r.epoch
+	return res
+}
+
+// cas checks a move's preconditions against the shard's current record.
+func (s *state) cas(old *shardRec, m interfaces.Move) error {
+	if old == nil {
+		return fmt.Errorf("shard %q: %w", m.Shard, interfaces.ErrNotFound)
+	}
+	if old.epoch != m.Epoch {
+		return fmt.Errorf("shard %q is at epoch %d, the move was planned at epoch %d: %w",
+			m.Shard, old.epoch, m.Epoch, interfaces.ErrStaleEpoch)
+	}
+	if old.owner != m.From {
+		if old.owner == "" {
+			return fmt.Errorf("shard %q is unassigned, the move expects it on %q: %w", m.Shard, m.From, interfaces.ErrConflict)
+		}
+		return fmt.Errorf("shard %q is on %q, the move expects it on %q: %w", m.Shard, old.owner, m.From, interfaces.ErrConflict)
+	}
+	if old.flight != nil {
+		return fmt.Errorf("shard %q already has a move to %q in flight: %w", m.Shard, old.flight.To, interfaces.ErrConflict)
+	}
+	return s.target(m.Shard, m.To)
+}
+
+func (s *state) move(idx uint64, tier string, m interfaces.Move, begin bool) OpResult {
+	res := OpResult{ID: string(m.Shard)}
+	old := s.shard(m.Shard)
+	if old != nil {
+		res.Epoch = old.epoch
+	}
+	if res.Err = s.cas(old, m); res.Err != nil {
+		return res
+	}
+	r := *old
+	s.charge(old.owner, old.load, -1)
+	s.charge(m.To, old.load, +1)
+	change := ChangeMove
+	if begin {
+		fl := m
+		r.flight = &fl
+		change = ChangeBegin
+	} else {
+		r.owner = m.To
+		r.epoch = old.epoch + 1
+	}
+	s.put(&r)
+	if begin {
+		s.inflight++
+	}
+	s.record(LogEntry{Index: idx, Change: change, Tier: tier, Shard: m.Shard, From: m.From, To: m.To,
+		Epoch: r.epoch, Reason: m.Reason, Goal: m.Goal, Delta: m.Delta})
+	res.Epoch = r.epoch
+	return res
+}
+
+// inFlight checks that shard id has a move in flight begun at epoch.
+func (s *state) inFlight(id interfaces.ShardID, epoch interfaces.Epoch) (*shardRec, error) {
+	old := s.shard(id)
+	if old == nil {
+		return nil, fmt.Errorf("shard %q: %w", id, interfaces.ErrNotFound)
+	}
+	if old.flight == nil {
+		return old, fmt.Errorf("shard %q has no move in flight: %w", id, interfaces.ErrConflict)
+	}
+	if old.epoch != epoch {
+		return old, fmt.Errorf("shard %q is at epoch %d, not %d: %w", id, old.epoch, epoch, interfaces.ErrStaleEpoch)
+	}
+	return old, nil
+}
+
+func (s *state) complete(idx uint64, c *CompleteMove) OpResult {
+	res := OpResult{ID: string(c.Shard)}
+	old, err := s.inFlight(c.Shard, c.Epoch)
+	if old != nil {
+		res.Epoch = old.epoch
+	}
+	if res.Err = err; err != nil {
+		return res
+	}
+	r := *old
+	fl := old.flight
+	r.owner = fl.To
+	r.epoch = old.epoch + 1
+	r.flight = nil
+	s.put(&r)
+	s.inflight--
+	s.record(LogEntry{Index: idx, Change: ChangeComplete, Shard: c.Shard, From: old.owner, To: fl.To,
+		Epoch: r.epoch, Reason: fl.Reason, Goal: fl.Goal, Delta: fl.Delta})
+	res.Epoch = r.epoch
+	return res
+}
+
+func (s *state) abort(idx uint64, c *AbortMove) OpResult {
+	res := OpResult{ID: string(c.Shard)}
+	old, err := s.inFlight(c.Shard, c.Epoch)
+	if old != nil {
+		res.Epoch = old.epoch
+	}
+	if res.Err = err; err != nil {
+		return res
+	}
+	r := *old
+	fl := old.flight
+	r.flight = nil
+	s.charge(fl.To, old.load, -1)
+	s.charge(old.owner, old.load, +1)
+	s.put(&r)
+	s.inflight--
+	s.record(LogEntry{Index: idx, Change: ChangeAbort, Shard: c.Shard, From: old.owner, To: fl.To,
+		Epoch: r.epoch, Reason: c.Reason})
+	return res
+}
+
+func (s *state) unassign(idx uint64, c *Unassign) OpResult {
+	res := OpResult{ID: string(c.Shard)}
+	old := s.shard(c.Shard)
+	if old == nil {
+		res.Err = fmt.Errorf("shard %q: %w", c.Shard, interfaces.ErrNotFound)
+		return res
+	}
+	res.Epoch = old.epoch
+	switch {
+	case old.epoch != c.Epoch:
+		res.Err = fmt.Errorf("shard %q is at epoch %d, not %d: %w", c.Shard, old.epoch, c.Epoch, interfaces.ErrStaleEpoch)
+	case old.owner == "":
+		res.Err = fmt.Errorf("shard %q is not assigned: %w", c.Shard, interfaces.ErrConflict)
+	case old.flight != nil:
+		res.Err = fmt.Errorf("shard %q has a move to %q in flight: %w", c.Shard, old.flight.To, interfaces.ErrConflict)
+	}
+	if res.Err != nil {
+		return res
+	}
+	r := *old
+	r.owner = ""
+	s.charge(old.owner, old.load, -1)
+	s.put(&r)
+	s.record(LogEntry{Index: idx, Change: ChangeUnassign, Shard: c.Shard, From: old.owner,
+		Epoch: r.epoch, Reason: c.Reason})
+	return res
+}

@@ -1,0 +1,7 @@
+package fsm
+
+import "io"
+
+type nopCloser struct{ io.Reader }
+
+func (nopCloser) Close() error { return nil }

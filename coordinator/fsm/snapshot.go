@@ -1,0 +1,538 @@
+package fsm
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// Snapshot stream format, version 1 (see doc.go):
+//
+//	magic "STRATA-FSM" | uvarint version
+//	records, each: uvarint length | kind byte | payload
+//	  meta (1) · child (2) × children · shard (3) × shards · log entry (4) × entries
+//	end (5): CRC-32C (Castagnoli) of every byte before the end record, 4 bytes LE
+//
+// Children and shards are sorted by ID, log entries oldest first, so the same state
+// always gives the same bytes.
+const (
+	snapMagic   = "STRATA-FSM"
+	snapVersion = 1
+
+	recMeta  byte = 1
+	recChild byte = 2
+	recShard byte = 3
+	recLog   byte = 4
+	recEnd   byte = 5
+
+	// maxRecord bounds one record: a shard spec with every string at its limit is
+	// far smaller.
+	maxRecord = 1 << 20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// snapshot is an immutable view of the state: the shard records are shared with
+// the live state (they are never modified in place), the pointer slice, the child
+// values and the log entries are copies.
+type snapshot struct {
+	applied  uint64
+	logCap   int
+	inflight int
+	children []childRec
+	shards   []*shardRec
+	log      []LogEntry
+}
+
+var _ raft.FSMSnapshot = (*snapshot)(nil)
+
+// Snapshot captures the state for raft. It copies the slice of shard pointers
+// (8 bytes a shard), the children and the plan log; sorting and encoding happen in
+// Persist, concurrently with later Applies.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	return f.snapshot(), nil
+}
+
+func (f *FSM) snapshot() *snapshot {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s := f.st
+	return &snapshot{
+		applied:  s.applied,
+		logCap:   f.logCap,
+		inflight: s.inflight,
+		children: s.sortedChildren(),
+		shards:   slices.Clone(s.shards),
+		log:      s.log.entries(),
+	}
+}
+
+// Persist streams the snapshot into sink.
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.writeTo(sink); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("fsm snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+// Release drops the snapshot's references.
+func (s *snapshot) Release() {
+	s.shards, s.children, s.log = nil, nil, nil
+}
+
+// countingWriter feeds the CRC and counts bytes on the way to w.
+type countingWriter struct {
+	w   io.Writer
+	crc hash.Hash32
+	n   int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.crc.Write(p[:n])
+	c.n += int64(n)
+	return n, err
+}
+
+func (s *snapshot) writeTo(w io.Writer) (int64, error) {
+	slices.SortFunc(s.shards, func(a, b *shardRec) int { return strings.Compare(string(a.id), string(b.id)) })
+	cw := &countingWriter{w: w, crc: crc32.New(castagnoli)}
+	bw := bufio.NewWriterSize(cw, 1<<16)
+	e := &enc{b: make([]byte, 0, 512)}
+	var lenBuf [binary.MaxVarintLen64]byte
+	put := func() error {
+		n := binary.PutUvarint(lenBuf[:], uint64(len(e.b)))
+		if _, err := bw.Write(lenBuf[:n]); err != nil {
+			return err
+		}
+		_, err := bw.Write(e.b)
+		return err
+	}
+
+	if _, err := bw.WriteString(snapMagic); err != nil {
+		return cw.n, err
+	}
+	e.uvarint(snapVersion)
+	if _, err := bw.Write(e.b); err != nil {
+		return cw.n, err
+	}
+
+	e.b = append(e.b[:0], recMeta)
+	e.uvarint(s.applied)
+	e.uvarint(uint64(s.logCap))
+	e.uvarint(uint64(len(s.children)))
+	e.uvarint(uint64(len(s.shards)))
+	e.uvarint(uint64(len(s.log)))
+	e.uvarint(uint64(s.inflight))
+	if err := put(); err != nil {
+		return cw.n, err
+	}
+	for i := range s.children {
+		c := &s.children[i]
+		e.b = append(e.b[:0], recChild)
+		e.child(&c.child)
+		e.load(c.used)
+		e.uvarint(uint64(c.shards))
+		if err := put(); err != nil {
+			return cw.n, err
+		}
+	}
+	for _, r := range s.shards {
+		e.b = append(e.b[:0], recShard)
+		e.shardRec(r)
+		if err := put(); err != nil {
+			return cw.n, err
+		}
+	}
+	for i := range s.log {
+		e.b = append(e.b[:0], recLog)
+		e.logEntry(&s.log[i])
+		if err := put(); err != nil {
+			return cw.n, err
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return cw.n, err
+	}
+	sum := cw.crc.Sum32()
+	e.b = append(e.b[:0], recEnd)
+	e.b = binary.LittleEndian.AppendUint32(e.b, sum)
+	if err := put(); err != nil {
+		return cw.n, err
+	}
+	return cw.n, bw.Flush()
+}
+
+func (e *enc) shardRec(r *shardRec) {
+	spec := r.spec()
+	e.shard(&spec)
+	e.str(string(r.owner))
+	e.uvarint(uint64(r.epoch))
+	if r.flight == nil {
+		e.byte1(0)
+		return
+	}
+	e.byte1(1)
+	e.move(r.flight)
+}
+
+func (e *enc) logEntry(l *LogEntry) {
+	e.uvarint(l.Index)
+	e.byte1(byte(l.Change))
+	e.str(l.Tier)
+	e.str(string(l.Shard))
+	e.str(string(l.From))
+	e.str(string(l.To))
+	e.uvarint(uint64(l.Epoch))
+	e.str(l.Reason)
+	e.str(l.Goal)
+	e.float(l.Delta)
+}
+
+// WriteTo streams the FSM's state in the snapshot format to w. The bytes are the
+// same for the same state on every replica.
+func (f *FSM) WriteTo(w io.Writer) (int64, error) {
+	return f.snapshot().writeTo(w)
+}
+
+// Hash returns the SHA-256 of the snapshot encoding: two replicas hold the same
+// state exactly when their hashes are equal. It costs a full snapshot encoding.
+func (f *FSM) Hash() [sha256.Size]byte {
+	h := sha256.New()
+	if _, err := f.WriteTo(h); err != nil {
+		// Writing to a hash never fails.
+		panic(fmt.Sprintf("fsm: hashing state: %v", err))
+	}
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// crcReader reads from a bufio.Reader and feeds the CRC.
+type crcReader struct {
+	r   *bufio.Reader
+	crc hash.Hash32
+	one [1]byte
+}
+
+func (c *crcReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.one[0] = b
+		c.crc.Write(c.one[:])
+	}
+	return b, err
+}
+
+func (c *crcReader) readFull(p []byte) error {
+	_, err := io.ReadFull(c.r, p)
+	if err == nil {
+		c.crc.Write(p)
+	}
+	return err
+}
+
+// Restore replaces the state with the snapshot read from rc. The new state is
+// built aside and swapped in at the end, so readers see either the old or the new
+// state, never a half-restored one; a corrupt snapshot leaves the old state.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	st, logCap, err := readSnapshot(rc)
+	if err != nil {
+		return fmt.Errorf("fsm restore: %w", err)
+	}
+	f.mu.Lock()
+	f.st = st
+	f.logCap = logCap
+	f.mu.Unlock()
+	return nil
+}
+
+func readSnapshot(r io.Reader) (*state, int, error) {
+	cr := &crcReader{r: bufio.NewReaderSize(r, 1<<16), crc: crc32.New(castagnoli)}
+	magic := make([]byte, len(snapMagic))
+	if err := cr.readFull(magic); err != nil || string(magic) != snapMagic {
+		return nil, 0, fmt.Errorf("not a Strata FSM snapshot (bad magic): %w", interfaces.ErrInvalid)
+	}
+	v, err := binary.ReadUvarint(cr)
+	if err != nil {
+		return nil, 0, fmt.Errorf("version: %w", err)
+	}
+	if v != snapVersion {
+		return nil, 0, fmt.Errorf("snapshot version %d is not supported (this binary reads %d): %w", v, snapVersion, interfaces.ErrInvalid)
+	}
+
+	buf := make([]byte, 0, 512)
+	var seq int
+	next := func() (*dec, byte, error) {
+		n, err := binary.ReadUvarint(cr)
+		if err != nil {
+			return nil, 0, fmt.Errorf("record %d length: %w", seq, noEOF(err))
+		}
+		if n == 0 || n > maxRecord {
+			return nil, 0, fmt.Errorf("record %d: length %d out of range: %w", seq, n, interfaces.ErrInvalid)
+		}
+		if cap(buf) < int(n) {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if err := cr.readFull(buf); err != nil {
+			return nil, 0, fmt.Errorf("record %d: %w", seq, noEOF(err))
+		}
+		seq++
+		return &dec{b: buf, off: 1}, buf[0], nil
+	}
+	fail := func(d *dec, what string) error {
+		return fmt.Errorf("record %d (%s): %w: %w", seq-1, what, d.err, interfaces.ErrInvalid)
+	}
+
+	d, kind, err := next()
+	if err != nil {
+		return nil, 0, err
+	}
+	if kind != recMeta {
+		return nil, 0, fmt.Errorf("first record is kind %d, want meta: %w", kind, interfaces.ErrInvalid)
+	}
+	applied := d.uvarint("applied")
+	logCap := d.uvarint("log_cap")
+	nChildren := d.uvarint("children")
+	nShards := d.uvarint("shards")
+	nLog := d.uvarint("log")
+	nFlight := d.uvarint("inflight")
+	d.end()
+	if d.err == nil && (logCap > 1<<30 || nShards > 1<<31-1 || nLog > logCap) {
+		d.fail("counts out of range")
+	}
+	if d.err != nil {
+		return nil, 0, fail(d, "meta")
+	}
+	hint := int(nShards)
+	if hint > 1<<22 {
+		hint = 1 << 22 // grow past this only as records really arrive
+	}
+	st := newState(int(logCap), hint)
+	st.applied = applied
+	jobs := map[string]string{} // interned job names
+
+	var prevChild interfaces.ChildID
+	for i := uint64(0); i < nChildren; i++ {
+		d, kind, err := next()
+		if err != nil {
+			return nil, 0, err
+		}
+		if kind != recChild {
+			return nil, 0, fmt.Errorf("record %d is kind %d, want child: %w", seq-1, kind, interfaces.ErrInvalid)
+		}
+		c := &childRec{child: d.child(), used: d.rawLoad("child.used"), shards: int(d.uvarint("child.shards"))}
+		d.end()
+		if d.err == nil && i > 0 && c.child.ID <= prevChild {
+			d.fail("children not sorted: %q after %q", c.child.ID, prevChild)
+		}
+		if d.err != nil {
+			return nil, 0, fail(d, "child")
+		}
+		prevChild = c.child.ID
+		st.children[c.child.ID] = c
+	}
+
+	counts := make(map[interfaces.ChildID]int, len(st.children))
+	var prevShard interfaces.ShardID
+	for i := uint64(0); i < nShards; i++ {
+		d, kind, err := next()
+		if err != nil {
+			return nil, 0, err
+		}
+		if kind != recShard {
+			return nil, 0, fmt.Errorf("record %d is kind %d, want shard: %w", seq-1, kind, interfaces.ErrInvalid)
+		}
+		r := d.snapShard(st.children, jobs)
+		d.end()
+		if d.err == nil && i > 0 && r.id <= prevShard {
+			d.fail("shards not sorted: %q after %q", r.id, prevShard)
+		}
+		if d.err != nil {
+			return nil, 0, fail(d, "shard")
+		}
+		prevShard = r.id
+		st.index[r.id] = int32(len(st.shards))
+		st.shards = append(st.shards, r)
+		if r.flight != nil {
+			st.inflight++
+		}
+		if eff := r.effective(); eff != "" {
+			counts[eff]++
+		}
+	}
+	if uint64(st.inflight) != nFlight {
+		return nil, 0, fmt.Errorf("meta says %d moves in flight, shards hold %d: %w", nFlight, st.inflight, interfaces.ErrInvalid)
+	}
+	for _, id := range sortedChildIDs(st.children) {
+		if c := st.children[id]; c.shards != counts[id] {
+			return nil, 0, fmt.Errorf("child %q: snapshot says %d shards, shard records hold %d: %w", id, c.shards, counts[id], interfaces.ErrInvalid)
+		}
+	}
+
+	for i := uint64(0); i < nLog; i++ {
+		d, kind, err := next()
+		if err != nil {
+			return nil, 0, err
+		}
+		if kind != recLog {
+			return nil, 0, fmt.Errorf("record %d is kind %d, want log entry: %w", seq-1, kind, interfaces.ErrInvalid)
+		}
+		e := d.logEntry()
+		d.end()
+		if d.err != nil {
+			return nil, 0, fail(d, "log entry")
+		}
+		st.log.add(e)
+	}
+
+	want := cr.crc.Sum32()
+	d, kind, err = next()
+	if err != nil {
+		return nil, 0, err
+	}
+	if kind != recEnd || len(d.b) != 5 {
+		return nil, 0, fmt.Errorf("record %d: want the end record: %w", seq-1, interfaces.ErrInvalid)
+	}
+	if got := binary.LittleEndian.Uint32(d.b[1:]); got != want {
+		return nil, 0, fmt.Errorf("checksum mismatch: stored %08x, computed %08x: %w", got, want, interfaces.ErrInvalid)
+	}
+	if _, err := cr.r.ReadByte(); err != io.EOF {
+		return nil, 0, fmt.Errorf("data after the end record: %w", interfaces.ErrInvalid)
+	}
+	return st, int(logCap), nil
+}
+
+func noEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+func sortedChildIDs(m map[interfaces.ChildID]*childRec) []interfaces.ChildID {
+	ids := make([]interfaces.ChildID, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// rawLoad reads a load that may hold small negative values (a child's used load
+// is a running sum of floats) but must be finite.
+func (d *dec) rawLoad(field string) interfaces.Load {
+	l := interfaces.Load{
+		CPU:   d.finite(field + ".cpu"),
+		Mem:   d.finite(field + ".mem"),
+		Net:   d.finite(field + ".net"),
+		Tasks: d.finite(field + ".tasks"),
+	}
+	n := d.count(field+".extra", 9)
+	if n > 0 {
+		l.Extra = make(map[string]float64, n)
+	}
+	prev := ""
+	for i := 0; i < n && d.err == nil; i++ {
+		k := d.str(field + ".extra name")
+		v := d.finite(field + ".extra." + k)
+		if d.err == nil && i > 0 && k <= prev {
+			d.fail("%s.extra: names must be strictly increasing", field)
+		}
+		l.Extra[k] = v
+		prev = k
+	}
+	return l
+}
+
+// snapShard reads a shard record. It checks structure and references (owner and
+// move target must be known children) but not the ID syntax rules: the snapshot's
+// checksum covers the bytes, and every spec was validated when its command was
+// decoded. This keeps restoring a million shards well under a second of decoding.
+func (d *dec) snapShard(children map[interfaces.ChildID]*childRec, jobs map[string]string) *shardRec {
+	r := &shardRec{}
+	r.id = interfaces.ShardID(d.str("shard.id"))
+	job := d.str("shard.job")
+	if j, ok := jobs[job]; ok {
+		job = j
+	} else if d.err == nil {
+		jobs[job] = job
+	}
+	r.job = job
+	r.load = d.load("shard.load")
+	r.inputRate = d.finite("shard.input_rate")
+	r.stateBytes = d.varint("shard.state_bytes")
+	r.slo = d.dur("shard.latency_slo")
+	var c interfaces.ShardConstraints
+	c.Pinned = interfaces.ChildID(d.str("shard.constraints.pinned"))
+	if n := d.count("shard.constraints.allowed", 1); n > 0 {
+		c.Allowed = make([]interfaces.ChildID, n)
+		for i := range c.Allowed {
+			c.Allowed[i] = interfaces.ChildID(d.str("shard.constraints.allowed"))
+		}
+	}
+	c.Labels = d.labels("shard.constraints.labels")
+	c.AntiAffinity = d.str("shard.constraints.anti_affinity")
+	c.MaxPerChild = int(d.uvarint("shard.constraints.max_per_child"))
+	if !zeroConstraints(&c) {
+		r.cons = &c
+	}
+	r.owner = interfaces.ChildID(d.str("shard.owner"))
+	r.epoch = interfaces.Epoch(d.uvarint("shard.epoch"))
+	if d.boolean("shard.in_flight") {
+		m := d.move("shard.in_flight")
+		r.flight = &m
+	}
+	if d.err != nil {
+		return r
+	}
+	if r.id == "" {
+		d.fail("shard.id: is required")
+	}
+	if r.owner != "" && children[r.owner] == nil {
+		d.fail("shard %q: owner %q is not a known child", r.id, r.owner)
+	}
+	if r.flight != nil {
+		switch {
+		case r.flight.Shard != r.id:
+			d.fail("shard %q: in-flight move names shard %q", r.id, r.flight.Shard)
+		case r.owner == "" || r.flight.From != r.owner:
+			d.fail("shard %q: in-flight move from %q but owner is %q", r.id, r.flight.From, r.owner)
+		case children[r.flight.To] == nil:
+			d.fail("shard %q: in-flight move target %q is not a known child", r.id, r.flight.To)
+		}
+	}
+	return r
+}
+
+func (d *dec) logEntry() LogEntry {
+	var l LogEntry
+	l.Index = d.uvarint("log.index")
+	l.Change = Change(d.byte1("log.change"))
+	if d.err == nil && (l.Change == 0 || l.Change >= changeEnd) {
+		d.fail("log.change: unknown change %d", l.Change)
+	}
+	l.Tier = d.str("log.tier")
+	l.Shard = interfaces.ShardID(d.str("log.shard"))
+	l.From = interfaces.ChildID(d.str("log.from"))
+	l.To = interfaces.ChildID(d.str("log.to"))
+	l.Epoch = interfaces.Epoch(d.uvarint("log.epoch"))
+	l.Reason = d.str("log.reason")
+	l.Goal = d.str("log.goal")
+	l.Delta = d.finite("log.delta")
+	return l
+}
