@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -12,8 +11,8 @@ import (
 )
 
 // The sentinel errors travel as gRPC status codes (as interfaces documents them),
-// with a google.rpc.ErrorInfo detail (domain ErrorDomain) whose reason names the
-// sentinel, so that the two that share FailedPrecondition stay apart:
+// with an ErrorDetail whose reason names the sentinel, so that the ones that share
+// FailedPrecondition stay apart:
 //
 //	sentinel            code                 reason
 //	ErrInvalid          InvalidArgument      INVALID
@@ -22,9 +21,6 @@ import (
 //	ErrConflict         FailedPrecondition   CONFLICT
 //	ErrNoCommonVersion  FailedPrecondition   NO_COMMON_VERSION
 //	ErrNotLeader        Unavailable          NOT_LEADER
-
-// ErrorDomain is the domain of the ErrorInfo details Strata attaches to statuses.
-const ErrorDomain = "strata.v1"
 
 type sentinelCode struct {
 	err    error
@@ -41,8 +37,8 @@ var sentinels = []sentinelCode{
 	{interfaces.ErrNotLeader, codes.Unavailable, "NOT_LEADER"},
 }
 
-// ToStatus turns an error into a gRPC status error: the code and ErrorInfo reason
-// follow the table above (context cancellation and deadline map to Canceled and
+// ToStatus turns an error into a gRPC status error: the code and reason
+// (an ErrorDetail) follow the table above (context cancellation and deadline map to Canceled and
 // DeadlineExceeded, anything else to Unknown), and the message is err's message.
 // nil stays nil; an error that already carries a status is returned as it is.
 func ToStatus(err error) error {
@@ -55,7 +51,7 @@ func ToStatus(err error) error {
 	for _, s := range sentinels {
 		if errors.Is(err, s.err) {
 			st := status.New(s.code, err.Error())
-			if withInfo, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: s.reason, Domain: ErrorDomain}); derr == nil {
+			if withInfo, derr := st.WithDetails(&ErrorDetail{Reason: s.reason}); derr == nil {
 				st = withInfo
 			}
 			return st.Err()
@@ -85,7 +81,7 @@ func (e *remoteError) Unwrap() error { return e.sentinel }
 func (e *remoteError) GRPCStatus() *status.Status { return e.st }
 
 // FromStatus turns a gRPC status error back into an error that errors.Is matches
-// against the sentinel it stands for, keeping the message. The ErrorInfo reason
+// against the sentinel it stands for, keeping the message. The ErrorDetail reason
 // decides when present; without it InvalidArgument, NotFound and FailedPrecondition
 // read as ErrInvalid, ErrNotFound and ErrConflict. Other codes (Unavailable without
 // the NOT_LEADER reason is a transport failure), and errors that are not statuses,
@@ -99,8 +95,8 @@ func FromStatus(err error) error {
 		return err
 	}
 	for _, d := range st.Details() {
-		info, ok := d.(*errdetails.ErrorInfo)
-		if !ok || info.GetDomain() != ErrorDomain {
+		info, ok := d.(*ErrorDetail)
+		if !ok {
 			continue
 		}
 		for _, s := range sentinels {

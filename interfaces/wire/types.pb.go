@@ -1433,6 +1433,54 @@ func (x *View) GetReports() map[string]*Report {
 	return nil
 }
 
+// ErrorDetail rides in the details of a gRPC status error and names the Strata
+// sentinel error the status stands for, so that sentinels sharing a code stay
+// apart (see status.go): INVALID, NOT_FOUND, STALE_EPOCH, CONFLICT,
+// NO_COMMON_VERSION, NOT_LEADER.
+type ErrorDetail struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ErrorDetail) Reset() {
+	*x = ErrorDetail{}
+	mi := &file_types_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ErrorDetail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ErrorDetail) ProtoMessage() {}
+
+func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
+	mi := &file_types_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
+func (*ErrorDetail) Descriptor() ([]byte, []int) {
+	return file_types_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ErrorDetail) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_types_proto protoreflect.FileDescriptor
 
 const file_types_proto_rawDesc = "" +
@@ -1575,7 +1623,9 @@ const file_types_proto_rawDesc = "" +
 	"\fReportsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12'\n" +
 	"\x05value\x18\x02 \x01(\v2\x11.strata.v1.ReportR\x05value:\x028\x01B\x11\n" +
-	"\x0f_now_unix_nanos*V\n" +
+	"\x0f_now_unix_nanos\"%\n" +
+	"\vErrorDetail\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason*V\n" +
 	"\n" +
 	"ChildState\x12\x16\n" +
 	"\x12CHILD_STATE_ACTIVE\x10\x00\x12\x18\n" +
@@ -1612,7 +1662,7 @@ func file_types_proto_rawDescGZIP() []byte {
 }
 
 var file_types_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_types_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_types_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_types_proto_goTypes = []any{
 	(ChildState)(0),          // 0: strata.v1.ChildState
 	(HintKind)(0),            // 1: strata.v1.HintKind
@@ -1632,27 +1682,28 @@ var file_types_proto_goTypes = []any{
 	(*Hint)(nil),             // 15: strata.v1.Hint
 	(*Constraint)(nil),       // 16: strata.v1.Constraint
 	(*View)(nil),             // 17: strata.v1.View
-	nil,                      // 18: strata.v1.Load.ExtraEntry
-	nil,                      // 19: strata.v1.ShardConstraints.LabelsEntry
-	nil,                      // 20: strata.v1.Child.LabelsEntry
-	nil,                      // 21: strata.v1.Infeasible.ExcludedEntry
-	nil,                      // 22: strata.v1.Summary.MaxOverMeanEntry
-	nil,                      // 23: strata.v1.Summary.MaxOverLbEntry
-	nil,                      // 24: strata.v1.Summary.LbEntry
-	nil,                      // 25: strata.v1.View.ReportsEntry
+	(*ErrorDetail)(nil),      // 18: strata.v1.ErrorDetail
+	nil,                      // 19: strata.v1.Load.ExtraEntry
+	nil,                      // 20: strata.v1.ShardConstraints.LabelsEntry
+	nil,                      // 21: strata.v1.Child.LabelsEntry
+	nil,                      // 22: strata.v1.Infeasible.ExcludedEntry
+	nil,                      // 23: strata.v1.Summary.MaxOverMeanEntry
+	nil,                      // 24: strata.v1.Summary.MaxOverLbEntry
+	nil,                      // 25: strata.v1.Summary.LbEntry
+	nil,                      // 26: strata.v1.View.ReportsEntry
 }
 var file_types_proto_depIdxs = []int32{
-	18, // 0: strata.v1.Load.extra:type_name -> strata.v1.Load.ExtraEntry
-	19, // 1: strata.v1.ShardConstraints.labels:type_name -> strata.v1.ShardConstraints.LabelsEntry
+	19, // 0: strata.v1.Load.extra:type_name -> strata.v1.Load.ExtraEntry
+	20, // 1: strata.v1.ShardConstraints.labels:type_name -> strata.v1.ShardConstraints.LabelsEntry
 	4,  // 2: strata.v1.Shard.load:type_name -> strata.v1.Load
 	5,  // 3: strata.v1.Shard.constraints:type_name -> strata.v1.ShardConstraints
 	4,  // 4: strata.v1.Child.capacity:type_name -> strata.v1.Load
-	20, // 5: strata.v1.Child.labels:type_name -> strata.v1.Child.LabelsEntry
+	21, // 5: strata.v1.Child.labels:type_name -> strata.v1.Child.LabelsEntry
 	0,  // 6: strata.v1.Child.state:type_name -> strata.v1.ChildState
-	21, // 7: strata.v1.Infeasible.excluded:type_name -> strata.v1.Infeasible.ExcludedEntry
-	22, // 8: strata.v1.Summary.max_over_mean:type_name -> strata.v1.Summary.MaxOverMeanEntry
-	23, // 9: strata.v1.Summary.max_over_lb:type_name -> strata.v1.Summary.MaxOverLbEntry
-	24, // 10: strata.v1.Summary.lb:type_name -> strata.v1.Summary.LbEntry
+	22, // 7: strata.v1.Infeasible.excluded:type_name -> strata.v1.Infeasible.ExcludedEntry
+	23, // 8: strata.v1.Summary.max_over_mean:type_name -> strata.v1.Summary.MaxOverMeanEntry
+	24, // 9: strata.v1.Summary.max_over_lb:type_name -> strata.v1.Summary.MaxOverLbEntry
+	25, // 10: strata.v1.Summary.lb:type_name -> strata.v1.Summary.LbEntry
 	3,  // 11: strata.v1.Plan.status:type_name -> strata.v1.PlanStatus
 	9,  // 12: strata.v1.Plan.moves:type_name -> strata.v1.Move
 	10, // 13: strata.v1.Plan.infeasible:type_name -> strata.v1.Infeasible
@@ -1673,7 +1724,7 @@ var file_types_proto_depIdxs = []int32{
 	8,  // 28: strata.v1.View.assignments:type_name -> strata.v1.Assignment
 	9,  // 29: strata.v1.View.in_flight:type_name -> strata.v1.Move
 	16, // 30: strata.v1.View.constraints:type_name -> strata.v1.Constraint
-	25, // 31: strata.v1.View.reports:type_name -> strata.v1.View.ReportsEntry
+	26, // 31: strata.v1.View.reports:type_name -> strata.v1.View.ReportsEntry
 	14, // 32: strata.v1.View.ReportsEntry.value:type_name -> strata.v1.Report
 	33, // [33:33] is the sub-list for method output_type
 	33, // [33:33] is the sub-list for method input_type
@@ -1694,7 +1745,7 @@ func file_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_types_proto_rawDesc), len(file_types_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
