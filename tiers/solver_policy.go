@@ -1,0 +1,133 @@
+package tiers
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/strata-sched/strata/balancer"
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// SolverPolicy is a tier policy that plans with one of the balancer's solvers: it
+// turns the view into a balancer.Problem, solves it and returns the plan. The
+// built-in policies "greedy", "local" and "exact" are SolverPolicies; the default
+// policy of the global and region tiers is "local".
+type SolverPolicy struct {
+	name   string
+	solver string
+	view   balancer.ViewOptions
+	opts   balancer.Options
+}
+
+var _ interfaces.Policy = (*SolverPolicy)(nil)
+
+// DefaultPolicy is the policy a tier uses when its configuration names none.
+const DefaultPolicy = "local"
+
+// solverPolicyKeys documents the configuration keys a SolverPolicy accepts.
+var solverPolicyKeys = map[string]string{
+	"headroom":       "fraction of every capacity kept free, in [0, 1)",
+	"max_iterations": "bound on improvement steps (0 = until a local optimum)",
+	"kicks":          "perturbation restarts of the local solver (-1 none, 0 automatic)",
+	"candidates":     "coldest children tried per shard by the local solver (0 = 8)",
+	"node_limit":     "branch-and-bound node limit of the exact solver (0 = default)",
+	"locality_label": "child label naming its locality domain",
+}
+
+// NewSolverPolicy returns a policy named name that plans with the balancer solver
+// of the same name, configured by cfg (keys: see PolicyKeys). Unknown keys and bad
+// values are errors that name the key.
+func NewSolverPolicy(name, solver string, cfg interfaces.PolicyConfig) (*SolverPolicy, error) {
+	if _, err := balancer.SolverByName(solver); err != nil {
+		return nil, err
+	}
+	p := &SolverPolicy{name: name, solver: solver}
+	keys := make([]string, 0, len(cfg))
+	for k := range cfg {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := cfg[k]
+		var err error
+		switch k {
+		case "headroom":
+			p.view.Headroom, err = strconv.ParseFloat(v, 64)
+			if err == nil && (p.view.Headroom < 0 || p.view.Headroom >= 1) {
+				err = fmt.Errorf("must be in [0, 1)")
+			}
+		case "max_iterations":
+			p.opts.MaxIterations, err = nonNegInt(v)
+		case "kicks":
+			p.opts.Kicks, err = strconv.Atoi(v)
+			if err == nil && p.opts.Kicks < -1 {
+				err = fmt.Errorf("must be ≥ -1")
+			}
+		case "candidates":
+			p.opts.Candidates, err = nonNegInt(v)
+		case "node_limit":
+			p.opts.NodeLimit, err = nonNegInt(v)
+		case "locality_label":
+			p.view.LocalityLabel = v
+		default:
+			return nil, fmt.Errorf("policy %s: unknown key %q (known: %s): %w", name, k, strings.Join(PolicyKeys(), ", "), interfaces.ErrInvalid)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: key %q: %v (got %q): %w", name, k, err, v, interfaces.ErrInvalid)
+		}
+	}
+	return p, nil
+}
+
+func nonNegInt(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err == nil && n < 0 {
+		err = fmt.Errorf("must be ≥ 0")
+	}
+	return n, err
+}
+
+// PolicyKeys lists the configuration keys of the solver policies, sorted.
+func PolicyKeys() []string {
+	keys := make([]string, 0, len(solverPolicyKeys))
+	for k := range solverPolicyKeys {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Name returns the policy's registered name.
+func (p *SolverPolicy) Name() string { return p.name }
+
+// Plan solves the view. The seed comes from the view; the solve ends early (with
+// the best plan so far, Status Partial) when ctx is done, so callers bound a
+// round's solve time with a context deadline and the policy never reads a clock.
+func (p *SolverPolicy) Plan(ctx context.Context, v *interfaces.View) (interfaces.Plan, error) {
+	prob, err := balancer.FromView(v, p.view)
+	if err != nil {
+		return interfaces.Plan{}, err
+	}
+	o := p.opts
+	o.Seed = uint64(v.Seed)
+	if ctx.Done() != nil {
+		o.Deadline = func() bool { return ctx.Err() != nil }
+	}
+	res, err := balancer.Solve(p.solver, prob, o)
+	if err != nil {
+		return interfaces.Plan{}, err
+	}
+	return res.Plan(v.Tier), nil
+}
+
+func init() {
+	for _, name := range []string{"greedy", "local", "exact"} {
+		solver := name
+		MustRegister(name, func(cfg interfaces.PolicyConfig) (interfaces.Policy, error) {
+			return NewSolverPolicy(solver, solver, cfg)
+		})
+	}
+}
