@@ -1,0 +1,778 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// Options are the knobs of a run that do not belong to the scenario.
+type Options struct {
+	// Seed overrides the scenario's seed when non-zero.
+	Seed uint64
+	// Policies, when non-empty, limits the run to these policy names.
+	Policies []string
+	// WallClock, when set, measures the policies' solve time (reported as
+	// solve_seconds). Nil leaves solve_seconds at 0 so that output is
+	// byte-identical for the same scenario and seed.
+	WallClock func() time.Time
+	// Progress, when set, is called now and then with the virtual time done and
+	// the total, summed over all policies of the run.
+	Progress func(done, total time.Duration)
+}
+
+// Result is the outcome of running a scenario: one entry per policy.
+type Result struct {
+	Scenario string
+	Seed     uint64
+	Policies []PolicyResult
+}
+
+// Failed lists every failed assertion of every policy.
+func (r *Result) Failed() []AssertionResult {
+	var out []AssertionResult
+	for _, p := range r.Policies {
+		for _, a := range p.Assertions {
+			if !a.Passed {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// PolicyResult is one policy's run: its summary, time series and assertions.
+type PolicyResult struct {
+	Summary    Summary
+	Series     []Sample
+	Assertions []AssertionResult
+}
+
+// Summary is one policy's figures over a run. Per-resource maps hold only the
+// resources the topology has capacity for.
+type Summary struct {
+	Policy      string `json:"policy"`
+	Solver      string `json:"solver"`
+	Integration string `json:"integration"`
+	Seed        uint64 `json:"seed"`
+	// UtilP50, UtilP99, UtilMax: host utilization over all (host, tick) samples.
+	UtilP50 map[string]float64 `json:"util_p50"`
+	UtilP99 map[string]float64 `json:"util_p99"`
+	UtilMax map[string]float64 `json:"util_max"`
+	// MaxOverLB, MaxOverMean: busiest host's utilization over the lower bound,
+	// and over the mean, averaged over the run's ticks.
+	MaxOverLB   map[string]float64 `json:"max_over_lb"`
+	MaxOverMean map[string]float64 `json:"max_over_mean"`
+	// LatencyP50MS, LatencyP99MS: modeled processing latency over all records.
+	LatencyP50MS float64 `json:"latency_p50_ms"`
+	LatencyP99MS float64 `json:"latency_p99_ms"`
+	// Lag is the peak total backlog, in records; LagFinal the backlog at the end.
+	Lag      float64 `json:"lag"`
+	LagFinal float64 `json:"lag_final"`
+	// Moves counts relocations (not first placements) and BytesMoved their state.
+	Moves      int   `json:"moves"`
+	BytesMoved int64 `json:"bytes_moved"`
+	Placements int   `json:"placements"`
+	Rejected   int   `json:"rejected"`
+	Rounds     int   `json:"rounds"`
+	// SolveSeconds is the wall time spent in policies (0 unless measured).
+	SolveSeconds float64 `json:"solve_seconds"`
+	Unowned      int     `json:"unowned_final"`
+	ShardTicks   int64   `json:"shard_ticks"`
+}
+
+// Sample is one row of the time series.
+type Sample struct {
+	T float64 `json:"t"` // seconds since the start
+	// Per resource (in BuiltinResources order): utilization across live hosts.
+	UtilMin  [nres]float64 `json:"util_min"`
+	UtilP50  [nres]float64 `json:"util_p50"`
+	UtilP99  [nres]float64 `json:"util_p99"`
+	UtilMax  [nres]float64 `json:"util_max"`
+	UtilMean [nres]float64 `json:"util_mean"`
+	LB       [nres]float64 `json:"lb"`
+	// LatencyP50MS and LatencyP99MS over the interval since the previous sample.
+	LatencyP50MS float64 `json:"latency_p50_ms"`
+	LatencyP99MS float64 `json:"latency_p99_ms"`
+	Backlog      float64 `json:"backlog"`
+	Moves        int     `json:"moves"`
+	BytesMoved   int64   `json:"bytes_moved"`
+	Unowned      int     `json:"unowned"`
+	FailedHosts  int     `json:"failed_hosts"`
+}
+
+// AssertionResult says whether one assertion held for one policy, and if not,
+// when and by how much it failed.
+type AssertionResult struct {
+	Policy  string  `json:"policy"`
+	Index   int     `json:"index"`
+	Line    int     `json:"line"`
+	Kind    string  `json:"kind"`
+	Passed  bool    `json:"passed"`
+	At      float64 `json:"at,omitempty"` // seconds since the start of the first failure
+	Value   float64 `json:"value"`        // the worst observed value
+	Limit   float64 `json:"limit"`
+	Message string  `json:"message"`
+}
+
+// Run runs every policy of the scenario (or those in o.Policies), one after
+// another, each from the same initial state and seed.
+func Run(ctx context.Context, sc *Scenario, o Options) (*Result, error) {
+	seed := sc.Seed
+	if o.Seed != 0 {
+		seed = o.Seed
+	}
+	var pols []PolicySpec
+	for _, p := range sc.Policies {
+		if len(o.Policies) == 0 || slices.Contains(o.Policies, p.Name) {
+			pols = append(pols, p)
+		}
+	}
+	if len(pols) == 0 {
+		var names []string
+		for _, p := range sc.Policies {
+			names = append(names, p.Name)
+		}
+		return nil, fmt.Errorf("no policy named %v in the scenario (has %v): %w", o.Policies, names, interfaces.ErrNotFound)
+	}
+	var replay *replaySeries
+	if r := sc.Workload.Replay; r != nil {
+		var err error
+		if replay, err = readReplay(resolve(sc.dir, r.File), r.Scale); err != nil {
+			return nil, err
+		}
+	}
+	var arr *arrivalSeries
+	if a := sc.Workload.Arrivals; a != nil {
+		var err error
+		if arr, err = readArrivals(resolve(sc.dir, a.File), a); err != nil {
+			return nil, err
+		}
+	}
+	res := &Result{Scenario: sc.Name, Seed: seed}
+	total := time.Duration(len(pols)) * sc.Duration.D()
+	for k, p := range pols {
+		e, err := newEngine(sc, p, seed, replay, arr)
+		if err != nil {
+			return nil, err
+		}
+		e.wall = o.WallClock
+		if o.Progress != nil {
+			base := time.Duration(k) * sc.Duration.D()
+			e.progress = func(done time.Duration) { o.Progress(base+done, total) }
+		}
+		pr, err := e.run(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res.Policies = append(res.Policies, pr)
+	}
+	return res, nil
+}
+
+// Move kinds of a shard.
+const (
+	moveNone   = 0
+	moveHost   = 1 // between hosts of one region
+	moveRegion = 2 // between regions
+)
+
+// engine runs one policy over a scenario.
+type engine struct {
+	sc       *Scenario
+	spec     PolicySpec
+	seed     uint64
+	w        *world
+	replay   *replaySeries
+	arr      *arrivalSeries
+	global   interfaces.Policy
+	region   interfaces.Policy
+	clock    VirtualClock
+	sched    scheduler
+	wall     func() time.Time
+	progress func(time.Duration)
+	hotSets  [][]int
+	hotF     []float64
+	replayAt int // next replay row
+	replay0  int // world index of the first replayed shard
+
+	// Per-shard state.
+	host     []int32
+	region_  []int32
+	moveKind []uint8
+	moveTo   []int32
+	moveTag  []uint32
+	epochR   []interfaces.Epoch
+	epochH   []interfaces.Epoch
+	backlog  []float64
+	cur      []float64 // nres per shard
+	curRate  []float64
+
+	// Per-host state, per tick.
+	hostLoad []float64 // nres per host
+	hostRho  []float64
+	hostLat  []float64
+	hostW    []float64
+
+	jf      []float64 // rate factor per job
+	pending map[[2]int64]bool
+	dirty   bool
+	now     time.Duration
+	rounds  int
+
+	// Accumulators.
+	utilHist  [nres]*linHist
+	latHist   logHist
+	ivLat     logHist // since the last sample
+	sloHist   []*logHist
+	sumMOM    [nres]float64
+	sumMOLB   [nres]float64
+	nTicks    int
+	lagPeak   float64
+	lagNow    float64
+	sum       Summary
+	ivMoves   int
+	ivBytes   int64
+	series    []Sample
+	asserts   []AssertionResult
+	scratch   []float64
+	lastMaxU  [nres]float64
+	lastMean  [nres]float64
+	lastLB    [nres]float64
+	hasCap    [nres]bool
+	solveNS   int64
+	failedCnt int
+	idx       map[interfaces.ShardID]int32
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+func newEngine(sc *Scenario, spec PolicySpec, seed uint64, replay *replaySeries, arr *arrivalSeries) (*engine, error) {
+	gp, err := newPolicy(spec.GlobalSolver, spec.Params)
+	if err != nil {
+		return nil, fmt.Errorf("policies %s: global_solver: %w", spec.Name, err)
+	}
+	rp, err := newPolicy(spec.Solver, spec.Params)
+	if err != nil {
+		return nil, fmt.Errorf("policies %s: solver: %w", spec.Name, err)
+	}
+	rng := rand.New(rand.NewPCG(seed, splitmix(seed)))
+	w := &world{}
+	buildTopology(w, sc.Topology, rng)
+	if err := buildWorkload(w, sc, rng, replay); err != nil {
+		return nil, err
+	}
+	e := &engine{sc: sc, spec: spec, seed: seed, w: w, replay: replay, global: gp, region: rp, pending: map[[2]int64]bool{}}
+	if arr != nil {
+		a := *arr
+		if j := sc.Workload.Arrivals.Job; j != "" {
+			for k, n := range w.jobName {
+				if n == j {
+					a.job = int32(k)
+				}
+			}
+		}
+		e.arr = &a
+	}
+	if replay != nil {
+		e.replay0 = len(w.shardID) - len(replay.shards)
+	}
+	n := len(w.shardID)
+	e.host = make([]int32, n)
+	e.region_ = make([]int32, n)
+	e.moveKind = make([]uint8, n)
+	e.moveTo = make([]int32, n)
+	e.moveTag = make([]uint32, n)
+	e.epochR = make([]interfaces.Epoch, n)
+	e.epochH = make([]interfaces.Epoch, n)
+	e.backlog = make([]float64, n)
+	e.cur = make([]float64, n*nres)
+	e.curRate = make([]float64, n)
+	for i := range e.host {
+		e.host[i], e.region_[i] = -1, -1
+	}
+	e.jf = make([]float64, len(w.jobName))
+	e.resizeHosts()
+	for r := range e.utilHist {
+		e.utilHist[r] = newLinHist(8, 0.001)
+	}
+	for i, a := range sc.Assertions {
+		if len(a.Policies) > 0 && !slices.Contains(a.Policies, spec.Name) {
+			continue
+		}
+		limit := a.Max
+		if a.Kind == AssertSLO {
+			limit = a.LatencyP99MS
+		}
+		e.asserts = append(e.asserts, AssertionResult{Policy: spec.Name, Index: i, Line: a.line, Kind: a.Kind, Passed: true, Limit: limit})
+		e.sloHist = append(e.sloHist, &logHist{})
+	}
+	// Hot shards are drawn after the workload, from the same seeded stream.
+	for _, h := range sc.Workload.Hot {
+		set, err := pickHot(w, h, rng)
+		if err != nil {
+			return nil, err
+		}
+		e.hotSets = append(e.hotSets, set)
+		e.hotF = append(e.hotF, h.Factor)
+	}
+	e.sum = Summary{Policy: spec.Name, Solver: spec.Solver, Integration: spec.Integration, Seed: seed}
+	return e, nil
+}
+
+func (e *engine) resizeHosts() {
+	h := len(e.w.hostName)
+	grow := func(s []float64, n int) []float64 {
+		for len(s) < n {
+			s = append(s, 0)
+		}
+		return s
+	}
+	e.hostLoad = grow(e.hostLoad, h*nres)
+	e.hostRho = grow(e.hostRho, h)
+	e.hostLat = grow(e.hostLat, h)
+	e.hostW = grow(e.hostW, h)
+	if cap(e.scratch) < h {
+		e.scratch = make([]float64, 0, h)
+	}
+}
+
+// schedule the initial events: job arrivals and departures, topology events, hot
+// shards, and the periodic control rounds (global first, then regions, so that a
+// region round at the same time sees the global round's placements).
+func (e *engine) start() {
+	sc, w := e.sc, e.w
+	for j := range w.jobName {
+		e.sched.schedule(w.jobArrive[j], evJobArrive, int32(j), 0)
+		if w.jobLeave[j] > 0 {
+			e.sched.schedule(w.jobLeave[j], evJobLeave, int32(j), 0)
+		}
+	}
+	for i, ev := range sc.Events {
+		var kind evKind
+		var a int32
+		switch ev.Kind {
+		case EventHostFail:
+			kind, a = evHostFail, w.hostIndex(ev.Host)
+		case EventHostRecover:
+			kind, a = evHostRecover, w.hostIndex(ev.Host)
+		case EventDrain:
+			kind, a = evDrain, w.hostIndex(ev.Host)
+		case EventRegionLoss:
+			kind, a = evRegionLoss, w.region(ev.Region)
+		case EventRegionBack:
+			kind, a = evRegionBack, w.region(ev.Region)
+		case EventAddHosts:
+			kind, a = evAddHosts, int32(i)
+		}
+		e.sched.schedule(ev.At.D(), kind, a, 0)
+	}
+	for i, h := range sc.Workload.Hot {
+		e.sched.schedule(h.At.D(), evHotOn, int32(i), 0)
+		if h.For > 0 {
+			e.sched.schedule(h.At.D()+h.For.D(), evHotOff, int32(i), 0)
+		}
+	}
+	e.sched.schedule(0, evGlobalRound, 0, 0)
+	for r := range w.regionName {
+		e.sched.schedule(0, evRegionRound, int32(r), 0)
+	}
+}
+
+func (e *engine) run(ctx context.Context) (PolicyResult, error) {
+	sc := e.sc
+	tick := sc.Tick.D()
+	ticks := int64(sc.Duration) / int64(sc.Tick)
+	sampleTicks := int64(sc.SampleEvery) / int64(sc.Tick)
+	e.start()
+	for r := 0; r < nres; r++ {
+		for h := range e.w.hostName {
+			if e.w.hostCap[h*nres+r] > 0 {
+				e.hasCap[r] = true
+			}
+		}
+	}
+	progressEvery := int64(1)
+	for progressEvery*int64(len(e.w.shardID)+1) < 1<<20 && progressEvery < ticks {
+		progressEvery *= 2
+	}
+	for k := int64(0); k < ticks; k++ {
+		t := time.Duration(k) * tick
+		e.now = t
+		e.clock.Set(t)
+		e.loads(t)
+		for {
+			ev, ok := e.sched.next(t)
+			if !ok {
+				break
+			}
+			if err := e.handle(ctx, ev); err != nil {
+				return PolicyResult{}, err
+			}
+		}
+		if e.dirty {
+			e.accumulate()
+			e.dirty = false
+		}
+		e.process(t, tick)
+		if (k+1)%sampleTicks == 0 || k == ticks-1 {
+			e.sample(t + tick)
+		}
+		if e.progress != nil && k%progressEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return PolicyResult{}, err
+			}
+			e.progress(t)
+		}
+	}
+	if e.progress != nil {
+		e.progress(sc.Duration.D())
+	}
+	return e.finish(), nil
+}
+
+// loads computes every active shard's load and rate at time t and adds the
+// processing shards' loads to their hosts. O(shards); allocates nothing.
+func (e *engine) loads(t time.Duration) {
+	w := e.w
+	rateFactors(e.sc, w, e.arr, t, e.jf)
+	if e.replay != nil {
+		rows := e.replay.rows
+		for e.replayAt < len(rows) && rows[e.replayAt].t <= t {
+			r := rows[e.replayAt]
+			i := e.replay0 + r.shard
+			copy(w.baseLoad[i*nres:i*nres+nres], r.load[:])
+			w.baseRate[i] = r.rate
+			e.replayAt++
+		}
+	}
+	clear(e.hostLoad)
+	hl, cur, base := e.hostLoad, e.cur, w.baseLoad
+	for i, act := range w.active {
+		if !act {
+			continue
+		}
+		f := e.jf[w.shardJob[i]] * w.hot[i]
+		o := i * nres
+		c0, c1, c2, c3 := base[o]*f, base[o+1], base[o+2]*f, base[o+3]
+		cur[o], cur[o+1], cur[o+2], cur[o+3] = c0, c1, c2, c3
+		e.curRate[i] = w.baseRate[i] * f
+		h := e.host[i]
+		if h >= 0 && e.moveKind[i] == moveNone && w.hostState[h] != interfaces.ChildFailed {
+			ho := int(h) * nres
+			hl[ho] += c0
+			hl[ho+1] += c1
+			hl[ho+2] += c2
+			hl[ho+3] += c3
+		}
+	}
+}
+
+// accumulate recomputes the hosts' loads after events changed owners.
+func (e *engine) accumulate() {
+	w := e.w
+	clear(e.hostLoad)
+	for i, act := range w.active {
+		h := e.host[i]
+		if !act || h < 0 || e.moveKind[i] != moveNone || w.hostState[h] == interfaces.ChildFailed {
+			continue
+		}
+		ho, o := int(h)*nres, i*nres
+		for r := 0; r < nres; r++ {
+			e.hostLoad[ho+r] += e.cur[o+r]
+		}
+	}
+}
+
+// process advances one tick: each live host's utilization gives its modeled
+// latency (M/M/1 mean sojourn at ρ = max(cpu, net) utilization, ρ capped at
+// max_util); each shard processes its input at its share of the host (1/ρ when
+// ρ > 1), so load above capacity accumulates backlog that drains when capacity
+// returns; shards that are moving, unplaced or on a failed host process nothing.
+func (e *engine) process(t time.Duration, tick time.Duration) {
+	w, m := e.w, e.sc.Model
+	dt := tick.Seconds()
+	var used, capSum, maxU, maxShard, maxCap [nres]float64
+	live := 0
+	for h := range w.hostName {
+		if w.hostState[h] == interfaces.ChildFailed {
+			continue
+		}
+		live++
+		ho := h * nres
+		rho := 0.0
+		for r := 0; r < nres; r++ {
+			c := w.hostCap[ho+r]
+			if c <= 0 {
+				continue
+			}
+			u := e.hostLoad[ho+r] / c
+			used[r] += e.hostLoad[ho+r]
+			capSum[r] += c
+			if c > maxCap[r] {
+				maxCap[r] = c
+			}
+			if u > maxU[r] {
+				maxU[r] = u
+			}
+			e.utilHist[r].add(u, 1)
+			if (r == 0 || r == 2) && u > rho {
+				rho = u
+			}
+		}
+		e.hostRho[h] = rho
+		e.hostLat[h] = m.ServiceMS / (1 - math.Min(rho, m.MaxUtil))
+	}
+	backlogSum := 0.0
+	svc := m.ServiceMS
+	for i, act := range w.active {
+		if !act {
+			continue
+		}
+		o := i * nres
+		for r := 0; r < nres; r++ {
+			if e.cur[o+r] > maxShard[r] {
+				maxShard[r] = e.cur[o+r]
+			}
+		}
+		rate := e.curRate[i]
+		h := e.host[i]
+		b := e.backlog[i]
+		if h >= 0 && e.moveKind[i] == moveNone && w.hostState[h] != interfaces.ChildFailed {
+			rho := e.hostRho[h]
+			in := rate*dt + b
+			capRate := rate
+			if rho > 1 {
+				capRate = rate / rho
+			} else if b > 0 {
+				capRate = math.Max(rate, w.baseRate[i]) / math.Max(rho, 0.05)
+			}
+			proc := math.Min(in, capRate*dt)
+			b = in - proc
+			if b > 1e-9 {
+				e.addLat(e.hostLat[h]+1000*b/math.Max(capRate, 1e-9), rate*dt)
+			} else {
+				b = 0
+				e.hostW[h] += rate * dt
+			}
+		} else {
+			b += rate * dt
+			if rate > 0 {
+				e.addLat(svc+1000*b/rate, rate*dt)
+			}
+		}
+		e.backlog[i] = b
+		backlogSum += b
+	}
+	for h, wt := range e.hostW {
+		if wt > 0 {
+			e.addLat(e.hostLat[h], wt)
+			e.hostW[h] = 0
+		}
+	}
+	e.lagNow = backlogSum
+	if backlogSum > e.lagPeak {
+		e.lagPeak = backlogSum
+	}
+	e.sum.ShardTicks += int64(len(w.active))
+	e.nTicks++
+	for r := 0; r < nres; r++ {
+		e.lastMaxU[r], e.lastMean[r], e.lastLB[r] = maxU[r], 0, 0
+		if capSum[r] <= 0 {
+			continue
+		}
+		mean := used[r] / capSum[r]
+		lb := math.Max(mean, maxShard[r]/maxCap[r])
+		e.lastMean[r], e.lastLB[r] = mean, lb
+		if mean > 0 {
+			e.sumMOM[r] += maxU[r] / mean
+			e.sumMOLB[r] += maxU[r] / lb
+		} else {
+			e.sumMOM[r]++
+			e.sumMOLB[r]++
+		}
+	}
+	e.checkTick(t)
+	_ = live
+}
+
+func (e *engine) addLat(ms, w float64) {
+	e.latHist.add(ms, w)
+	e.ivLat.add(ms, w)
+	for k := range e.asserts {
+		a := &e.sc.Assertions[e.asserts[k].Index]
+		if a.Kind == AssertSLO && e.now >= a.From.D() && e.now < a.To.D() {
+			e.sloHist[k].add(ms, w)
+		}
+	}
+}
+
+// checkTick evaluates the per-tick assertions (balance) at time t.
+func (e *engine) checkTick(t time.Duration) {
+	for k := range e.asserts {
+		ar := &e.asserts[k]
+		a := &e.sc.Assertions[ar.Index]
+		if a.Kind != AssertBalance || t < a.From.D() || t >= a.To.D() {
+			continue
+		}
+		r, _ := resourceIndex(a.Resource)
+		if e.lastMean[r] <= 0 {
+			continue
+		}
+		v := e.lastMaxU[r] / e.lastMean[r]
+		if v > ar.Value {
+			ar.Value = v
+		}
+		if v > a.Max && ar.Passed {
+			ar.Passed = false
+			ar.At = t.Seconds()
+		}
+	}
+}
+
+// sample records one row of the time series at time t.
+func (e *engine) sample(t time.Duration) {
+	w := e.w
+	s := Sample{T: t.Seconds(), LatencyP50MS: e.ivLat.quantile(0.5), LatencyP99MS: e.ivLat.quantile(0.99), Backlog: e.lagNow, Moves: e.ivMoves, BytesMoved: e.ivBytes}
+	for r := 0; r < nres; r++ {
+		e.scratch = e.scratch[:0]
+		for h := range w.hostName {
+			if w.hostState[h] == interfaces.ChildFailed || w.hostCap[h*nres+r] <= 0 {
+				continue
+			}
+			e.scratch = append(e.scratch, e.hostLoad[h*nres+r]/w.hostCap[h*nres+r])
+		}
+		if len(e.scratch) == 0 {
+			continue
+		}
+		slices.Sort(e.scratch)
+		n := len(e.scratch)
+		s.UtilMin[r] = e.scratch[0]
+		s.UtilP50[r] = e.scratch[(n-1)/2]
+		s.UtilP99[r] = e.scratch[int(math.Ceil(0.99*float64(n)))-1]
+		s.UtilMax[r] = e.scratch[n-1]
+		s.UtilMean[r] = e.lastMean[r]
+		s.LB[r] = e.lastLB[r]
+	}
+	for h := range w.hostName {
+		if w.hostState[h] == interfaces.ChildFailed {
+			s.FailedHosts++
+		}
+	}
+	s.Unowned = e.unowned(nil)
+	e.series = append(e.series, s)
+	e.ivLat.reset()
+	e.ivMoves, e.ivBytes = 0, 0
+	for k := range e.asserts {
+		ar := &e.asserts[k]
+		a := &e.sc.Assertions[ar.Index]
+		if a.Kind == AssertSLO && ar.Passed && t > a.From.D() && t-e.sc.SampleEvery.D() < a.To.D() && s.LatencyP99MS > a.LatencyP99MS && ar.At == 0 {
+			ar.At = t.Seconds() // first sample over the limit; judged in finish
+		}
+	}
+}
+
+// unowned counts active shards not running on a live host; it collects their IDs
+// into ids when non-nil (up to 5).
+func (e *engine) unowned(ids *[]string) int {
+	n := 0
+	for i, act := range e.w.active {
+		if !act {
+			continue
+		}
+		h := e.host[i]
+		if h < 0 || e.moveKind[i] != moveNone || e.w.hostState[h] == interfaces.ChildFailed {
+			n++
+			if ids != nil && len(*ids) < 5 {
+				*ids = append(*ids, string(e.w.shardID[i]))
+			}
+		}
+	}
+	return n
+}
+
+func (e *engine) finish() PolicyResult {
+	s := e.sum
+	s.UtilP50, s.UtilP99, s.UtilMax = map[string]float64{}, map[string]float64{}, map[string]float64{}
+	s.MaxOverLB, s.MaxOverMean = map[string]float64{}, map[string]float64{}
+	for r, name := range interfaces.BuiltinResources {
+		if !e.hasCap[r] {
+			continue
+		}
+		s.UtilP50[name] = round4(e.utilHist[r].quantile(0.5))
+		s.UtilP99[name] = round4(e.utilHist[r].quantile(0.99))
+		s.UtilMax[name] = round4(e.utilHist[r].quantile(1))
+		if e.nTicks > 0 {
+			s.MaxOverLB[name] = round4(e.sumMOLB[r] / float64(e.nTicks))
+			s.MaxOverMean[name] = round4(e.sumMOM[r] / float64(e.nTicks))
+		}
+	}
+	s.LatencyP50MS = round4(e.latHist.quantile(0.5))
+	s.LatencyP99MS = round4(e.latHist.quantile(0.99))
+	s.Lag = math.Round(e.lagPeak)
+	s.LagFinal = math.Round(e.lagNow)
+	s.SolveSeconds = float64(e.solveNS) / 1e9
+	var ids []string
+	s.Unowned = e.unowned(&ids)
+	for k := range e.asserts {
+		ar := &e.asserts[k]
+		a := &e.sc.Assertions[ar.Index]
+		switch a.Kind {
+		case AssertBalance:
+			ar.Value = round4(ar.Value)
+			if ar.Passed {
+				ar.Message = fmt.Sprintf("balance %s: max/mean ≤ %g over [%v, %v): held (worst %.4g)", a.Resource, a.Max, a.From.D(), a.To.D(), ar.Value)
+			} else {
+				ar.Message = fmt.Sprintf("balance %s: max/mean ≤ %g over [%v, %v): FAILED first at t=%v (worst %.4g)", a.Resource, a.Max, a.From.D(), a.To.D(), secs(ar.At), ar.Value)
+			}
+		case AssertSteady:
+			if ar.Passed {
+				ar.Message = fmt.Sprintf("steady: no moves over [%v, %v): held", a.From.D(), a.To.D())
+			} else {
+				ar.Message = fmt.Sprintf("steady: no moves over [%v, %v): FAILED, %g moves, the first at t=%v", a.From.D(), a.To.D(), ar.Value, secs(ar.At))
+			}
+		case AssertSLO:
+			ar.Value = round4(e.sloHist[k].quantile(0.99))
+			ar.Passed = ar.Value <= a.LatencyP99MS
+			if ar.Passed {
+				ar.At = 0
+				ar.Message = fmt.Sprintf("slo: modeled p99 latency ≤ %gms over [%v, %v): held (%.4gms)", a.LatencyP99MS, a.From.D(), a.To.D(), ar.Value)
+			} else {
+				when := "over the window"
+				if ar.At > 0 {
+					when = fmt.Sprintf("first over the limit in the sample ending t=%v", secs(ar.At))
+				}
+				ar.Message = fmt.Sprintf("slo: modeled p99 latency ≤ %gms over [%v, %v): FAILED, p99 %.4gms, %s", a.LatencyP99MS, a.From.D(), a.To.D(), ar.Value, when)
+			}
+		case AssertNoLoss:
+			ar.Value = float64(s.Unowned)
+			ar.Passed = s.Unowned == 0
+			if ar.Passed {
+				ar.Message = "no_loss: every shard owned by a live host at the end: held"
+			} else {
+				ar.At = e.sc.Duration.D().Seconds()
+				ar.Message = fmt.Sprintf("no_loss: FAILED at the end (t=%v): %d shards not running on a live host (e.g. %v)", e.sc.Duration.D(), s.Unowned, ids)
+			}
+		}
+	}
+	return PolicyResult{Summary: s, Series: e.series, Assertions: e.asserts}
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+func round4(x float64) float64 {
+	if math.IsInf(x, 0) || math.IsNaN(x) {
+		return x
+	}
+	return math.Round(x*1e4) / 1e4
+}

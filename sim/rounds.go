@@ -1,0 +1,464 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// handle applies one discrete event.
+func (e *engine) handle(ctx context.Context, ev event) error {
+	w := e.w
+	t := ev.at
+	detect := e.sc.Model.DetectAfter.D()
+	switch ev.kind {
+	case evGlobalRound:
+		e.sched.schedule(t+e.sc.ControlInterval.D(), evGlobalRound, 0, 0)
+		return e.globalRound(ctx, t)
+	case evGlobalNow:
+		delete(e.pending, [2]int64{-1, int64(t)})
+		return e.globalRound(ctx, t)
+	case evRegionRound:
+		e.sched.schedule(t+e.sc.ControlInterval.D(), evRegionRound, ev.a, 0)
+		return e.regionRound(ctx, t, ev.a)
+	case evRegionNow:
+		delete(e.pending, [2]int64{int64(ev.a), int64(t)})
+		return e.regionRound(ctx, t, ev.a)
+	case evLand:
+		i := ev.a
+		if e.moveTag[i] != uint32(ev.b) || !w.active[i] {
+			return nil // cancelled
+		}
+		switch e.moveKind[i] {
+		case moveHost:
+			e.host[i] = e.moveTo[i]
+		case moveRegion:
+			e.region_[i] = e.moveTo[i]
+			e.host[i] = -1
+			e.trigger(e.moveTo[i], t)
+		}
+		e.moveKind[i] = moveNone
+		e.dirty = true
+	case evHostFail:
+		w.hostState[ev.a] = interfaces.ChildFailed
+		e.dirty = true
+		e.trigger(w.hostRegion[ev.a], t+detect)
+		e.trigger(-1, t+detect)
+	case evHostRecover:
+		w.hostState[ev.a] = interfaces.ChildActive
+		e.dirty = true
+		e.trigger(w.hostRegion[ev.a], t)
+		e.trigger(-1, t)
+	case evDrain:
+		if w.hostState[ev.a] == interfaces.ChildActive {
+			w.hostState[ev.a] = interfaces.ChildDraining
+		}
+		e.trigger(w.hostRegion[ev.a], t)
+		e.trigger(-1, t)
+	case evRegionLoss:
+		for _, h := range w.regionHosts[ev.a] {
+			w.hostState[h] = interfaces.ChildFailed
+		}
+		e.dirty = true
+		e.trigger(-1, t+detect)
+		e.trigger(ev.a, t+detect)
+	case evRegionBack:
+		for _, h := range w.regionHosts[ev.a] {
+			w.hostState[h] = interfaces.ChildActive
+		}
+		e.dirty = true
+		e.trigger(-1, t)
+		e.trigger(ev.a, t)
+	case evAddHosts:
+		spec := e.sc.Events[ev.a]
+		r := w.region(spec.Region)
+		for k := 0; k < spec.Count; k++ {
+			h := w.addHost(fmt.Sprintf("%s-x%02d-%02d", spec.Region, ev.a, k), r, spec.Capacity.Load(), nil)
+			for q := 0; q < nres; q++ {
+				if w.hostCap[int(h)*nres+q] > 0 {
+					e.hasCap[q] = true
+				}
+			}
+		}
+		e.resizeHosts()
+		e.dirty = true
+		e.trigger(r, t)
+		e.trigger(-1, t)
+	case evJobArrive:
+		for i, j := range w.shardJob {
+			if j == ev.a {
+				w.active[i] = true
+			}
+		}
+		// Loads of the newly active shards are computed from the next tick; give
+		// the first placement their load now.
+		e.loads(t)
+		e.trigger(-1, t)
+	case evJobLeave:
+		for i, j := range w.shardJob {
+			if j == ev.a {
+				w.active[i] = false
+				e.host[i], e.region_[i] = -1, -1
+				e.moveKind[i] = moveNone
+				e.moveTag[i]++
+				e.backlog[i] = 0
+			}
+		}
+		e.dirty = true
+		e.trigger(-1, t)
+	case evHotOn, evHotOff:
+		f := e.hotF[ev.a]
+		for _, i := range e.hotSets[ev.a] {
+			if ev.kind == evHotOn {
+				w.hot[i] *= f
+			} else if f != 0 {
+				w.hot[i] /= f
+			} else {
+				w.hot[i] = 1
+			}
+		}
+		e.loads(t)
+	}
+	return nil
+}
+
+// trigger schedules an event-driven round of region r (-1: the global tier) at t
+// unless one is already pending then.
+func (e *engine) trigger(r int32, t time.Duration) {
+	key := [2]int64{int64(r), int64(t)}
+	if e.pending[key] {
+		return
+	}
+	e.pending[key] = true
+	if r < 0 {
+		e.sched.schedule(t, evGlobalNow, 0, 0)
+	} else {
+		e.sched.schedule(t, evRegionNow, r, 0)
+	}
+}
+
+func (e *engine) stepConfig() StepConfig {
+	return StepConfig{Trigger: e.sc.Model.Trigger, Target: e.sc.Model.Target}
+}
+
+// timed wraps a policy to measure its wall time when a wall clock is given.
+type timed struct {
+	interfaces.Policy
+	e *engine
+}
+
+func (p timed) Plan(ctx context.Context, v *interfaces.View) (interfaces.Plan, error) {
+	if p.e.wall == nil {
+		return p.Policy.Plan(ctx, v)
+	}
+	t0 := p.e.wall()
+	plan, err := p.Policy.Plan(ctx, v)
+	p.e.solveNS += int64(p.e.wall().Sub(t0))
+	return plan, err
+}
+
+func (e *engine) roundSeed(instance int32) int64 {
+	e.rounds++
+	return int64(splitmix(e.seed^splitmix(uint64(instance)+1)^uint64(e.rounds)) >> 1)
+}
+
+func (e *engine) shard(i int, c interfaces.ShardConstraints) interfaces.Shard {
+	o := i * nres
+	return interfaces.Shard{
+		ID:          e.w.shardID[i],
+		Job:         e.w.jobName[e.w.shardJob[i]],
+		Load:        interfaces.Load{CPU: e.cur[o], Mem: e.cur[o+1], Net: e.cur[o+2], Tasks: e.cur[o+3]},
+		InputRate:   e.curRate[i],
+		StateBytes:  e.w.stateBytes[i],
+		LatencySLO:  e.w.jobSLO[e.w.shardJob[i]],
+		Constraints: c,
+	}
+}
+
+// regionCapacity sums the capacity of a region's active hosts.
+func (e *engine) regionCapacity(r int32) (interfaces.Load, int) {
+	var c [nres]float64
+	live := 0
+	for _, h := range e.w.regionHosts[r] {
+		if e.w.hostState[h] != interfaces.ChildActive {
+			if e.w.hostState[h] == interfaces.ChildDraining {
+				live++
+			}
+			continue
+		}
+		live++
+		for q := 0; q < nres; q++ {
+			c[q] += e.w.hostCap[int(h)*nres+q]
+		}
+	}
+	return interfaces.Load{CPU: c[0], Mem: c[1], Net: c[2], Tasks: c[3]}, live
+}
+
+// globalView is the global tier's picture: regions as children (capacity = sum
+// of their active hosts), every active shard, its region, and region reports.
+func (e *engine) globalView(t time.Duration) *interfaces.View {
+	w := e.w
+	v := &interfaces.View{Tier: interfaces.TierGlobal, Instance: interfaces.TierGlobal, Now: Epoch.Add(t), Seed: e.roundSeed(-1), Reports: map[interfaces.ChildID]interfaces.Report{}}
+	used := make([][nres]float64, len(w.regionName))
+	for i, act := range w.active {
+		if !act {
+			continue
+		}
+		v.Shards = append(v.Shards, e.shard(i, w.gcons[i]))
+		r := e.region_[i]
+		if r < 0 {
+			continue
+		}
+		v.Assignments = append(v.Assignments, interfaces.Assignment{Shard: w.shardID[i], Child: interfaces.ChildID(w.regionName[r]), Epoch: e.epochR[i]})
+		if e.moveKind[i] == moveRegion {
+			v.InFlight = append(v.InFlight, interfaces.Move{Shard: w.shardID[i], From: interfaces.ChildID(w.regionName[r]), To: interfaces.ChildID(w.regionName[e.moveTo[i]]), Epoch: e.epochR[i], Goal: "in_flight"})
+			r = e.moveTo[i]
+		}
+		for q := 0; q < nres; q++ {
+			used[r][q] += e.cur[i*nres+q]
+		}
+	}
+	for r, name := range w.regionName {
+		capacity, live := e.regionCapacity(int32(r))
+		st := interfaces.ChildActive
+		if live == 0 {
+			st = interfaces.ChildFailed
+		} else if capacity.IsZero() {
+			st = interfaces.ChildDraining
+		}
+		id := interfaces.ChildID(name)
+		v.Children = append(v.Children, interfaces.Child{ID: id, Tier: interfaces.TierRegion, Capacity: capacity, Labels: map[string]string{"region": name}, State: st})
+		u := interfaces.Load{CPU: used[r][0], Mem: used[r][1], Net: used[r][2], Tasks: used[r][3]}
+		rep := interfaces.Report{Child: id, Capacity: capacity, Used: u, Headroom: capacity.Sub(u).Max(interfaces.Load{})}
+		var lat float64
+		for _, h := range w.regionHosts[r] {
+			if w.hostState[h] != interfaces.ChildFailed && e.hostLat[h] > lat {
+				lat = e.hostLat[h]
+			}
+		}
+		rep.LatencyP99 = time.Duration(lat * float64(time.Millisecond))
+		if e.spec.Integration == Collaborative {
+			rep.Hints = append(rep.Hints, interfaces.Hint{Kind: interfaces.HintHeadroom, Amount: rep.Headroom, Reason: "region headroom"})
+		}
+		v.Reports[id] = rep
+	}
+	v.Constraints = e.constraints(interfaces.TierGlobal, v)
+	return v
+}
+
+// regionView is region r's picture: its hosts as children and the shards the
+// global tier has given it (not those leaving it).
+func (e *engine) regionView(t time.Duration, r int32) *interfaces.View {
+	w := e.w
+	v := &interfaces.View{Tier: interfaces.TierRegion, Instance: w.regionName[r], Now: Epoch.Add(t), Seed: e.roundSeed(r), Reports: map[interfaces.ChildID]interfaces.Report{}}
+	for _, h := range w.regionHosts[r] {
+		id := interfaces.ChildID(w.hostName[h])
+		o := int(h) * nres
+		capacity := interfaces.Load{CPU: w.hostCap[o], Mem: w.hostCap[o+1], Net: w.hostCap[o+2], Tasks: w.hostCap[o+3]}
+		v.Children = append(v.Children, interfaces.Child{ID: id, Tier: interfaces.TierHost, Capacity: capacity, Labels: w.hostLabels[h], State: w.hostState[h]})
+		u := interfaces.Load{CPU: e.hostLoad[o], Mem: e.hostLoad[o+1], Net: e.hostLoad[o+2], Tasks: e.hostLoad[o+3]}
+		v.Reports[id] = interfaces.Report{Child: id, Capacity: capacity, Used: u, Headroom: capacity.Sub(u).Max(interfaces.Load{}), LatencyP99: time.Duration(e.hostLat[h] * float64(time.Millisecond))}
+	}
+	for i, act := range w.active {
+		if !act || e.region_[i] != r || e.moveKind[i] == moveRegion {
+			continue
+		}
+		v.Shards = append(v.Shards, e.shard(i, w.rcons[i]))
+		h := e.host[i]
+		if h < 0 {
+			continue
+		}
+		v.Assignments = append(v.Assignments, interfaces.Assignment{Shard: w.shardID[i], Child: interfaces.ChildID(w.hostName[h]), Epoch: e.epochH[i]})
+		if e.moveKind[i] == moveHost {
+			v.InFlight = append(v.InFlight, interfaces.Move{Shard: w.shardID[i], From: interfaces.ChildID(w.hostName[h]), To: interfaces.ChildID(w.hostName[e.moveTo[i]]), Epoch: e.epochH[i], Goal: "in_flight"})
+		}
+	}
+	v.Constraints = e.constraints(interfaces.TierRegion, v)
+	return v
+}
+
+// constraints returns the tier-level constraints for a view by integration mode.
+//
+//   - decoupled: none; each tier plans alone.
+//   - manual: the operator constraints of the policy spec for this tier; for a
+//     region instance, children outside the region are dropped (a constraint
+//     left with no children is dropped, except max_moves).
+//   - collaborative: at the global tier, each region's headroom hint becomes a
+//     capacity constraint when the region reports less headroom than Reserve of
+//     its capacity in some resource: the region is capped at (1-Reserve) of its
+//     capacity, so the global tier sends it no more load. Nothing else.
+func (e *engine) constraints(tier string, v *interfaces.View) []interfaces.Constraint {
+	var out []interfaces.Constraint
+	switch e.spec.Integration {
+	case Manual:
+		inView := map[interfaces.ChildID]bool{}
+		for _, c := range v.Children {
+			inView[c.ID] = true
+		}
+		for _, cs := range e.spec.Constraints {
+			if cs.Tier != tier {
+				continue
+			}
+			c := interfaces.Constraint{Limit: cs.Limit.Load(), Max: cs.Max, MaxBytes: int64(cs.MaxBytes), Reason: "operator constraint"}
+			switch cs.Kind {
+			case "capacity":
+				c.Kind = interfaces.ConstraintCapacity
+			case "avoid":
+				c.Kind = interfaces.ConstraintAvoid
+			case "allowed":
+				c.Kind = interfaces.ConstraintAllowed
+			case "pin":
+				c.Kind = interfaces.ConstraintPin
+			case "max_moves":
+				c.Kind = interfaces.ConstraintMaxMoves
+			}
+			for _, ch := range cs.Children {
+				if inView[interfaces.ChildID(ch)] {
+					c.Children = append(c.Children, interfaces.ChildID(ch))
+				}
+			}
+			if len(c.Children) == 0 && c.Kind != interfaces.ConstraintMaxMoves {
+				continue
+			}
+			for _, id := range cs.Shards {
+				c.Shards = append(c.Shards, interfaces.ShardID(id))
+			}
+			if cs.Job != "" {
+				for _, s := range v.Shards {
+					if s.Job == cs.Job {
+						c.Shards = append(c.Shards, s.ID)
+					}
+				}
+			}
+			out = append(out, c)
+		}
+	case Collaborative:
+		if tier != interfaces.TierGlobal {
+			return nil
+		}
+		res := e.spec.Reserve
+		for _, ch := range v.Children {
+			rep := v.Reports[ch.ID]
+			for _, h := range rep.Hints {
+				if h.Kind != interfaces.HintHeadroom {
+					continue
+				}
+				low := false
+				for q := 0; q < nres; q++ {
+					c := capOf(ch.Capacity, q)
+					if c > 0 && capOf(h.Amount, q) < res*c {
+						low = true
+					}
+				}
+				if low {
+					out = append(out, interfaces.Constraint{Kind: interfaces.ConstraintCapacity, Children: []interfaces.ChildID{ch.ID}, Limit: ch.Capacity.Scale(1 - res), Reason: fmt.Sprintf("region %s reports headroom below %.0f%%", ch.ID, 100*res)})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (e *engine) globalRound(ctx context.Context, t time.Duration) error {
+	v := e.globalView(t)
+	res, err := ControlStep(ctx, timed{e.global, e}, v, e.stepConfig())
+	if err != nil {
+		return err
+	}
+	e.account(res)
+	w := e.w
+	idx := e.shardIndex()
+	for _, m := range res.Accepted {
+		i := idx[m.Shard]
+		to := w.region(string(m.To))
+		if e.moveKind[i] != moveNone {
+			e.sum.Rejected++ // busy with a host move; the next round retries
+			continue
+		}
+		e.epochR[i]++
+		if m.From == "" {
+			e.region_[i] = to
+			e.host[i] = -1
+			e.sum.Placements++
+			e.trigger(to, t)
+			continue
+		}
+		d := e.moveTime(i, e.sc.Model.CrossRegionBandwidth)
+		e.startMove(i, moveRegion, to, t, d)
+	}
+	return nil
+}
+
+func (e *engine) regionRound(ctx context.Context, t time.Duration, r int32) error {
+	v := e.regionView(t, r)
+	if len(v.Shards) == 0 {
+		return nil
+	}
+	res, err := ControlStep(ctx, timed{e.region, e}, v, e.stepConfig())
+	if err != nil {
+		return err
+	}
+	e.account(res)
+	idx := e.shardIndex()
+	for _, m := range res.Accepted {
+		i := idx[m.Shard]
+		h := e.w.hostIndex(string(m.To))
+		e.epochH[i]++
+		if m.From == "" {
+			e.host[i] = h
+			e.sum.Placements++
+			e.dirty = true
+			continue
+		}
+		e.startMove(i, moveHost, h, t, e.moveTime(i, e.sc.Model.MoveBandwidth))
+	}
+	return nil
+}
+
+func (e *engine) account(res StepResult) {
+	if res.Mode != ModeIdle {
+		e.sum.Rounds++
+	}
+	e.sum.Rejected += len(res.Rejected)
+}
+
+func (e *engine) moveTime(i int32, bw Quantity) time.Duration {
+	return e.sc.Model.MoveOverhead.D() + time.Duration(float64(e.w.stateBytes[i])/float64(bw)*float64(time.Second))
+}
+
+// startMove puts shard i in flight to child `to` and schedules its landing.
+func (e *engine) startMove(i int32, kind uint8, to int32, t, d time.Duration) {
+	e.moveKind[i] = kind
+	e.moveTo[i] = to
+	e.moveTag[i]++
+	e.sched.schedule(t+d, evLand, i, int32(e.moveTag[i]))
+	e.dirty = true
+	e.sum.Moves++
+	e.sum.BytesMoved += e.w.stateBytes[i]
+	e.ivMoves++
+	e.ivBytes += e.w.stateBytes[i]
+	for k := range e.asserts {
+		ar := &e.asserts[k]
+		a := &e.sc.Assertions[ar.Index]
+		if a.Kind == AssertSteady && t >= a.From.D() && t < a.To.D() {
+			if ar.Passed {
+				ar.Passed = false
+				ar.At = t.Seconds()
+			}
+			ar.Value++
+		}
+	}
+}
+
+// shardIndex maps shard IDs to dense indexes; built once, the shard set is fixed.
+func (e *engine) shardIndex() map[interfaces.ShardID]int32 {
+	if e.idx == nil {
+		e.idx = make(map[interfaces.ShardID]int32, len(e.w.shardID))
+		for i, id := range e.w.shardID {
+			e.idx[id] = int32(i)
+		}
+	}
+	return e.idx
+}

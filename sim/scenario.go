@@ -1,0 +1,978 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// Scenario is a what-if question as a file: topology, workload, events, the
+// policies to compare, the run length and the assertions to check. Load it with
+// LoadScenario or ParseScenario; both validate it and name the line and key of the
+// first problem.
+type Scenario struct {
+	Name        string   `yaml:"name"`
+	Description string   `yaml:"description"`
+	Seed        uint64   `yaml:"seed"`
+	Duration    Duration `yaml:"duration"`
+	Tick        Duration `yaml:"tick"`
+	// ControlInterval is how often each tier instance runs its control step.
+	ControlInterval Duration `yaml:"control_interval"`
+	// SampleEvery is the resolution of the time series (CSV and plots).
+	SampleEvery Duration     `yaml:"sample_every"`
+	Model       Model        `yaml:"model"`
+	Topology    Topology     `yaml:"topology"`
+	Workload    Workload     `yaml:"workload"`
+	Events      []Event      `yaml:"events"`
+	Policies    []PolicySpec `yaml:"policies"`
+	Assertions  []Assertion  `yaml:"assertions"`
+
+	// dir is the directory of the scenario file; relative data paths resolve
+	// against it.
+	dir string
+	// root is the parsed YAML, kept to name lines in validation errors.
+	root *yaml.Node
+	file string
+}
+
+// Model holds the parameters of the latency, lag, move and control models.
+type Model struct {
+	// ServiceMS is the mean service time of a record on an idle host, in ms: the
+	// M/M/1 model gives a mean sojourn of ServiceMS/(1-ρ).
+	ServiceMS float64 `yaml:"service_ms"`
+	// MaxUtil caps ρ in the queueing formula (the backlog model takes over above).
+	MaxUtil float64 `yaml:"max_util"`
+	// MoveBandwidth is the state-transfer rate of a move inside a region, bytes/s.
+	MoveBandwidth Quantity `yaml:"move_bandwidth"`
+	// CrossRegionBandwidth is the state-transfer rate between regions, bytes/s.
+	CrossRegionBandwidth Quantity `yaml:"cross_region_bandwidth"`
+	// MoveOverhead is the fixed time every move takes on top of the transfer.
+	MoveOverhead Duration `yaml:"move_overhead"`
+	// DetectAfter is how long a failure takes to be noticed by the parent tier.
+	DetectAfter Duration `yaml:"detect_after"`
+	// Trigger is the control loop's hysteresis: a periodic round plans only when
+	// some resource's max/mean utilization across children exceeds it, or a child
+	// is above Target utilization (emergencies always plan).
+	Trigger float64 `yaml:"trigger"`
+	// Target is the utilization above which a child counts as overloaded.
+	Target float64 `yaml:"target"`
+}
+
+// Topology describes the hosts: generated per region, or listed one by one.
+type Topology struct {
+	Regions []RegionSpec `yaml:"regions"`
+	Hosts   []HostSpec   `yaml:"hosts"`
+}
+
+// RegionSpec generates Hosts hosts in one region. Classes, when given, make the
+// capacities heterogeneous: each host draws a class by weight; Jitter then varies
+// every dimension by up to ±Jitter (a fraction).
+type RegionSpec struct {
+	Name     string            `yaml:"name"`
+	Hosts    int               `yaml:"hosts"`
+	Capacity LoadSpec          `yaml:"capacity"`
+	Classes  []HostClass       `yaml:"classes"`
+	Jitter   float64           `yaml:"jitter"`
+	Labels   map[string]string `yaml:"labels"`
+}
+
+// HostClass is one kind of host in a generated region.
+type HostClass struct {
+	Weight   float64           `yaml:"weight"`
+	Capacity LoadSpec          `yaml:"capacity"`
+	Labels   map[string]string `yaml:"labels"`
+}
+
+// HostSpec is one explicitly listed host.
+type HostSpec struct {
+	Name     string            `yaml:"name"`
+	Region   string            `yaml:"region"`
+	Capacity LoadSpec          `yaml:"capacity"`
+	Labels   map[string]string `yaml:"labels"`
+}
+
+// LoadSpec is a load or capacity vector as written in a scenario.
+type LoadSpec struct {
+	CPU   Quantity `yaml:"cpu"`
+	Mem   Quantity `yaml:"mem"`
+	Net   Quantity `yaml:"net"`
+	Tasks Quantity `yaml:"tasks"`
+}
+
+// Load converts to the domain type.
+func (l LoadSpec) Load() interfaces.Load {
+	return interfaces.Load{CPU: float64(l.CPU), Mem: float64(l.Mem), Net: float64(l.Net), Tasks: float64(l.Tasks)}
+}
+
+// Workload describes the jobs and how their load changes over time.
+type Workload struct {
+	Jobs     []JobSpec     `yaml:"jobs"`
+	Diurnal  *DiurnalSpec  `yaml:"diurnal"`
+	Steps    []StepSpec    `yaml:"steps"`
+	Spikes   []SpikeSpec   `yaml:"spikes"`
+	Hot      []HotSpec     `yaml:"hot"`
+	Replay   *ReplaySpec   `yaml:"replay"`
+	Arrivals *ArrivalsSpec `yaml:"arrivals"`
+}
+
+// JobSpec generates the shards of one job. Sizes sets how shard sizes spread: every
+// shard's load, input rate and state scale with its size weight (mean 1).
+type JobSpec struct {
+	Name       string    `yaml:"name"`
+	Shards     int       `yaml:"shards"`
+	Load       LoadSpec  `yaml:"load"`
+	InputRate  float64   `yaml:"input_rate"`
+	StateBytes Quantity  `yaml:"state_bytes"`
+	Sizes      SizeSpec  `yaml:"sizes"`
+	Arrive     Duration  `yaml:"arrive"`
+	Leave      Duration  `yaml:"leave"`
+	LatencySLO Duration  `yaml:"latency_slo"`
+	Regions    []string  `yaml:"regions"`
+	Pinned     string    `yaml:"pinned"`
+	Spread     string    `yaml:"anti_affinity"`
+	MaxPerHost int       `yaml:"max_per_child"`
+	sizes      []float64 // filled by the generator
+}
+
+// SizeSpec is the distribution of shard sizes in a job: "equal", "uniform"
+// (between 1 and Ratio) or "zipf" (rank-k weight ∝ k^-s with s chosen so that
+// largest/smallest = Ratio, unless S is given).
+type SizeSpec struct {
+	Dist  string  `yaml:"dist"`
+	Ratio float64 `yaml:"ratio"`
+	S     float64 `yaml:"s"`
+}
+
+// DiurnalSpec multiplies every job's rate by 1 + Amplitude·sin(2π(t+Phase)/Period).
+type DiurnalSpec struct {
+	Amplitude float64  `yaml:"amplitude"`
+	Period    Duration `yaml:"period"`
+	Phase     Duration `yaml:"phase"`
+}
+
+// StepSpec multiplies the rate of Job (all jobs when empty) by Factor from At on.
+type StepSpec struct {
+	At     Duration `yaml:"at"`
+	Job    string   `yaml:"job"`
+	Factor float64  `yaml:"factor"`
+}
+
+// SpikeSpec multiplies the rate of Job (all jobs when empty) by Factor during
+// [At, At+For).
+type SpikeSpec struct {
+	At     Duration `yaml:"at"`
+	For    Duration `yaml:"for"`
+	Job    string   `yaml:"job"`
+	Factor float64  `yaml:"factor"`
+}
+
+// HotSpec makes shards hot: the named Shards, or Count shards of Job picked with
+// the seed, have their rate multiplied by Factor during [At, At+For) (For 0: to
+// the end).
+type HotSpec struct {
+	At     Duration `yaml:"at"`
+	For    Duration `yaml:"for"`
+	Job    string   `yaml:"job"`
+	Count  int      `yaml:"count"`
+	Shards []string `yaml:"shards"`
+	Factor float64  `yaml:"factor"`
+}
+
+// ReplaySpec replays a recorded per-shard load series from a CSV file with the
+// header time,shard,cpu,mem,net,input_rate (time in seconds from the start).
+// Every shard named in the file becomes a shard of job Job; its load and input
+// rate hold the last recorded value.
+type ReplaySpec struct {
+	File       string   `yaml:"file"`
+	Job        string   `yaml:"job"`
+	StateBytes Quantity `yaml:"state_bytes"`
+	Scale      float64  `yaml:"scale"`
+}
+
+// ArrivalsSpec replays a real arrival series as the input rate of Job (all jobs
+// when empty): arrivals are binned per Bin, and each bin's count divided by the
+// mean count becomes the rate multiplier for that stretch of time. The series
+// starts at Offset into the file and loops if the run is longer. Format "azure"
+// reads TIMESTAMP,ContextTokens,GeneratedTokens; Weight "tokens" counts context
+// plus generated tokens instead of requests. Scale stretches virtual time: 1
+// virtual second replays Scale seconds of the trace.
+type ArrivalsSpec struct {
+	File   string   `yaml:"file"`
+	Format string   `yaml:"format"`
+	Job    string   `yaml:"job"`
+	Bin    Duration `yaml:"bin"`
+	Weight string   `yaml:"weight"`
+	Offset Duration `yaml:"offset"`
+	Scale  float64  `yaml:"scale"`
+}
+
+// Event kinds.
+const (
+	EventHostFail    = "host_fail"
+	EventHostRecover = "host_recover"
+	EventRegionLoss  = "region_loss"
+	EventRegionBack  = "region_recover"
+	EventDrain       = "drain"
+	EventAddHosts    = "add_hosts"
+)
+
+// Event is a change to the topology at a virtual time.
+type Event struct {
+	At       Duration `yaml:"at"`
+	Kind     string   `yaml:"kind"`
+	Host     string   `yaml:"host"`
+	Region   string   `yaml:"region"`
+	Count    int      `yaml:"count"`
+	Capacity LoadSpec `yaml:"capacity"`
+}
+
+// Integration modes.
+const (
+	Decoupled     = "decoupled"
+	Manual        = "manual"
+	Collaborative = "collaborative"
+)
+
+// PolicySpec is one policy to simulate: the tier policy (by registry name) for
+// the global and region tiers, its parameters, and the integration mode.
+type PolicySpec struct {
+	Name         string            `yaml:"name"`
+	Solver       string            `yaml:"solver"`
+	GlobalSolver string            `yaml:"global_solver"`
+	Integration  string            `yaml:"integration"`
+	Params       map[string]string `yaml:"params"`
+	// Constraints are operator constraints, used in manual mode.
+	Constraints []ConstraintSpec `yaml:"constraints"`
+	// Reserve is the collaborative mode's headroom reserve: the global tier caps
+	// each region at (1-Reserve) of its capacity when the region reports less
+	// headroom than that.
+	Reserve float64 `yaml:"reserve"`
+}
+
+// ConstraintSpec is an operator constraint for manual mode.
+type ConstraintSpec struct {
+	Tier     string   `yaml:"tier"`
+	Kind     string   `yaml:"kind"`
+	Shards   []string `yaml:"shards"`
+	Job      string   `yaml:"job"`
+	Children []string `yaml:"children"`
+	Limit    LoadSpec `yaml:"limit"`
+	Max      int      `yaml:"max"`
+	MaxBytes Quantity `yaml:"max_bytes"`
+}
+
+// Assertion kinds.
+const (
+	AssertBalance = "balance"
+	AssertSteady  = "steady"
+	AssertSLO     = "slo"
+	AssertNoLoss  = "no_loss"
+)
+
+// Assertion is a check on a run. Balance: max/mean host utilization of Resource
+// ≤ Max at every tick in [From, To). Steady: no moves in [From, To). SLO: the
+// modeled p99 latency over [From, To) ≤ LatencyP99MS. NoLoss: every shard owned
+// by an active host at the end. Policies, when set, limits the check to those
+// policies.
+type Assertion struct {
+	Kind         string   `yaml:"kind"`
+	Resource     string   `yaml:"resource"`
+	Max          float64  `yaml:"max"`
+	LatencyP99MS float64  `yaml:"latency_p99_ms"`
+	From         Duration `yaml:"from"`
+	To           Duration `yaml:"to"`
+	Policies     []string `yaml:"policies"`
+	line         int
+}
+
+// Duration is a time.Duration written as "30s", "5m" or a number of seconds.
+type Duration time.Duration
+
+// UnmarshalYAML parses a duration string or a number of seconds.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a duration like 30s or 5m", n.Line)
+	}
+	if v, err := strconv.ParseFloat(n.Value, 64); err == nil {
+		*d = Duration(v * float64(time.Second))
+		return nil
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (want e.g. 30s, 5m, 2h)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Quantity is a number that may carry a size suffix: k, M, G, T (powers of 1000)
+// or Ki, Mi, Gi, Ti (powers of 1024).
+type Quantity float64
+
+var quantitySuffixes = []struct {
+	s string
+	m float64
+}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40}, {"k", 1e3}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}}
+
+// UnmarshalYAML parses a number with an optional size suffix.
+func (q *Quantity) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a number", n.Line)
+	}
+	s := strings.TrimSpace(n.Value)
+	mult := 1.0
+	for _, suf := range quantitySuffixes {
+		if strings.HasSuffix(s, suf.s) {
+			s, mult = strings.TrimSuffix(s, suf.s), suf.m
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a number (suffixes k M G T Ki Mi Gi Ti allowed)", n.Line, n.Value)
+	}
+	*q = Quantity(v * mult)
+	return nil
+}
+
+// LoadScenario reads, parses and validates a scenario file.
+func LoadScenario(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	return ParseScenario(data, path)
+}
+
+// ParseScenario parses and validates a scenario; name is used in messages and its
+// directory resolves relative data file paths.
+func ParseScenario(data []byte, name string) (*Scenario, error) {
+	sc := &Scenario{file: name, dir: filepath.Dir(name)}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(sc); err != nil {
+		if errors.Is(err, errEOF) || err.Error() == "EOF" {
+			return nil, fmt.Errorf("%s: the file is empty: %w", name, interfaces.ErrInvalid)
+		}
+		return nil, fmt.Errorf("%s: %s: %w", name, strings.ReplaceAll(err.Error(), "\n", " "), interfaces.ErrInvalid)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("%s: %v: %w", name, err, interfaces.ErrInvalid)
+	}
+	sc.root = &root
+	sc.setDefaults()
+	if err := sc.validate(); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+var errEOF = errors.New("EOF")
+
+// setDefaults fills in what a scenario may leave out.
+func (sc *Scenario) setDefaults() {
+	if sc.Name == "" {
+		sc.Name = strings.TrimSuffix(filepath.Base(sc.file), filepath.Ext(sc.file))
+	}
+	if sc.Seed == 0 {
+		sc.Seed = 1
+	}
+	if sc.Tick == 0 {
+		sc.Tick = Duration(time.Second)
+	}
+	if sc.ControlInterval == 0 {
+		sc.ControlInterval = Duration(30 * time.Second)
+	}
+	if sc.SampleEvery == 0 {
+		sc.SampleEvery = sc.Tick
+		if sc.Duration > 0 {
+			// About 200 samples per run by default.
+			n := int64(sc.Duration) / int64(sc.Tick) / 200
+			if n > 1 {
+				sc.SampleEvery = Duration(int64(sc.Tick) * n)
+			}
+		}
+	}
+	m := &sc.Model
+	if m.ServiceMS == 0 {
+		m.ServiceMS = 5
+	}
+	if m.MaxUtil == 0 {
+		m.MaxUtil = 0.99
+	}
+	if m.MoveBandwidth == 0 {
+		m.MoveBandwidth = 100e6
+	}
+	if m.CrossRegionBandwidth == 0 {
+		m.CrossRegionBandwidth = m.MoveBandwidth / 4
+	}
+	if m.MoveOverhead == 0 {
+		m.MoveOverhead = Duration(time.Second)
+	}
+	if m.DetectAfter == 0 {
+		m.DetectAfter = Duration(10 * time.Second)
+	}
+	if m.Trigger == 0 {
+		m.Trigger = 1.15
+	}
+	if m.Target == 0 {
+		m.Target = 0.85
+	}
+	for i := range sc.Workload.Jobs {
+		j := &sc.Workload.Jobs[i]
+		if j.Sizes.Dist == "" {
+			j.Sizes.Dist = "equal"
+		}
+		if j.Sizes.Ratio == 0 {
+			j.Sizes.Ratio = 20
+		}
+	}
+	if a := sc.Workload.Arrivals; a != nil {
+		if a.Format == "" {
+			a.Format = "azure"
+		}
+		if a.Bin == 0 {
+			a.Bin = Duration(time.Second)
+		}
+		if a.Weight == "" {
+			a.Weight = "requests"
+		}
+		if a.Scale == 0 {
+			a.Scale = 1
+		}
+	}
+	if r := sc.Workload.Replay; r != nil {
+		if r.Job == "" {
+			r.Job = "replay"
+		}
+		if r.Scale == 0 {
+			r.Scale = 1
+		}
+	}
+	for i := range sc.Policies {
+		p := &sc.Policies[i]
+		if p.Integration == "" {
+			p.Integration = Decoupled
+		}
+		if p.Name == "" {
+			p.Name = p.Solver + "/" + p.Integration
+		}
+		if p.GlobalSolver == "" {
+			p.GlobalSolver = p.Solver
+		}
+		if p.Reserve == 0 {
+			p.Reserve = 0.1
+		}
+	}
+	for i := range sc.Assertions {
+		a := &sc.Assertions[i]
+		if a.To == 0 {
+			a.To = sc.Duration
+		}
+		a.line = sc.line("assertions", i)
+	}
+}
+
+// line returns the line of the node at path (keys and indexes) in the scenario
+// file, or of the deepest node of the path that exists; 0 when unknown.
+func (sc *Scenario) line(path ...any) int {
+	if sc.root == nil || len(sc.root.Content) == 0 {
+		return 0
+	}
+	n := sc.root.Content[0]
+	best := n.Line
+	for _, p := range path {
+		var next *yaml.Node
+		switch k := p.(type) {
+		case string:
+			if n.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(n.Content); i += 2 {
+					if n.Content[i].Value == k {
+						next = n.Content[i+1]
+						break
+					}
+				}
+			}
+		case int:
+			if n.Kind == yaml.SequenceNode && k >= 0 && k < len(n.Content) {
+				next = n.Content[k]
+			}
+		}
+		if next == nil {
+			break
+		}
+		n, best = next, next.Line
+	}
+	return best
+}
+
+// errAt formats a validation error naming the file, the line of path and the key.
+func (sc *Scenario) errAt(key string, path []any, rule string, args ...any) error {
+	msg := fmt.Sprintf(rule, args...)
+	return fmt.Errorf("%s:%d: %s: %s: %w", sc.file, sc.line(path...), key, msg, interfaces.ErrInvalid)
+}
+
+func keyOf(path []any) string {
+	var b strings.Builder
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(k)
+		case int:
+			fmt.Fprintf(&b, "[%d]", k)
+		}
+	}
+	return b.String()
+}
+
+func (sc *Scenario) fail(path []any, rule string, args ...any) error {
+	return sc.errAt(keyOf(path), path, rule, args...)
+}
+
+func p(parts ...any) []any { return parts }
+
+func (sc *Scenario) checkLoad(path []any, l LoadSpec, capacity bool) error {
+	for _, f := range []struct {
+		k string
+		v Quantity
+	}{{"cpu", l.CPU}, {"mem", l.Mem}, {"net", l.Net}, {"tasks", l.Tasks}} {
+		v := float64(f.v)
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return sc.fail(append(path, f.k), "must be a finite number (got %v)", v)
+		}
+		if v < 0 {
+			return sc.fail(append(path, f.k), "must be ≥ 0 (got %v)", v)
+		}
+	}
+	if capacity && l.Load().IsZero() {
+		return sc.fail(path, "capacity must be > 0 in at least one of cpu, mem, net, tasks")
+	}
+	return nil
+}
+
+func (sc *Scenario) checkID(path []any, id string) error {
+	if err := interfaces.ValidateID(keyOf(path), id); err != nil {
+		var fe *interfaces.FieldError
+		if errors.As(err, &fe) {
+			return sc.fail(path, "%s", strings.TrimPrefix(fe.Error(), keyOf(path)+": "))
+		}
+		return sc.fail(path, "%v", err)
+	}
+	return nil
+}
+
+func (sc *Scenario) checkFraction(path []any, v float64, lo, hi float64) error {
+	if math.IsNaN(v) || v < lo || v > hi {
+		return sc.fail(path, "must be between %v and %v (got %v)", lo, hi, v)
+	}
+	return nil
+}
+
+// hostNames returns every host name the topology defines (generated and listed)
+// with its region, in order; used to check events and constraints.
+func (sc *Scenario) hostNames() (hosts map[string]string, regions map[string]bool) {
+	hosts, regions = map[string]string{}, map[string]bool{}
+	for _, r := range sc.Topology.Regions {
+		regions[r.Name] = true
+		for h := 0; h < r.Hosts; h++ {
+			hosts[hostName(r.Name, h)] = r.Name
+		}
+	}
+	for _, h := range sc.Topology.Hosts {
+		regions[h.Region] = true
+		hosts[h.Name] = h.Region
+	}
+	return hosts, regions
+}
+
+func hostName(region string, i int) string { return fmt.Sprintf("%s-h%03d", region, i) }
+
+// validate checks everything that can be checked without running, and names the
+// line and key of the first problem.
+func (sc *Scenario) validate() error {
+	if sc.Duration <= 0 {
+		return sc.fail(p("duration"), "is required and must be > 0")
+	}
+	if sc.Tick <= 0 {
+		return sc.fail(p("tick"), "must be > 0")
+	}
+	if sc.Tick > sc.Duration {
+		return sc.fail(p("tick"), "must not be longer than duration")
+	}
+	if sc.ControlInterval < sc.Tick {
+		return sc.fail(p("control_interval"), "must be ≥ tick")
+	}
+	if sc.SampleEvery < sc.Tick {
+		return sc.fail(p("sample_every"), "must be ≥ tick")
+	}
+	if ticks := int64(sc.Duration) / int64(sc.Tick); ticks > 1e8 {
+		return sc.fail(p("duration"), "gives %d ticks; at most 1e8 allowed (raise tick)", ticks)
+	}
+	m := sc.Model
+	if m.ServiceMS <= 0 || math.IsInf(m.ServiceMS, 0) {
+		return sc.fail(p("model", "service_ms"), "must be > 0")
+	}
+	if err := sc.checkFraction(p("model", "max_util"), m.MaxUtil, 0.01, 0.9999); err != nil {
+		return err
+	}
+	if m.MoveBandwidth <= 0 {
+		return sc.fail(p("model", "move_bandwidth"), "must be > 0")
+	}
+	if m.CrossRegionBandwidth <= 0 {
+		return sc.fail(p("model", "cross_region_bandwidth"), "must be > 0")
+	}
+	if m.MoveOverhead < 0 || m.DetectAfter < 0 {
+		return sc.fail(p("model"), "move_overhead and detect_after must be ≥ 0")
+	}
+	if m.Trigger < 1 {
+		return sc.fail(p("model", "trigger"), "must be ≥ 1 (a max/mean ratio)")
+	}
+	if err := sc.checkFraction(p("model", "target"), m.Target, 0.01, 10); err != nil {
+		return err
+	}
+
+	// Topology.
+	if len(sc.Topology.Regions) == 0 && len(sc.Topology.Hosts) == 0 {
+		return sc.fail(p("topology"), "needs regions or hosts")
+	}
+	seenRegion := map[string]bool{}
+	seenHost := map[string]bool{}
+	for i, r := range sc.Topology.Regions {
+		path := p("topology", "regions", i)
+		if err := sc.checkID(append(path, "name"), r.Name); err != nil {
+			return err
+		}
+		if seenRegion[r.Name] {
+			return sc.fail(append(path, "name"), "region %q is defined twice", r.Name)
+		}
+		seenRegion[r.Name] = true
+		if r.Hosts <= 0 {
+			return sc.fail(append(path, "hosts"), "must be > 0 (got %d)", r.Hosts)
+		}
+		if err := sc.checkFraction(append(path, "jitter"), r.Jitter, 0, 0.9); err != nil {
+			return err
+		}
+		if len(r.Classes) == 0 {
+			if err := sc.checkLoad(append(path, "capacity"), r.Capacity, true); err != nil {
+				return err
+			}
+		}
+		for c, cl := range r.Classes {
+			cp := append(append([]any(nil), path...), "classes", c)
+			if cl.Weight <= 0 {
+				return sc.fail(append(cp, "weight"), "must be > 0")
+			}
+			if err := sc.checkLoad(append(cp, "capacity"), cl.Capacity, true); err != nil {
+				return err
+			}
+		}
+		for h := 0; h < r.Hosts; h++ {
+			seenHost[hostName(r.Name, h)] = true
+		}
+	}
+	for i, h := range sc.Topology.Hosts {
+		path := p("topology", "hosts", i)
+		if err := sc.checkID(append(path, "name"), h.Name); err != nil {
+			return err
+		}
+		if seenHost[h.Name] {
+			return sc.fail(append(path, "name"), "host %q is defined twice", h.Name)
+		}
+		seenHost[h.Name] = true
+		if err := sc.checkID(append(path, "region"), h.Region); err != nil {
+			return err
+		}
+		if err := sc.checkLoad(append(path, "capacity"), h.Capacity, true); err != nil {
+			return err
+		}
+	}
+	hosts, regions := sc.hostNames()
+
+	// Workload.
+	w := sc.Workload
+	if len(w.Jobs) == 0 && w.Replay == nil {
+		return sc.fail(p("workload"), "needs jobs or a replay")
+	}
+	jobs := map[string]bool{}
+	for i, j := range w.Jobs {
+		path := p("workload", "jobs", i)
+		if err := sc.checkID(append(path, "name"), j.Name); err != nil {
+			return err
+		}
+		if jobs[j.Name] {
+			return sc.fail(append(path, "name"), "job %q is defined twice", j.Name)
+		}
+		jobs[j.Name] = true
+		if j.Shards <= 0 {
+			return sc.fail(append(path, "shards"), "must be > 0 (got %d)", j.Shards)
+		}
+		if err := sc.checkLoad(append(path, "load"), j.Load, false); err != nil {
+			return err
+		}
+		if j.InputRate < 0 || math.IsNaN(j.InputRate) || math.IsInf(j.InputRate, 0) {
+			return sc.fail(append(path, "input_rate"), "must be a finite number ≥ 0 (got %v)", j.InputRate)
+		}
+		if j.StateBytes < 0 {
+			return sc.fail(append(path, "state_bytes"), "must be ≥ 0")
+		}
+		switch j.Sizes.Dist {
+		case "equal", "uniform", "zipf":
+		default:
+			return sc.fail(append(path, "sizes", "dist"), "must be equal, uniform or zipf (got %q)", j.Sizes.Dist)
+		}
+		if j.Sizes.Ratio < 1 {
+			return sc.fail(append(path, "sizes", "ratio"), "must be ≥ 1 (got %v)", j.Sizes.Ratio)
+		}
+		if j.Sizes.S < 0 {
+			return sc.fail(append(path, "sizes", "s"), "must be ≥ 0")
+		}
+		if j.Arrive < 0 || j.Leave < 0 || (j.Leave > 0 && j.Leave <= j.Arrive) {
+			return sc.fail(append(path, "leave"), "must be 0 (never) or after arrive")
+		}
+		if j.LatencySLO < 0 {
+			return sc.fail(append(path, "latency_slo"), "must be ≥ 0")
+		}
+		for k, r := range j.Regions {
+			if !regions[r] {
+				return sc.fail(append(path, "regions", k), "region %q is not in the topology", r)
+			}
+		}
+		if j.Pinned != "" && hosts[j.Pinned] == "" {
+			return sc.fail(append(path, "pinned"), "host %q is not in the topology", j.Pinned)
+		}
+		if j.MaxPerHost < 0 || (j.MaxPerHost > 0 && j.Spread == "") {
+			return sc.fail(append(path, "max_per_child"), "must be ≥ 0 and needs anti_affinity")
+		}
+	}
+	if r := w.Replay; r != nil {
+		if r.File == "" {
+			return sc.fail(p("workload", "replay", "file"), "is required")
+		}
+		if err := sc.checkID(p("workload", "replay", "job"), r.Job); err != nil {
+			return err
+		}
+		if jobs[r.Job] {
+			return sc.fail(p("workload", "replay", "job"), "job %q is also defined in workload.jobs", r.Job)
+		}
+		jobs[r.Job] = true
+		if r.Scale <= 0 {
+			return sc.fail(p("workload", "replay", "scale"), "must be > 0")
+		}
+		if r.StateBytes < 0 {
+			return sc.fail(p("workload", "replay", "state_bytes"), "must be ≥ 0")
+		}
+	}
+	if d := w.Diurnal; d != nil {
+		if err := sc.checkFraction(p("workload", "diurnal", "amplitude"), d.Amplitude, 0, 1); err != nil {
+			return err
+		}
+		if d.Period <= 0 {
+			return sc.fail(p("workload", "diurnal", "period"), "must be > 0")
+		}
+	}
+	checkJob := func(path []any, job string) error {
+		if job != "" && !jobs[job] {
+			return sc.fail(path, "job %q is not in the workload", job)
+		}
+		return nil
+	}
+	for i, s := range w.Steps {
+		if err := checkJob(p("workload", "steps", i, "job"), s.Job); err != nil {
+			return err
+		}
+		if s.Factor < 0 || s.At < 0 {
+			return sc.fail(p("workload", "steps", i), "factor and at must be ≥ 0")
+		}
+	}
+	for i, s := range w.Spikes {
+		if err := checkJob(p("workload", "spikes", i, "job"), s.Job); err != nil {
+			return err
+		}
+		if s.Factor < 0 || s.At < 0 || s.For <= 0 {
+			return sc.fail(p("workload", "spikes", i), "factor and at must be ≥ 0, for > 0")
+		}
+	}
+	for i, h := range w.Hot {
+		path := p("workload", "hot", i)
+		if err := checkJob(append(path, "job"), h.Job); err != nil {
+			return err
+		}
+		if h.Factor < 0 || h.At < 0 || h.For < 0 {
+			return sc.fail(path, "factor, at and for must be ≥ 0")
+		}
+		if len(h.Shards) == 0 && (h.Count <= 0 || h.Job == "") {
+			return sc.fail(path, "needs shards, or job and count > 0")
+		}
+	}
+	if a := w.Arrivals; a != nil {
+		path := p("workload", "arrivals")
+		if a.File == "" {
+			return sc.fail(append(path, "file"), "is required")
+		}
+		if a.Format != "azure" && a.Format != "times" {
+			return sc.fail(append(path, "format"), "must be azure or times (got %q)", a.Format)
+		}
+		if a.Weight != "requests" && a.Weight != "tokens" {
+			return sc.fail(append(path, "weight"), "must be requests or tokens (got %q)", a.Weight)
+		}
+		if err := checkJob(append(path, "job"), a.Job); err != nil {
+			return err
+		}
+		if a.Bin <= 0 || a.Offset < 0 || a.Scale <= 0 {
+			return sc.fail(path, "bin and scale must be > 0, offset ≥ 0")
+		}
+	}
+
+	// Events.
+	for i, e := range sc.Events {
+		path := p("events", i)
+		if e.At < 0 || e.At > sc.Duration {
+			return sc.fail(append(path, "at"), "must be within [0, duration] (got %v)", e.At.D())
+		}
+		switch e.Kind {
+		case EventHostFail, EventHostRecover, EventDrain:
+			if e.Host == "" {
+				return sc.fail(append(path, "host"), "is required for %s", e.Kind)
+			}
+			if hosts[e.Host] == "" {
+				return sc.fail(append(path, "host"), "host %q is not in the topology", e.Host)
+			}
+		case EventRegionLoss, EventRegionBack:
+			if !regions[e.Region] {
+				return sc.fail(append(path, "region"), "region %q is not in the topology", e.Region)
+			}
+		case EventAddHosts:
+			if !regions[e.Region] {
+				return sc.fail(append(path, "region"), "region %q is not in the topology", e.Region)
+			}
+			if e.Count <= 0 {
+				return sc.fail(append(path, "count"), "must be > 0")
+			}
+			if err := sc.checkLoad(append(path, "capacity"), e.Capacity, true); err != nil {
+				return err
+			}
+		default:
+			return sc.fail(append(path, "kind"), "unknown event kind %q (known: host_fail, host_recover, region_loss, region_recover, drain, add_hosts)", e.Kind)
+		}
+	}
+
+	// Policies.
+	if len(sc.Policies) == 0 {
+		return sc.fail(p("policies"), "needs at least one policy")
+	}
+	names := map[string]bool{}
+	for i, pol := range sc.Policies {
+		path := p("policies", i)
+		if names[pol.Name] {
+			return sc.fail(append(path, "name"), "policy %q is listed twice", pol.Name)
+		}
+		names[pol.Name] = true
+		for _, s := range []struct{ key, name string }{{"solver", pol.Solver}, {"global_solver", pol.GlobalSolver}} {
+			if s.name == "" {
+				return sc.fail(append(path, s.key), "is required")
+			}
+			if !PolicyKnown(s.name) {
+				return sc.fail(append(path, s.key), "unknown policy %q (known: %s)", s.name, strings.Join(PolicyNames(), ", "))
+			}
+		}
+		switch pol.Integration {
+		case Decoupled, Manual, Collaborative:
+		default:
+			return sc.fail(append(path, "integration"), "must be decoupled, manual or collaborative (got %q)", pol.Integration)
+		}
+		if err := sc.checkFraction(append(path, "reserve"), pol.Reserve, 0, 0.9); err != nil {
+			return err
+		}
+		if len(pol.Constraints) > 0 && pol.Integration != Manual {
+			return sc.fail(append(path, "constraints"), "operator constraints need integration: manual")
+		}
+		for k, c := range pol.Constraints {
+			cp := append(append([]any(nil), path...), "constraints", k)
+			if c.Tier != interfaces.TierGlobal && c.Tier != interfaces.TierRegion {
+				return sc.fail(append(cp, "tier"), "must be global or region (got %q)", c.Tier)
+			}
+			switch c.Kind {
+			case "capacity", "avoid", "allowed", "max_moves", "pin":
+			default:
+				return sc.fail(append(cp, "kind"), "must be capacity, avoid, allowed, pin or max_moves (got %q)", c.Kind)
+			}
+			if err := checkJob(append(cp, "job"), c.Job); err != nil {
+				return err
+			}
+			for m, ch := range c.Children {
+				if c.Tier == interfaces.TierGlobal && !regions[ch] {
+					return sc.fail(append(cp, "children", m), "region %q is not in the topology", ch)
+				}
+				if c.Tier == interfaces.TierRegion && hosts[ch] == "" {
+					return sc.fail(append(cp, "children", m), "host %q is not in the topology", ch)
+				}
+			}
+			if err := sc.checkLoad(append(cp, "limit"), c.Limit, false); err != nil {
+				return err
+			}
+			if c.Max < 0 || c.MaxBytes < 0 {
+				return sc.fail(cp, "max and max_bytes must be ≥ 0")
+			}
+			if (c.Kind == "avoid" || c.Kind == "allowed" || c.Kind == "pin" || c.Kind == "capacity") && len(c.Children) == 0 {
+				return sc.fail(append(cp, "children"), "is required for %s", c.Kind)
+			}
+		}
+	}
+
+	// Assertions.
+	for i, a := range sc.Assertions {
+		path := p("assertions", i)
+		switch a.Kind {
+		case AssertBalance:
+			if _, ok := resourceIndex(a.Resource); !ok {
+				return sc.fail(append(path, "resource"), "must be cpu, mem, net or tasks (got %q)", a.Resource)
+			}
+			if a.Max < 1 {
+				return sc.fail(append(path, "max"), "must be ≥ 1 (a max/mean ratio; got %v)", a.Max)
+			}
+		case AssertSLO:
+			if a.LatencyP99MS <= 0 {
+				return sc.fail(append(path, "latency_p99_ms"), "must be > 0")
+			}
+		case AssertSteady, AssertNoLoss:
+		default:
+			return sc.fail(append(path, "kind"), "unknown assertion %q (known: balance, steady, slo, no_loss)", a.Kind)
+		}
+		if a.From < 0 || a.To > sc.Duration || a.From >= a.To {
+			return sc.fail(path, "window [from, to) must lie within [0, duration] and be non-empty")
+		}
+		for k, name := range a.Policies {
+			if !names[name] {
+				return sc.fail(append(path, "policies", k), "policy %q is not in policies", name)
+			}
+		}
+	}
+	return nil
+}
+
+// resourceIndex maps a built-in resource name to its dense index.
+func resourceIndex(r string) (int, bool) {
+	for i, x := range interfaces.BuiltinResources {
+		if x == r {
+			return i, true
+		}
+	}
+	return 0, false
+}
