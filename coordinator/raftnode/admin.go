@@ -124,7 +124,11 @@ func (n *Node) registerAdmin() {
 			WriteError(w, err, n)
 			return
 		}
-		raw, err := json.Marshal(resp)
+		enc := n.cfg.EncodeResult
+		if enc == nil {
+			enc = json.Marshal
+		}
+		raw, err := enc(resp)
 		if err != nil {
 			WriteError(w, fmt.Errorf("encode result of entry %d: %w", idx, err), n)
 			return

@@ -83,6 +83,9 @@ type Config struct {
 	Stores *Stores
 	// Snapshots keeps this many snapshots on disk (default 2).
 	Snapshots int
+	// EncodeResult turns an FSM response into JSON for /v1/raft/apply; nil uses
+	// encoding/json.
+	EncodeResult func(any) ([]byte, error)
 }
 
 // Stores are a replica's persistent parts, for harnesses that restart replicas.

@@ -22,6 +22,7 @@ type Cluster struct {
 
 	mu     sync.Mutex
 	nodes  []*raftnode.Node // nil while killed
+	fsms   []raft.FSM
 	trans  []*raft.InmemTransport
 	addrs  []raft.ServerAddress
 	stores []*raftnode.Stores
@@ -55,6 +56,7 @@ func New(tb testing.TB, n int, newFSM func() raft.FSM, opts ...Option) *Cluster 
 		o(c)
 	}
 	c.nodes = make([]*raftnode.Node, n)
+	c.fsms = make([]raft.FSM, n)
 	c.trans = make([]*raft.InmemTransport, n)
 	c.addrs = make([]raft.ServerAddress, n)
 	c.stores = make([]*raftnode.Stores, n)
@@ -87,12 +89,13 @@ func (c *Cluster) id(i int) string { return fmt.Sprintf("n%d", i) }
 // start (re)creates replica i on its stores. Caller holds no lock.
 func (c *Cluster) start(i int) error {
 	_, tr := raft.NewInmemTransport(c.addrs[i])
-	node, err := raftnode.New(raftnode.Config{ID: c.id(i), Transport: tr, Stores: c.stores[i], Timeouts: c.tmo}, c.newFSM())
+	f := c.newFSM()
+	node, err := raftnode.New(raftnode.Config{ID: c.id(i), Transport: tr, Stores: c.stores[i], Timeouts: c.tmo}, f)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.nodes[i], c.trans[i] = node, tr
+	c.nodes[i], c.trans[i], c.fsms[i] = node, tr, f
 	c.mu.Unlock()
 	c.rewire()
 	return nil
@@ -127,6 +130,13 @@ func (c *Cluster) Node(i int) *raftnode.Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.nodes[i]
+}
+
+// FSM returns replica i's state machine (a new one after each restart).
+func (c *Cluster) FSM(i int) raft.FSM {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fsms[i]
 }
 
 // Index returns the position of the replica with the given ID, or -1.

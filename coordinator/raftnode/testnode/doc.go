@@ -1,0 +1,13 @@
+// Command testnode runs one replica of a tier Raft group (raftnode.Tier over
+// coordinator/fsm) with its admin endpoint, for the multi-process tests and
+// benchmarks on 127.0.0.1 (see package proctest). It is not a daemon for
+// production: "strata" will grow those.
+//
+//	testnode --id n1 --dir /tmp/n1 --raft-addr 127.0.0.1:7001 --admin-addr 127.0.0.1:7101 --bootstrap
+//	testnode --id n2 --dir /tmp/n2 --raft-addr 127.0.0.1:7002 --admin-addr 127.0.0.1:7102 --join 127.0.0.1:7101
+//
+// With --test-mode the admin endpoint also serves /v1/test/block, the blocked-peers
+// list that simulates network partitions between processes. When the replica is up
+// it prints one line "READY <status JSON>" on stdout. SIGTERM or SIGINT stop it
+// cleanly; SIGKILL is what the crash tests use.
+package main
