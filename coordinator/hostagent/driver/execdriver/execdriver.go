@@ -1,0 +1,322 @@
+package execdriver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/strata-sched/strata/coordinator/hostagent/driver"
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// Environment variables every shard process receives.
+const (
+	EnvShardID    = "STRATA_SHARD_ID"
+	EnvShardEpoch = "STRATA_SHARD_EPOCH"
+	EnvJob        = "STRATA_JOB"
+)
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times on Linux.
+const clockTicks = 100
+
+// Config configures the driver.
+type Config struct {
+	// Command is the program and its arguments, started once per shard.
+	Command []string
+	// Env is added to the agent's environment (KEY=VALUE).
+	Env []string
+	// Dir is the working directory ("" = the agent's).
+	Dir string
+	// Output receives the processes' stdout and stderr (nil = discarded).
+	Output io.Writer
+	// StopTimeout is how long Stop waits after SIGTERM before SIGKILL.
+	// Default 5s.
+	StopTimeout time.Duration
+	// Clock times CPU measurements and the stop timeout.
+	Clock interfaces.Clock
+	// ProcRoot is where /proc is mounted (tests); default "/proc".
+	ProcRoot string
+}
+
+type proc struct {
+	cmd     *exec.Cmd
+	epoch   interfaces.Epoch
+	done    chan struct{}
+	started time.Time
+	// last CPU sample
+	lastTicks uint64
+	lastAt    time.Time
+	sampled   bool
+}
+
+// Driver is the exec driver. It is safe for concurrent use.
+type Driver struct {
+	cfg   Config
+	mu    sync.Mutex
+	procs map[interfaces.ShardID]*proc
+	kills int
+}
+
+var _ driver.Driver = (*Driver)(nil)
+var _ driver.Closer = (*Driver)(nil)
+
+// New returns an exec driver.
+func New(cfg Config) (*Driver, error) {
+	if len(cfg.Command) == 0 || cfg.Command[0] == "" {
+		return nil, &interfaces.FieldError{Field: "exec.command", Rule: "is required"}
+	}
+	if cfg.Clock == nil {
+		return nil, &interfaces.FieldError{Field: "exec.clock", Rule: "is required"}
+	}
+	for i, kv := range cfg.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, &interfaces.FieldError{Field: fmt.Sprintf("exec.env[%d]", i), Rule: "must be KEY=VALUE", Value: strconv.Quote(kv)}
+		}
+	}
+	if cfg.StopTimeout < 0 {
+		return nil, &interfaces.FieldError{Field: "exec.stop_timeout", Rule: "must be ≥ 0", Value: cfg.StopTimeout.String()}
+	}
+	if cfg.StopTimeout == 0 {
+		cfg.StopTimeout = 5 * time.Second
+	}
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+	return &Driver{cfg: cfg, procs: map[interfaces.ShardID]*proc{}}, nil
+}
+
+// Start starts the command for spec under epoch.
+func (d *Driver) Start(_ context.Context, spec interfaces.Shard, epoch interfaces.Epoch) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p, ok := d.procs[spec.ID]; ok {
+		select {
+		case <-p.done: // exited on its own: start afresh
+			delete(d.procs, spec.ID)
+		default:
+			if p.epoch == epoch {
+				return nil
+			}
+			return fmt.Errorf("exec: shard %s runs under epoch %d, asked to start under %d: %w", spec.ID, p.epoch, epoch, interfaces.ErrConflict)
+		}
+	}
+	cmd := exec.Command(d.cfg.Command[0], d.cfg.Command[1:]...)
+	cmd.Dir = d.cfg.Dir
+	cmd.Env = append(append(os.Environ(), d.cfg.Env...),
+		EnvShardID+"="+string(spec.ID),
+		EnvShardEpoch+"="+strconv.FormatUint(uint64(epoch), 10),
+		EnvJob+"="+spec.Job)
+	if d.cfg.Output != nil {
+		cmd.Stdout, cmd.Stderr = d.cfg.Output, d.cfg.Output
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("exec: start shard %s: %w", spec.ID, err)
+	}
+	p := &proc{cmd: cmd, epoch: epoch, done: make(chan struct{}), started: d.cfg.Clock.Now()}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	d.procs[spec.ID] = p
+	return nil
+}
+
+// Stop sends SIGTERM to the shard's process group, then SIGKILL after
+// StopTimeout, and returns once the process has exited.
+func (d *Driver) Stop(id interfaces.ShardID) error {
+	d.mu.Lock()
+	p, ok := d.procs[id]
+	if ok {
+		delete(d.procs, id)
+	}
+	d.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("exec: shard %s: %w: not running", id, interfaces.ErrNotFound)
+	}
+	pgid := p.cmd.Process.Pid
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("exec: SIGTERM shard %s (pid %d): %w", id, pgid, err)
+	}
+	select {
+	case <-p.done:
+		// The leader exited; take any stragglers of its group with it.
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		return nil
+	case <-d.cfg.Clock.After(d.cfg.StopTimeout):
+	}
+	d.mu.Lock()
+	d.kills++
+	d.mu.Unlock()
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("exec: SIGKILL shard %s (pid %d): %w", id, pgid, err)
+	}
+	<-p.done
+	return nil
+}
+
+// Kills returns how many stops needed SIGKILL.
+func (d *Driver) Kills() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.kills
+}
+
+// Pid returns the process id running shard, if any.
+func (d *Driver) Pid(id interfaces.ShardID) (int, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.procs[id]
+	if !ok {
+		return 0, false
+	}
+	return p.cmd.Process.Pid, true
+}
+
+// Exited reports whether shard's process ended on its own (it is then not
+// measured; the agent still holds the shard).
+func (d *Driver) Exited(id interfaces.ShardID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.procs[id]
+	if !ok {
+		return false
+	}
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Measure reads CPU and RSS of every live shard process from /proc.
+func (d *Driver) Measure() map[interfaces.ShardID]interfaces.ShardLoad {
+	now := d.cfg.Clock.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[interfaces.ShardID]interfaces.ShardLoad, len(d.procs))
+	for id, p := range d.procs {
+		select {
+		case <-p.done:
+			continue
+		default:
+		}
+		pid := p.cmd.Process.Pid
+		ticks, err := ReadCPUTicks(d.cfg.ProcRoot, pid)
+		if err != nil {
+			continue // exited between the check and the read
+		}
+		rss, err := ReadRSS(d.cfg.ProcRoot, pid)
+		if err != nil {
+			continue
+		}
+		from, base := p.started, uint64(0)
+		if p.sampled {
+			from, base = p.lastAt, p.lastTicks
+		}
+		var cores float64
+		if dt := now.Sub(from).Seconds(); dt > 0 && ticks >= base {
+			cores = float64(ticks-base) / clockTicks / dt
+		}
+		p.lastTicks, p.lastAt, p.sampled = ticks, now, true
+		out[id] = interfaces.ShardLoad{Shard: id, Load: interfaces.Load{CPU: cores, Mem: float64(rss), Tasks: 1}}
+	}
+	return out
+}
+
+// Close stops every process (SIGTERM, then SIGKILL after the timeout).
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	ids := make([]interfaces.ShardID, 0, len(d.procs))
+	for id := range d.procs {
+		ids = append(ids, id)
+	}
+	d.mu.Unlock()
+	var errs []error
+	for _, id := range ids {
+		errs = append(errs, driver.IgnoreNotFound(d.Stop(id)))
+	}
+	return errors.Join(errs...)
+}
+
+// ReadCPUTicks returns utime+stime+cutime+cstime of pid, in clock ticks, from
+// <procRoot>/<pid>/stat.
+func ReadCPUTicks(procRoot string, pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("%s/%d/stat", procRoot, pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStat(string(b))
+}
+
+func parseStat(s string) (uint64, error) {
+	// The command name (field 2) is in parentheses and may hold spaces: the
+	// fields after the last ')' start at field 3 (state).
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("%w: /proc stat: no ')' in %q", interfaces.ErrInvalid, s)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 15 {
+		return 0, fmt.Errorf("%w: /proc stat: %d fields after the command, want ≥ 15", interfaces.ErrInvalid, len(f))
+	}
+	var sum uint64
+	for _, k := range []int{11, 12, 13, 14} { // utime stime cutime cstime (fields 14-17)
+		v, err := strconv.ParseInt(f[k], 10, 64)
+		if err != nil || v < 0 {
+			return 0, fmt.Errorf("%w: /proc stat field %d: %q", interfaces.ErrInvalid, k+3, f[k])
+		}
+		sum += uint64(v)
+	}
+	return sum, nil
+}
+
+// ReadRSS returns the resident set size of pid in bytes, from
+// <procRoot>/<pid>/status (VmRSS).
+func ReadRSS(procRoot string, pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("%s/%d/status", procRoot, pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return parseStatus(f)
+}
+
+func parseStatus(r io.Reader) (int64, error) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "VmRSS:") {
+			continue
+		}
+		f := strings.Fields(strings.TrimPrefix(line, "VmRSS:"))
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("%w: /proc status: VmRSS line %q", interfaces.ErrInvalid, line)
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil || kb < 0 {
+			return 0, fmt.Errorf("%w: /proc status: VmRSS value %q", interfaces.ErrInvalid, f[0])
+		}
+		return kb * 1024, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	// Kernel threads and zombies have no VmRSS.
+	return 0, nil
+}

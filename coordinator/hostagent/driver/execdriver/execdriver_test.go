@@ -1,0 +1,169 @@
+package execdriver
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/strata-sched/strata/coordinator/hostagent"
+	"github.com/strata-sched/strata/interfaces"
+)
+
+var ctx = context.Background()
+
+func sp(id string) interfaces.Shard {
+	return interfaces.Shard{ID: interfaces.ShardID(id), Job: "job-" + id}
+}
+
+func waitFor(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		if f() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func TestEnvStopAndMeasure(t *testing.T) {
+	dir := t.TempDir()
+	d, err := New(Config{
+		Command: []string{"sh", "-c", `echo "$STRATA_SHARD_ID $STRATA_SHARD_EPOCH $STRATA_JOB $EXTRA" > "$OUT/$STRATA_SHARD_ID.env"; exec sleep 60`},
+		Env:     []string{"OUT=" + dir, "EXTRA=x1"},
+		Clock:   hostagent.WallClock{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Start(ctx, sp("s1"), 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx, sp("s1"), 7); err != nil {
+		t.Fatalf("same-epoch start: %v", err)
+	}
+	if err := d.Start(ctx, sp("s1"), 8); !errors.Is(err, interfaces.ErrConflict) {
+		t.Fatalf("other-epoch start: %v", err)
+	}
+	envFile := filepath.Join(dir, "s1.env")
+	waitFor(t, "env file", func() bool { b, _ := os.ReadFile(envFile); return strings.HasSuffix(string(b), "\n") })
+	b, _ := os.ReadFile(envFile)
+	if got := strings.TrimSpace(string(b)); got != "s1 7 job-s1 x1" {
+		t.Fatalf("child saw env %q", got)
+	}
+	pid, ok := d.Pid("s1")
+	if !ok || !alive(pid) {
+		t.Fatal("no live pid")
+	}
+	m := d.Measure()["s1"]
+	if m.Load.Mem <= 0 || m.Load.Tasks != 1 {
+		t.Fatalf("sleep's measured load: %+v (want RSS > 0)", m.Load)
+	}
+	if err := d.Stop("s1"); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) || d.Kills() != 0 {
+		t.Fatalf("after SIGTERM stop: alive=%v kills=%d", alive(pid), d.Kills())
+	}
+	if err := d.Stop("s1"); !errors.Is(err, interfaces.ErrNotFound) {
+		t.Fatalf("second stop: %v", err)
+	}
+	if len(d.Measure()) != 0 {
+		t.Fatal("stopped shard measured")
+	}
+}
+
+func TestStopEscalatesToKill(t *testing.T) {
+	d, err := New(Config{
+		Command:     []string{"sh", "-c", `trap "" TERM; while :; do sleep 0.05; done`},
+		StopTimeout: 300 * time.Millisecond,
+		Clock:       hostagent.WallClock{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Start(ctx, sp("s1"), 1); err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := d.Pid("s1")
+	time.Sleep(100 * time.Millisecond) // let the shell install its trap
+	if err := d.Stop("s1"); err != nil {
+		t.Fatal(err)
+	}
+	if d.Kills() != 1 || alive(pid) {
+		t.Fatalf("kills=%d alive=%v, want SIGKILL to have ended it", d.Kills(), alive(pid))
+	}
+}
+
+func TestBusyLoopCPU(t *testing.T) {
+	d, err := New(Config{Command: []string{"sh", "-c", "while :; do :; done"}, Clock: hostagent.WallClock{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Start(ctx, sp("busy"), 1); err != nil {
+		t.Fatal(err)
+	}
+	_ = d.Measure()
+	time.Sleep(500 * time.Millisecond)
+	// A busy loop gets some CPU even on a shared machine; an idle one ~0.
+	if c := d.Measure()["busy"].Load.CPU; c <= 0.05 || c > 1.5 {
+		t.Fatalf("busy loop measured %.3f cores", c)
+	}
+}
+
+func TestExitedOnItsOwn(t *testing.T) {
+	d, _ := New(Config{Command: []string{"true"}, Clock: hostagent.WallClock{}})
+	defer d.Close()
+	if err := d.Start(ctx, sp("s"), 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "exit", func() bool { return d.Exited("s") })
+	if len(d.Measure()) != 0 {
+		t.Fatal("exited process measured")
+	}
+	if err := d.Start(ctx, sp("s"), 2); err != nil {
+		t.Fatalf("restart after exit: %v", err)
+	}
+}
+
+func TestConfigAndParsers(t *testing.T) {
+	for name, c := range map[string]Config{
+		"exec.command":      {Clock: hostagent.WallClock{}},
+		"exec.clock":        {Command: []string{"x"}},
+		"exec.env[0]":       {Command: []string{"x"}, Clock: hostagent.WallClock{}, Env: []string{"NOEQUALS"}},
+		"exec.stop_timeout": {Command: []string{"x"}, Clock: hostagent.WallClock{}, StopTimeout: -1},
+	} {
+		if _, err := New(c); !errors.Is(err, interfaces.ErrInvalid) || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	d, _ := New(Config{Command: []string{"/nonexistent/bin"}, Clock: hostagent.WallClock{}})
+	if err := d.Start(ctx, sp("s"), 1); err == nil || !strings.Contains(err.Error(), "start shard s") {
+		t.Fatalf("missing binary: %v", err)
+	}
+	stat := "123 (a (weird) name) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17"
+	if v, err := parseStat(stat); err != nil || v != 11+12+13+14 {
+		t.Fatalf("parseStat = %d, %v", v, err)
+	}
+	for _, bad := range []string{"no paren", "1 (x) S 1 2", "1 (x) S 1 2 3 4 5 6 7 8 9 10 -1 12 13 14 15"} {
+		if _, err := parseStat(bad); !errors.Is(err, interfaces.ErrInvalid) {
+			t.Errorf("parseStat(%q): %v", bad, err)
+		}
+	}
+	if v, err := parseStatus(strings.NewReader("Name:\tx\nVmRSS:\t  2048 kB\n")); err != nil || v != 2048*1024 {
+		t.Fatalf("parseStatus = %d, %v", v, err)
+	}
+	if _, err := parseStatus(strings.NewReader("VmRSS: 12 MB\n")); !errors.Is(err, interfaces.ErrInvalid) {
+		t.Fatalf("bad unit: %v", err)
+	}
+}
