@@ -12,6 +12,8 @@ import (
 // child lacks shows as a huge (finite) utilization.
 const zeroCapInv = 1e12
 
+var negInf = math.Inf(-1)
+
 // GoalValue is one goal's unweighted value for an assignment.
 type GoalValue struct {
 	Goal  Goal

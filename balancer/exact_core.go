@@ -259,6 +259,10 @@ type exactSearch struct {
 
 	scratchU []float64
 	scratchC []float64
+
+	sortedRem [][][]float64 // [d][k]: remaining positive loads of resource k, ascending
+	memo      map[string][]exactCost
+	keyBuf    []byte
 }
 
 // isMove reports whether putting shard i on child j counts as a move.
@@ -306,6 +310,7 @@ func solveExact(in *exactInstance, opt exactOptions) (exactOutcome, error) {
 		}
 	}
 	s.seedIncumbent()
+	s.improveIncumbents()
 	s.dfs(0, 0)
 
 	out.Nodes = s.nodes
@@ -489,6 +494,7 @@ func newExactSearch(in *exactInstance, opt exactOptions) *exactSearch {
 	}
 	s.scratchU = make([]float64, m)
 	s.scratchC = make([]float64, m)
+	s.prepPrune()
 	return s
 }
 
@@ -557,6 +563,24 @@ func (s *exactSearch) util(j, k int, x float64) float64 {
 // fills the children that may still take it, poured like water.
 func (s *exactSearch) combBound(d int, tp float64) float64 {
 	b := tp
+	// Every remaining shard lands somewhere: on its best child it lifts that
+	// child's bottleneck to at least this.
+	for _, i := range s.order[d:] {
+		best := math.Inf(1)
+		for j := 0; j < s.m && best > b; j++ {
+			if !s.feasible[i][j] {
+				continue
+			}
+			u := 0.0
+			for k := 0; k < s.r; k++ {
+				u = math.Max(u, s.util(j, k, s.L[j*s.r+k]+s.load[i][k]))
+			}
+			best = math.Min(best, u)
+		}
+		if best > b {
+			b = best
+		}
+	}
 	for k := 0; k < s.r; k++ {
 		rem := s.remLoad[d][k]
 		if rem <= 0 {
@@ -779,6 +803,12 @@ func (s *exactSearch) dfs(d int, tp float64) {
 				return
 			}
 		}
+		if s.wasteInfeasible(d, s.bestT+exactEps) {
+			return
+		}
+	}
+	if s.seen(d) {
+		return
 	}
 
 	i := s.order[d]

@@ -114,35 +114,60 @@ func (h *idxHeap) maxExcluding(a, b int, def float64) float64 {
 	return best
 }
 
-// topK appends to out the (up to) k items with the largest keys, in decreasing
-// order, without changing the heap. scratch is reused between calls.
-func (h *idxHeap) topK(k int, out []int32, scratch *[]int32) []int32 {
+// bestFirst calls visit with items in decreasing key order (ties by lower
+// index) until visit returns false or every item was visited, without changing
+// the heap. front is scratch space reused between calls.
+func (h *idxHeap) bestFirst(front *[]int32, visit func(x int) bool) {
 	n := len(h.heap)
-	if n == 0 || k <= 0 {
-		return out
+	if n == 0 {
+		return
 	}
-	// Best-first search over heap positions with a small frontier kept sorted.
-	front := (*scratch)[:0]
-	front = append(front, 0)
-	for len(out) < k && len(front) > 0 {
-		// pick the frontier position with the largest key
-		bi := 0
-		for i := 1; i < len(front); i++ {
-			if h.less(int(front[i]), int(front[bi])) {
-				bi = i
+	f := (*front)[:0]
+	f = append(f, 0)
+	// f is itself a binary max-heap of heap positions, ordered like h.
+	for len(f) > 0 {
+		pos := int(f[0])
+		last := len(f) - 1
+		f[0] = f[last]
+		f = f[:last]
+		h.siftFront(f, 0)
+		if !visit(int(h.heap[pos])) {
+			break
+		}
+		for _, c := range [2]int{2*pos + 1, 2*pos + 2} {
+			if c < n {
+				f = append(f, int32(c))
+				// sift up
+				i := len(f) - 1
+				for i > 0 {
+					p := (i - 1) / 2
+					if !h.less(int(f[i]), int(f[p])) {
+						break
+					}
+					f[i], f[p] = f[p], f[i]
+					i = p
+				}
 			}
 		}
-		pos := int(front[bi])
-		front[bi] = front[len(front)-1]
-		front = front[:len(front)-1]
-		out = append(out, h.heap[pos])
-		if l := 2*pos + 1; l < n {
-			front = append(front, int32(l))
-		}
-		if r := 2*pos + 2; r < n {
-			front = append(front, int32(r))
-		}
 	}
-	*scratch = front
-	return out
+	*front = f
+}
+
+func (h *idxHeap) siftFront(f []int32, i int) {
+	n := len(f)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		best := l
+		if r := l + 1; r < n && h.less(int(f[r]), int(f[l])) {
+			best = r
+		}
+		if !h.less(int(f[best]), int(f[i])) {
+			return
+		}
+		f[i], f[best] = f[best], f[i]
+		i = best
+	}
 }

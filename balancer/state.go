@@ -45,6 +45,8 @@ type state struct {
 	bytes    int64
 
 	gd    []float64 // scratch: per-goal delta
+	// noBudget disables the move-budget check (greedy's from-scratch phase).
+	noBudget bool
 	start *startInfo
 }
 
@@ -363,7 +365,7 @@ func (st *state) groupOK(s, c, leaving int) bool {
 // budgetOK reports whether moving the shards of ch keeps the move budget.
 func (st *state) budgetOK(ch *change) bool {
 	p := st.p
-	if p.MaxMoves == 0 && p.MaxBytes == 0 {
+	if st.noBudget || (p.MaxMoves == 0 && p.MaxBytes == 0) {
 		return true
 	}
 	moves, bytes := st.moves, st.bytes

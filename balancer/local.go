@@ -1,0 +1,332 @@
+package balancer
+
+import (
+	"math/rand/v2"
+)
+
+// SolverLocal is the name of the local-search solver.
+const SolverLocal = "local"
+
+func init() { RegisterSolver(SolverLocal, func() Solver { return localSolver{} }) }
+
+// localSolver is local search from the current assignment.
+type localSolver struct{}
+
+var _ Solver = localSolver{}
+
+func (localSolver) Name() string { return SolverLocal }
+
+// Solve improves the current assignment:
+//
+//  1. repair: shards the start forces to move (unplaced, on a drained or failed
+//     child, off their pin or allowed set, above an anti-affinity limit, on a
+//     child above its usable capacity) go to their best feasible child, largest
+//     first; those that fit nowhere are explained in Result.Infeasible;
+//  2. improve: repeatedly take the hottest child (max over resources of
+//     utilization/LB) and apply the best improving single move of one of its
+//     shards to one of the Candidates coldest feasible children, else the best
+//     improving two-way swap with one of the coldest children; each candidate is
+//     scored incrementally (O(goals·R + log M)) and accepted only when it
+//     improves the objective lexicographically, so no higher-priority level ever
+//     gets worse. A child where nothing improves is set aside until its load
+//     changes; the search ends at a local optimum (a full pass without a move) or
+//     when a budget (time, deadline, iterations) runs out — the plan at that
+//     moment is the best found (anytime);
+//  3. kicks (iterated local search, small problems by default): a few seeded
+//     random feasible moves, then improve again; the best plan is kept.
+//
+// Same problem, options and seed give the same plan unless a time budget or a
+// deadline cut the solve short.
+func (localSolver) Solve(p *Problem, o Options) (Result, error) {
+	goals, err := prepare(p, &o)
+	if err != nil {
+		return Result{}, err
+	}
+	clk := newClock(&o)
+	st := newState(p, goals, o.Latency, p.Current)
+	pl := newPlacer(st)
+	k := o.Candidates
+	if k == 0 {
+		k = 8
+	}
+	ls := &localSearch{pl: pl, clk: clk, o: &o, k: k, goals: goals,
+		rng: rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))}
+	infeasible, partial := pl.repair(4*k, clk)
+	if !partial {
+		partial = ls.improve()
+	}
+	if !partial {
+		partial = ls.kick()
+	}
+	res, err := Finish(p, o, SolverLocal, ls.result(), clk.started, partial, infeasible)
+	res.Iterations = ls.iters
+	return res, err
+}
+
+type localSearch struct {
+	pl    *placer
+	clk   *clock
+	o     *Options
+	goals []Goal
+	k     int
+	rng   *rand.Rand
+	iters int
+	best  []int32 // set by kick when it ran
+	cands []int32
+}
+
+func (ls *localSearch) result() []int32 {
+	if ls.best != nil {
+		return ls.best
+	}
+	return ls.pl.st.assign
+}
+
+// budgetOut reports whether the iteration, time or deadline budget has run out.
+func (ls *localSearch) budgetOut() bool {
+	if ls.o.MaxIterations > 0 && ls.iters >= ls.o.MaxIterations {
+		return true
+	}
+	return ls.clk.expired()
+}
+
+// improve runs hot-to-cold moves and swaps to a local optimum. It reports
+// whether a budget ended it early.
+func (ls *localSearch) improve() bool {
+	pl := ls.pl
+	movesSinceClear := 0
+	for {
+		if ls.budgetOut() {
+			return true
+		}
+		h := pl.hot.top()
+		if pl.hot.key[h] == negInf {
+			if movesSinceClear == 0 {
+				return false
+			}
+			movesSinceClear = 0
+			for c := range pl.stuck {
+				if pl.stuck[c] {
+					pl.stuck[c] = false
+					pl.refresh(c)
+				}
+			}
+			continue
+		}
+		if ls.step(h) {
+			movesSinceClear++
+			ls.iters++
+			continue
+		}
+		pl.stuck[h] = true
+		pl.hot.set(h, negInf)
+	}
+}
+
+// coldest fills ls.cands with up to k of the coldest active children other than
+// h.
+func (ls *localSearch) coldest(h, k int) []int32 {
+	pl := ls.pl
+	ls.cands = ls.cands[:0]
+	pl.cold.bestFirst(&pl.front, func(c int) bool {
+		if pl.cold.key[c] == negInf {
+			return false
+		}
+		if c != h {
+			ls.cands = append(ls.cands, int32(c))
+		}
+		return len(ls.cands) < k
+	})
+	return ls.cands
+}
+
+// movable reports whether shard s may leave its child at all.
+func (ls *localSearch) movable(s int) bool {
+	p := ls.pl.st.p
+	return !p.IsLocked(s) && p.PinOf(s) < 0
+}
+
+// step applies the best improving move, else the best improving swap, out of
+// child h. It reports whether it changed anything.
+func (ls *localSearch) step(h int) bool {
+	pl := ls.pl
+	st := pl.st
+	p := st.p
+	n := st.nLevels
+	cands := ls.coldest(h, ls.k)
+	var ch change
+	bestS, bestC := -1, -1
+	var bestD levels
+	consider := func(s, c int) {
+		if !pl.feasibleMove(&ch, s, c) {
+			return
+		}
+		d := st.delta(&ch)
+		if better(&d, n) && (bestS < 0 || lexLess(&d, &bestD, n)) {
+			bestS, bestC, bestD = s, c, d
+		}
+	}
+	for _, s32 := range pl.members[h] {
+		s := int(s32)
+		if !ls.movable(s) {
+			continue
+		}
+		if p.Allowed != nil && p.Allowed[s] != nil {
+			// Restricted shard: its own allowed children, coldest first.
+			seen := 0
+			pl.cold.bestFirst(&pl.front, func(c int) bool {
+				if pl.cold.key[c] == negInf || seen >= ls.k {
+					return false
+				}
+				if c != h && p.AllowedOn(s, c) {
+					seen++
+					consider(s, c)
+				}
+				return true
+			})
+			continue
+		}
+		for _, c := range cands {
+			consider(s, int(c))
+		}
+	}
+	if bestS >= 0 {
+		pl.move(bestS, int32(bestC))
+		return true
+	}
+	// Two-way swaps with the few coldest children.
+	R := st.R
+	hr, hu := 0, -1.0
+	for r := 0; r < R; r++ {
+		if pl.lbInv[r] > 0 {
+			if v := st.u(h, r) * pl.lbInv[r]; v > hu {
+				hr, hu = r, v
+			}
+		}
+	}
+	sw := len(cands)
+	if sw > 4 {
+		sw = 4
+	}
+	bx, by := -1, -1
+	for _, c32 := range cands[:sw] {
+		c := int(c32)
+		gap := st.u(h, hr) - st.u(c, hr)
+		if gap <= 0 {
+			continue
+		}
+		invC := st.inv[c*R+hr]
+		for _, x32 := range pl.members[h] {
+			x := int(x32)
+			if !ls.movable(x) {
+				continue
+			}
+			lx := p.Load[x*R+hr]
+			for _, y32 := range pl.members[c] {
+				y := int(y32)
+				d := lx - p.Load[y*R+hr]
+				// Prefilter on the hot resource: the swap must shift load from h
+				// to c without making c hotter than h was.
+				if d <= 0 || d*invC >= gap {
+					continue
+				}
+				if !ls.movable(y) || !pl.feasibleSwap(&ch, x, y) {
+					continue
+				}
+				dl := st.delta(&ch)
+				if better(&dl, n) && (bx < 0 || lexLess(&dl, &bestD, n)) {
+					bx, by, bestD = x, y, dl
+				}
+			}
+		}
+	}
+	if bx >= 0 {
+		a, b := st.assign[bx], st.assign[by]
+		pl.move(bx, b)
+		pl.move(by, a)
+		return true
+	}
+	return false
+}
+
+// kicks returns the number of perturbation restarts to run.
+func (ls *localSearch) kicks() int {
+	k := ls.o.Kicks
+	if k < 0 {
+		return 0
+	}
+	if k > 0 {
+		return k
+	}
+	st := ls.pl.st
+	switch {
+	case st.N <= 64 && st.M <= 16:
+		return 60
+	case st.N*st.M <= 20000:
+		return 10
+	}
+	return 0
+}
+
+// kick runs iterated local search: perturb the best plan with a few random
+// feasible moves, improve, keep the result when it is better. It reports whether
+// a budget ended it early.
+func (ls *localSearch) kick() bool {
+	n := ls.kicks()
+	if n == 0 {
+		return false
+	}
+	pl := ls.pl
+	st := pl.st
+	p := st.p
+	best := append([]int32(nil), st.assign...)
+	bestObj := evaluate(p, ls.goals, ls.o.Latency, best)
+	var ch change
+	for i := 0; i < n; i++ {
+		if ls.budgetOut() {
+			ls.best = best
+			return true
+		}
+		steps := 1 + ls.rng.IntN(3)
+		for j := 0; j < steps; j++ {
+			s := ls.rng.IntN(st.N)
+			if !ls.movable(s) || st.assign[s] < 0 {
+				continue
+			}
+			if ls.rng.IntN(2) == 0 {
+				c := ls.rng.IntN(st.M)
+				if pl.feasibleMove(&ch, s, c) {
+					pl.move(s, int32(c))
+				}
+			} else {
+				y := ls.rng.IntN(st.N)
+				if ls.movable(y) && pl.feasibleSwap(&ch, s, y) {
+					a, b := st.assign[s], st.assign[y]
+					pl.move(s, b)
+					pl.move(y, a)
+				}
+			}
+		}
+		if ls.improve() {
+			// Budget ran out mid-improvement: keep the better of the two.
+			if obj := evaluate(p, ls.goals, ls.o.Latency, st.assign); Compare(obj, bestObj, 1e-12) < 0 {
+				best = append(best[:0], st.assign...)
+			}
+			ls.best = best
+			return true
+		}
+		obj := evaluate(p, ls.goals, ls.o.Latency, st.assign)
+		if Compare(obj, bestObj, 1e-12) < 0 {
+			best = append(best[:0], st.assign...)
+			bestObj = obj
+			continue
+		}
+		for s := range best {
+			if st.assign[s] != best[s] {
+				pl.move(s, best[s])
+			}
+		}
+	}
+	ls.best = best
+	return false
+}

@@ -1,0 +1,400 @@
+package balancer
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// prepare validates the problem and the options and resolves the goals.
+func prepare(p *Problem, o *Options) ([]Goal, error) {
+	if p == nil {
+		return nil, invalid("problem", "is required", nil)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := o.check(p); err != nil {
+		return nil, err
+	}
+	goals, err := o.goals(p)
+	if err != nil {
+		return nil, err
+	}
+	if prios, _ := levelsOf(goals); len(prios) > maxLevels {
+		return nil, invalid("goals", fmt.Sprintf("must use at most %d distinct priorities", maxLevels), len(prios))
+	}
+	return goals, nil
+}
+
+// clock tracks the time and deadline budgets of one solve.
+type clock struct {
+	o       *Options
+	started time.Time
+	calls   int
+}
+
+func newClock(o *Options) *clock {
+	c := &clock{o: o}
+	if o.Now != nil {
+		c.started = o.Now()
+	}
+	return c
+}
+
+// expired reports whether the time budget or the deadline has run out.
+func (c *clock) expired() bool {
+	c.calls++
+	if c.o.Deadline != nil && c.o.Deadline() {
+		return true
+	}
+	if c.o.TimeBudget > 0 && c.o.Now().Sub(c.started) >= c.o.TimeBudget {
+		return true
+	}
+	return false
+}
+
+// placer holds the structures greedy and local search share on top of the
+// incremental state: per-child member lists, and hot/cold heaps of children by
+// "hotness" = max over the balanced resources of utilization / LB.
+type placer struct {
+	st      *state
+	members [][]int32
+	mpos    []int32
+	lbInv   []float64 // per resource: 1/LB (0 when LB is 0 or the resource is not balanced)
+	hot     *idxHeap  // max-heap of hotness; drained and stuck children at -Inf
+	cold    *idxHeap  // max-heap of -hotness; drained children at -Inf
+	stuck   []bool
+	front   []int32
+	bufA    []float64
+	bufB    []float64
+	bufC    []float64
+	bufD    []float64
+}
+
+func newPlacer(st *state) *placer {
+	p := st.p
+	pl := &placer{st: st, bufA: make([]float64, st.R), bufB: make([]float64, st.R), bufC: make([]float64, st.R), bufD: make([]float64, st.R)}
+	lb := lowerBound(p)
+	bal := make([]bool, st.R)
+	for gi, g := range st.goals {
+		switch g.Kind {
+		case GoalBalanceMinMax, GoalBalanceSq, GoalThreshold:
+			for _, r := range st.gres[gi] {
+				bal[r] = true
+			}
+		}
+	}
+	anyBal := false
+	for _, b := range bal {
+		anyBal = anyBal || b
+	}
+	pl.lbInv = make([]float64, st.R)
+	for r := range lb {
+		if (bal[r] || !anyBal) && lb[r] > 0 {
+			pl.lbInv[r] = 1 / lb[r]
+		}
+	}
+	pl.members = make([][]int32, st.M)
+	pl.mpos = make([]int32, st.N)
+	counts := make([]int32, st.M)
+	for _, c := range st.assign {
+		if c >= 0 {
+			counts[c]++
+		}
+	}
+	for c := range pl.members {
+		pl.members[c] = make([]int32, 0, counts[c])
+	}
+	for s, c := range st.assign {
+		if c >= 0 {
+			pl.mpos[s] = int32(len(pl.members[c]))
+			pl.members[c] = append(pl.members[c], int32(s))
+		}
+	}
+	hk := make([]float64, st.M)
+	ck := make([]float64, st.M)
+	for c := 0; c < st.M; c++ {
+		hk[c], ck[c] = pl.keys(c)
+	}
+	pl.hot = newIdxHeap(hk)
+	pl.cold = newIdxHeap(ck)
+	pl.stuck = make([]bool, st.M)
+	return pl
+}
+
+// hotness is max_r u_cr / LB_r over the balanced resources.
+func (pl *placer) hotness(c int) float64 {
+	st := pl.st
+	h := 0.0
+	for r := 0; r < st.R; r++ {
+		if pl.lbInv[r] > 0 {
+			if v := st.u(c, r) * pl.lbInv[r]; v > h {
+				h = v
+			}
+		}
+	}
+	return h
+}
+
+func (pl *placer) keys(c int) (hot, cold float64) {
+	if pl.st.p.Drained(c) {
+		return math.Inf(-1), math.Inf(-1)
+	}
+	h := pl.hotness(c)
+	if pl.stuck != nil && pl.stuck[c] {
+		return math.Inf(-1), -h
+	}
+	return h, -h
+}
+
+func (pl *placer) refresh(c int) {
+	h, k := pl.keys(c)
+	pl.hot.set(c, h)
+	pl.cold.set(c, k)
+}
+
+// move applies shard s → dst and keeps members and heaps up to date.
+func (pl *placer) move(s int, dst int32) {
+	st := pl.st
+	src := st.assign[s]
+	if src == dst {
+		return
+	}
+	if src >= 0 {
+		m := pl.members[src]
+		i := pl.mpos[s]
+		last := m[len(m)-1]
+		m[i] = last
+		pl.mpos[last] = i
+		pl.members[src] = m[:len(m)-1]
+	}
+	st.apply(s, dst)
+	if dst >= 0 {
+		pl.mpos[s] = int32(len(pl.members[dst]))
+		pl.members[dst] = append(pl.members[dst], int32(s))
+	}
+	if src >= 0 {
+		pl.stuck[src] = false
+		pl.refresh(int(src))
+	}
+	if dst >= 0 {
+		pl.stuck[dst] = false
+		pl.refresh(int(dst))
+	}
+}
+
+// feasibleMove reports whether shard s may move to dst now (all hard
+// constraints, including the move budget) and fills ch for scoring.
+func (pl *placer) feasibleMove(ch *change, s int, dst int) bool {
+	st := pl.st
+	if int32(dst) == st.assign[s] || !st.canHost(s, dst) || !st.groupOK(s, dst, -1) {
+		return false
+	}
+	st.moveChange(ch, s, int32(dst), pl.bufA, pl.bufB)
+	if !st.fits(dst, ch.nb) {
+		return false
+	}
+	return st.budgetOK(ch)
+}
+
+// feasibleSwap reports whether shards x (on a) and y (on b) may trade places and
+// fills ch for scoring.
+func (pl *placer) feasibleSwap(ch *change, x, y int) bool {
+	st := pl.st
+	a, b := int(st.assign[x]), int(st.assign[y])
+	if a == b || a < 0 || b < 0 {
+		return false
+	}
+	if !st.canHost(x, b) || !st.canHost(y, a) || !st.groupOK(x, b, y) || !st.groupOK(y, a, x) {
+		return false
+	}
+	R, p := st.R, st.p
+	for r := 0; r < R; r++ {
+		d := p.Load[x*R+r] - p.Load[y*R+r]
+		pl.bufC[r] = st.load[a*R+r] - d
+		pl.bufD[r] = st.load[b*R+r] + d
+	}
+	ch.n = 2
+	ch.shard = [2]int{x, y}
+	ch.to = [2]int32{int32(b), int32(a)}
+	ch.a, ch.b = a, b
+	ch.na, ch.nb = pl.bufC, pl.bufD
+	if !st.fits(a, ch.na) || !st.fits(b, ch.nb) {
+		return false
+	}
+	return st.budgetOK(ch)
+}
+
+// bestDestination finds, among feasible children for shard s, the one whose move
+// scores best (lexicographically), visiting children coldest first and scoring
+// at most k feasible ones. It returns -1 when no child is feasible (after looking
+// at every child) and the level delta of the best move.
+func (pl *placer) bestDestination(s, k int) (int, levels) {
+	st := pl.st
+	best, found := -1, 0
+	var bestD levels
+	var ch change
+	pl.cold.bestFirst(&pl.front, func(c int) bool {
+		if pl.cold.key[c] == math.Inf(-1) {
+			return false // only drained children remain
+		}
+		if !pl.feasibleMove(&ch, s, c) {
+			return true
+		}
+		d := st.delta(&ch)
+		if best < 0 || lexLess(&d, &bestD, st.nLevels) {
+			best, bestD = c, d
+		}
+		found++
+		return found < k
+	})
+	return best, bestD
+}
+
+// shardSize is shard s's dominant load relative to the LB: the order in which
+// greedy places shards and repair moves them.
+func (pl *placer) shardSize(s int) float64 {
+	st := pl.st
+	v := 0.0
+	for r := 0; r < st.R; r++ {
+		if pl.lbInv[r] > 0 {
+			v = math.Max(v, st.p.Load[s*st.R+r]*pl.lbInv[r])
+		}
+	}
+	return v
+}
+
+// forcedShards lists the shards the start assignment forces to move: unplaced
+// ones, ones on drained children, off their pin or allowed set, above an
+// anti-affinity limit, or on a child above its usable capacity (largest first
+// until it fits). Locked shards never move.
+func (pl *placer) forcedShards() []int {
+	st := pl.st
+	p := st.p
+	forced := make([]bool, st.N)
+	var out []int
+	add := func(s int) {
+		if !forced[s] && !p.IsLocked(s) {
+			forced[s] = true
+			out = append(out, s)
+		}
+	}
+	for s, c := range st.assign {
+		if c < 0 || p.Drained(int(c)) || !p.AllowedOn(s, int(c)) {
+			add(s)
+		}
+	}
+	if p.Groups != nil {
+		for c := 0; c < st.M; c++ {
+			cnt := map[int32]int32{}
+			for _, s := range pl.members[c] {
+				if forced[s] {
+					continue
+				}
+				for _, g := range p.Groups[s] {
+					cnt[g]++
+				}
+			}
+			for _, s := range pl.members[c] {
+				if forced[s] || p.IsLocked(int(s)) {
+					continue
+				}
+				for _, g := range p.Groups[s] {
+					if cnt[g] > p.GroupLimit[g] {
+						for _, g2 := range p.Groups[s] {
+							cnt[g2]--
+						}
+						add(int(s))
+						break
+					}
+				}
+			}
+		}
+	}
+	R := st.R
+	row := make([]float64, R)
+	for c := 0; c < st.M; c++ {
+		copy(row, st.load[c*R:c*R+R])
+		for _, s := range pl.members[c] {
+			if forced[s] {
+				for r := 0; r < R; r++ {
+					row[r] -= p.Load[int(s)*R+r]
+				}
+			}
+		}
+		for {
+			worst, wr := -1, 0.0
+			for r := 0; r < R; r++ {
+				if over := row[r] - st.limit[c*R+r]; over > 0 && (worst < 0 || over > wr) {
+					worst, wr = r, over
+				}
+			}
+			if worst < 0 {
+				break
+			}
+			pick := -1
+			for _, s := range pl.members[c] {
+				if forced[s] || p.IsLocked(int(s)) || p.PinOf(int(s)) == c {
+					continue
+				}
+				if pick < 0 || p.Load[int(s)*R+worst] > p.Load[pick*R+worst] {
+					pick = int(s)
+				}
+			}
+			if pick < 0 || p.Load[pick*R+worst] == 0 {
+				break
+			}
+			for r := 0; r < R; r++ {
+				row[r] -= p.Load[pick*R+r]
+			}
+			add(pick)
+		}
+	}
+	sortBySize(out, pl.shardSize)
+	return out
+}
+
+// sortBySize orders shards by decreasing size, ties by index.
+func sortBySize(xs []int, size func(int) float64) {
+	sz := make([]float64, len(xs))
+	idx := make([]int, len(xs))
+	for i, s := range xs {
+		sz[i] = size(s)
+		idx[i] = i
+	}
+	sort.Slice(idx, func(i, j int) bool {
+		a, b := idx[i], idx[j]
+		if sz[a] != sz[b] {
+			return sz[a] > sz[b]
+		}
+		return xs[a] < xs[b]
+	})
+	tmp := make([]int, len(xs))
+	for i, k := range idx {
+		tmp[i] = xs[k]
+	}
+	copy(xs, tmp)
+}
+
+// repair moves every forced shard to its best feasible child (coldest first),
+// largest first. Shards that fit nowhere stay where they are (or unplaced) and
+// are explained. It returns the explanations.
+func (pl *placer) repair(k int, clk *clock) (infeasible []interfaces.Infeasible, partial bool) {
+	for _, s := range pl.forcedShards() {
+		if clk != nil && clk.expired() {
+			return infeasible, true
+		}
+		dst, _ := pl.bestDestination(s, k)
+		if dst < 0 {
+			inf, _ := pl.st.explain(s)
+			infeasible = append(infeasible, inf)
+			continue
+		}
+		pl.move(s, int32(dst))
+	}
+	return infeasible, false
+}

@@ -1,0 +1,421 @@
+package balancer
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// ViewOptions say how FromView turns a tier's view into a Problem.
+type ViewOptions struct {
+	// Resources to plan for; nil means every dimension (built-in or extra) that
+	// some child has capacity for or some shard loads.
+	Resources []interfaces.Resource
+	// Headroom is the fraction of every capacity kept free, in [0, 1).
+	Headroom float64
+	// LocalityLabel is the child label whose value is the child's locality domain
+	// (e.g. "zone"); "" disables the locality goal's distance term.
+	LocalityLabel string
+	// ShardDomains gives each shard's preferred domain (a value of LocalityLabel).
+	ShardDomains map[interfaces.ShardID]string
+	// DomainDist gives the cost between two domains, keyed "from/to"; missing
+	// pairs cost 0 within a domain and 1 across.
+	DomainDist map[string]float64
+}
+
+// FromView builds a Problem from a tier's view. It validates every child and
+// shard (interfaces.ValidateChild / ValidateShard), resolves every reference to a
+// child or shard (a missing one is an error wrapping interfaces.ErrNotFound),
+// applies in-flight moves as done and locks those shards, turns labels and
+// allowed lists into allowed-children sets, and applies the tier constraints:
+//
+//   - capacity: the listed children's capacity becomes min(capacity, Limit) in
+//     every dimension where Limit is above zero;
+//   - pin: the listed shards are pinned to Children[0];
+//   - allowed: the listed shards may only use Children (intersected with their
+//     own rules);
+//   - anti_affinity: the listed shards form a group with at most Max (≥ 1) per
+//     child;
+//   - max_moves: the round's budget is Max moves and MaxBytes bytes (the smallest
+//     budget wins; 0 means no limit on that part);
+//   - avoid: the listed shards should not use Children (soft: locality goal).
+func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
+	if v == nil {
+		return nil, invalid("view", "is required", nil)
+	}
+	p := &Problem{Headroom: opts.Headroom}
+	childIdx := make(map[interfaces.ChildID]int32, len(v.Children))
+	for i, ch := range v.Children {
+		if err := interfaces.ValidateChild(ch); err != nil {
+			return nil, fmt.Errorf("children[%d]: %w", i, err)
+		}
+		if _, dup := childIdx[ch.ID]; dup {
+			return nil, invalid(fmt.Sprintf("children[%d].id", i), "must be unique", fmt.Sprintf("%q", ch.ID))
+		}
+		childIdx[ch.ID] = int32(i)
+	}
+	shardIdx := make(map[interfaces.ShardID]int32, len(v.Shards))
+	for i, sh := range v.Shards {
+		if err := interfaces.ValidateShard(sh); err != nil {
+			return nil, fmt.Errorf("shards[%d] (%q): %w", i, sh.ID, err)
+		}
+		if _, dup := shardIdx[sh.ID]; dup {
+			return nil, invalid(fmt.Sprintf("shards[%d].id", i), "must be unique", fmt.Sprintf("%q", sh.ID))
+		}
+		shardIdx[sh.ID] = int32(i)
+	}
+	lookChild := func(field string, id interfaces.ChildID) (int32, error) {
+		c, ok := childIdx[id]
+		if !ok {
+			return -1, notFound(field, fmt.Sprintf("%q", id))
+		}
+		return c, nil
+	}
+	lookShard := func(field string, id interfaces.ShardID) (int32, error) {
+		s, ok := shardIdx[id]
+		if !ok {
+			return -1, fmt.Errorf("%s: refers to a shard that does not exist (got %q): %w", field, id, interfaces.ErrNotFound)
+		}
+		return s, nil
+	}
+
+	// Resources.
+	res := opts.Resources
+	if res == nil {
+		loads := make([]interfaces.Load, 0, len(v.Children)+len(v.Shards))
+		for _, ch := range v.Children {
+			loads = append(loads, ch.Capacity)
+		}
+		for _, sh := range v.Shards {
+			loads = append(loads, sh.Load)
+		}
+		for _, r := range interfaces.UnionNames(loads...) {
+			for _, l := range loads {
+				if l.Get(r) > 0 {
+					res = append(res, r)
+					break
+				}
+			}
+		}
+		if len(res) == 0 {
+			res = []interfaces.Resource{interfaces.CPU}
+		}
+	}
+	p.Resources = res
+	R, M, N := len(res), len(v.Children), len(v.Shards)
+
+	// Children.
+	p.ChildIDs = make([]interfaces.ChildID, M)
+	p.Capacity = make([]float64, M*R)
+	p.ChildState = make([]interfaces.ChildState, M)
+	for c, ch := range v.Children {
+		p.ChildIDs[c] = ch.ID
+		p.ChildState[c] = ch.State
+		for r, name := range res {
+			p.Capacity[c*R+r] = ch.Capacity.Get(name)
+		}
+	}
+
+	// Shards.
+	p.ShardIDs = make([]interfaces.ShardID, N)
+	p.Load = make([]float64, N*R)
+	p.StateBytes = make([]int64, N)
+	p.Epoch = make([]interfaces.Epoch, N)
+	p.Current = make([]int32, N)
+	p.Pinned = make([]int32, N)
+	allowed := make([][]int32, N)
+	groupIdx := map[string]int32{}
+	addGroup := func(name string, limit int) int32 {
+		if limit <= 0 {
+			limit = 1
+		}
+		g, ok := groupIdx[name]
+		if !ok {
+			g = int32(len(p.GroupLimit))
+			groupIdx[name] = g
+			p.GroupLimit = append(p.GroupLimit, int32(limit))
+			p.GroupNames = append(p.GroupNames, name)
+		} else if int32(limit) < p.GroupLimit[g] {
+			p.GroupLimit[g] = int32(limit)
+		}
+		return g
+	}
+	var groups [][]int32
+	for s, sh := range v.Shards {
+		p.ShardIDs[s] = sh.ID
+		for r, name := range res {
+			p.Load[s*R+r] = sh.Load.Get(name)
+		}
+		p.StateBytes[s] = sh.StateBytes
+		p.Current[s] = -1
+		p.Pinned[s] = -1
+		sc := sh.Constraints
+		if sc.Pinned != "" {
+			c, err := lookChild(fmt.Sprintf("shard %q: constraints.pinned", sh.ID), sc.Pinned)
+			if err != nil {
+				return nil, err
+			}
+			p.Pinned[s] = c
+		}
+		if len(sc.Allowed) > 0 {
+			list := make([]int32, 0, len(sc.Allowed))
+			for i, id := range sc.Allowed {
+				c, err := lookChild(fmt.Sprintf("shard %q: constraints.allowed[%d]", sh.ID, i), id)
+				if err != nil {
+					return nil, err
+				}
+				list = append(list, c)
+			}
+			allowed[s] = sortUnique(list)
+		}
+		if len(sc.Labels) > 0 {
+			var list []int32
+			for c, ch := range v.Children {
+				ok := true
+				for k, want := range sc.Labels {
+					if got, has := ch.Labels[k]; !has || got != want {
+						ok = false
+						break
+					}
+				}
+				if ok {
+					list = append(list, int32(c))
+				}
+			}
+			if list == nil {
+				list = []int32{}
+			}
+			allowed[s] = intersectAllowed(allowed[s], list)
+		}
+		if sc.AntiAffinity != "" {
+			if groups == nil {
+				groups = make([][]int32, N)
+			}
+			groups[s] = append(groups[s], addGroup("shard:"+sc.AntiAffinity, sc.MaxPerChild))
+		}
+	}
+	for i, a := range v.Assignments {
+		s, err := lookShard(fmt.Sprintf("assignments[%d].shard", i), a.Shard)
+		if err != nil {
+			return nil, err
+		}
+		c, err := lookChild(fmt.Sprintf("assignments[%d].child", i), a.Child)
+		if err != nil {
+			return nil, err
+		}
+		if p.Current[s] >= 0 {
+			return nil, invalid(fmt.Sprintf("assignments[%d]", i), "must hold at most one entry per shard", fmt.Sprintf("%q", a.Shard))
+		}
+		p.Current[s] = c
+		p.Epoch[s] = a.Epoch
+	}
+	for i, m := range v.InFlight {
+		s, err := lookShard(fmt.Sprintf("in_flight[%d].shard", i), m.Shard)
+		if err != nil {
+			return nil, err
+		}
+		c, err := lookChild(fmt.Sprintf("in_flight[%d].to", i), m.To)
+		if err != nil {
+			return nil, err
+		}
+		if p.Locked == nil {
+			p.Locked = make([]bool, N)
+		}
+		if p.Locked[s] {
+			return nil, invalid(fmt.Sprintf("in_flight[%d]", i), "must hold at most one move per shard", fmt.Sprintf("%q", m.Shard))
+		}
+		p.Current[s] = c
+		p.Locked[s] = true
+	}
+	for i, k := range v.Constraints {
+		field := fmt.Sprintf("constraints[%d] (%s)", i, k.Kind)
+		var shards, children []int32
+		for j, id := range k.Shards {
+			s, err := lookShard(fmt.Sprintf("%s.shards[%d]", field, j), id)
+			if err != nil {
+				return nil, err
+			}
+			shards = append(shards, s)
+		}
+		for j, id := range k.Children {
+			c, err := lookChild(fmt.Sprintf("%s.children[%d]", field, j), id)
+			if err != nil {
+				return nil, err
+			}
+			children = append(children, c)
+		}
+		switch k.Kind {
+		case interfaces.ConstraintCapacity:
+			if err := interfaces.ValidateLoad(field+".limit", k.Limit); err != nil {
+				return nil, err
+			}
+			for _, c := range children {
+				for r, name := range res {
+					if l := k.Limit.Get(name); l > 0 {
+						p.Capacity[int(c)*R+r] = math.Min(p.Capacity[int(c)*R+r], l)
+					}
+				}
+			}
+		case interfaces.ConstraintPin:
+			if len(children) != 1 {
+				return nil, invalid(field+".children", "must name exactly one child", len(children))
+			}
+			for _, s := range shards {
+				p.Pinned[s] = children[0]
+			}
+		case interfaces.ConstraintAllowed:
+			list := sortUnique(append([]int32{}, children...))
+			for _, s := range shards {
+				allowed[s] = intersectAllowed(allowed[s], list)
+			}
+		case interfaces.ConstraintAntiAffinity:
+			if k.Max < 0 {
+				return nil, invalid(field+".max", "must be ≥ 0 (0 = 1)", k.Max)
+			}
+			if groups == nil {
+				groups = make([][]int32, N)
+			}
+			g := addGroup(fmt.Sprintf("constraint:%d", i), k.Max)
+			for _, s := range shards {
+				groups[s] = append(groups[s], g)
+			}
+		case interfaces.ConstraintMaxMoves:
+			if k.Max < 0 || k.MaxBytes < 0 {
+				return nil, invalid(field, "max and max_bytes must be ≥ 0 (0 = unlimited)", fmt.Sprintf("%d, %d", k.Max, k.MaxBytes))
+			}
+			if k.Max > 0 && (p.MaxMoves == 0 || k.Max < p.MaxMoves) {
+				p.MaxMoves = k.Max
+			}
+			if k.MaxBytes > 0 && (p.MaxBytes == 0 || k.MaxBytes < p.MaxBytes) {
+				p.MaxBytes = k.MaxBytes
+			}
+		case interfaces.ConstraintAvoid:
+			if p.Avoid == nil {
+				p.Avoid = make([][]int32, N)
+			}
+			for _, s := range shards {
+				p.Avoid[s] = sortUnique(append(p.Avoid[s], children...))
+			}
+		default:
+			return nil, invalid(field+".kind", "must be a known constraint kind", int(k.Kind))
+		}
+	}
+	for s := range allowed {
+		if allowed[s] != nil {
+			p.Allowed = allowed
+			break
+		}
+	}
+	p.Groups = groups
+	if opts.LocalityLabel != "" {
+		domIdx := map[string]int32{}
+		dom := func(name string) int32 {
+			d, ok := domIdx[name]
+			if !ok {
+				d = int32(len(p.DomainNames))
+				domIdx[name] = d
+				p.DomainNames = append(p.DomainNames, name)
+			}
+			return d
+		}
+		p.ChildDomain = make([]int32, M)
+		for c, ch := range v.Children {
+			p.ChildDomain[c] = -1
+			if v, ok := ch.Labels[opts.LocalityLabel]; ok {
+				p.ChildDomain[c] = dom(v)
+			}
+		}
+		p.ShardDomain = make([]int32, N)
+		for s := range p.ShardDomain {
+			p.ShardDomain[s] = -1
+		}
+		ids := make([]string, 0, len(opts.ShardDomains))
+		for id := range opts.ShardDomains {
+			ids = append(ids, string(id))
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			s, err := lookShard("shard_domains", interfaces.ShardID(id))
+			if err != nil {
+				return nil, err
+			}
+			p.ShardDomain[s] = dom(opts.ShardDomains[interfaces.ShardID(id)])
+		}
+		if len(opts.DomainDist) > 0 {
+			D := len(p.DomainNames)
+			p.DomainDist = make([]float64, D*D)
+			for i := 0; i < D; i++ {
+				for j := 0; j < D; j++ {
+					if i != j {
+						p.DomainDist[i*D+j] = 1
+					}
+					if v, ok := opts.DomainDist[p.DomainNames[i]+"/"+p.DomainNames[j]]; ok {
+						p.DomainDist[i*D+j] = v
+					}
+				}
+			}
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func sortUnique(xs []int32) []int32 {
+	sort.Slice(xs, func(i, j int) bool { return xs[i] < xs[j] })
+	out := xs[:0]
+	for i, x := range xs {
+		if i == 0 || x != xs[i-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// intersectAllowed intersects two sorted allowed lists where nil means "any".
+func intersectAllowed(a, b []int32) []int32 {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	out := []int32{}
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] < b[j]:
+			i++
+		case a[i] > b[j]:
+			j++
+		default:
+			out = append(out, a[i])
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+// Assignment returns the result's assignment as contract values: one entry per
+// placed shard, with the shard's epoch (incremented when the shard moved).
+func (p *Problem) Assignment(assign []int32) []interfaces.Assignment {
+	out := make([]interfaces.Assignment, 0, len(assign))
+	for s, c := range assign {
+		if c < 0 {
+			continue
+		}
+		var e interfaces.Epoch
+		if p.Epoch != nil {
+			e = p.Epoch[s]
+		}
+		if c != p.Current[s] {
+			e++
+		}
+		out = append(out, interfaces.Assignment{Shard: p.ShardIDs[s], Child: p.ChildIDs[c], Epoch: e})
+	}
+	return out
+}

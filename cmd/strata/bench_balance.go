@@ -1,0 +1,135 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/strata-sched/strata/balancer"
+)
+
+func init() { commands = append(commands, newBenchCmd) }
+
+// newBenchCmd is the "bench" group; "bench balance" is its first member.
+func newBenchCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Run reproducible benchmarks",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newBenchBalanceCmd(g))
+	return cmd
+}
+
+// benchBalanceJSON is the output of "strata bench balance"; the keys are part of
+// the command's contract.
+type benchBalanceJSON struct {
+	Solver      string             `json:"solver"`
+	Shards      int                `json:"shards"`
+	Hosts       int                `json:"hosts"`
+	Seconds     float64            `json:"seconds"`
+	Moves       int                `json:"moves"`
+	MaxOverLB   map[string]float64 `json:"max_over_lb"`
+	MaxOverMean map[string]float64 `json:"max_over_mean"`
+	Objective   float64            `json:"objective"`
+}
+
+func newBenchBalanceCmd(g *globalOptions) *cobra.Command {
+	var (
+		out      outputFlag
+		shards   int
+		hosts    int
+		seed     uint64
+		solver   string
+		skew     string
+		budget   time.Duration
+		maxMoves int
+	)
+	cmd := &cobra.Command{
+		Use:   "balance",
+		Short: "Generate a reproducible placement instance, solve it, print quality and time",
+		Long: `Generate a reproducible instance — shard loads Zipf-skewed (largest/smallest = 20×)
+or uniform, host capacities varying ±20%, mean utilization 0.6, every shard on a
+random host — solve it with the chosen solver and print: solver, shards, hosts,
+seconds (solve time), moves, max_over_lb and max_over_mean per resource, and the
+objective (the sum of the priority levels of the default goals).
+
+Example:
+  strata bench balance --shards 100000 --hosts 1000 --seed 1 --solver local -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			if shards < 1 {
+				return fmt.Errorf("--shards: must be ≥ 1 (got %d)", shards)
+			}
+			if hosts < 1 {
+				return fmt.Errorf("--hosts: must be ≥ 1 (got %d)", hosts)
+			}
+			if skew != balancer.SkewZipf && skew != balancer.SkewUniform {
+				return fmt.Errorf("--skew: must be one of zipf, uniform (got %q)", skew)
+			}
+			if budget < 0 {
+				return fmt.Errorf("--time-budget: must be ≥ 0 (got %s)", budget)
+			}
+			if maxMoves < 0 {
+				return fmt.Errorf("--max-moves: must be ≥ 0 (got %d)", maxMoves)
+			}
+			s, err := balancer.SolverByName(solver)
+			if err != nil {
+				return fmt.Errorf("--solver: %w", err)
+			}
+			p, err := balancer.Generate(balancer.InstanceSpec{Shards: shards, Hosts: hosts, Seed: seed, Skew: skew})
+			if err != nil {
+				return err
+			}
+			p.MaxMoves = maxMoves
+			opts := balancer.Options{Seed: seed, TimeBudget: budget, Now: time.Now}
+			t0 := time.Now()
+			res, err := s.Solve(p, opts)
+			if err != nil {
+				return err
+			}
+			secs := time.Since(t0).Seconds()
+			v := benchBalanceJSON{
+				Solver: s.Name(), Shards: shards, Hosts: hosts, Seconds: secs,
+				Moves: res.Summary.Moves, MaxOverLB: res.Summary.MaxOverLB, MaxOverMean: res.Summary.MaxOverMean,
+				Objective: res.Objective.Total(),
+			}
+			return out.print(g.stdout, v, func(w io.Writer) error { return printBenchBalance(w, v) })
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&shards, "shards", 10000, "number of shards")
+	f.IntVar(&hosts, "hosts", 100, "number of hosts")
+	f.Uint64Var(&seed, "seed", 1, "seed of the instance and the solver")
+	f.StringVar(&solver, "solver", "local", "solver: "+strings.Join(balancer.SolverNames(), "|"))
+	f.StringVar(&skew, "skew", balancer.SkewZipf, "shard load distribution: zipf|uniform")
+	f.DurationVar(&budget, "time-budget", 10*time.Second, "time budget of the solve (0 = none; local search stops at a local optimum)")
+	f.IntVar(&maxMoves, "max-moves", 0, "move budget of the round (0 = unlimited)")
+	out.register(cmd)
+	return cmd
+}
+
+func printBenchBalance(w io.Writer, v benchBalanceJSON) error {
+	tw := newTable(w)
+	res := make([]string, 0, len(v.MaxOverLB))
+	for r := range v.MaxOverLB {
+		res = append(res, r)
+	}
+	sort.Strings(res)
+	fmt.Fprintln(tw, "solver\tshards\thosts\tseconds\tmoves\tresource\tmax_over_lb\tmax_over_mean\tobjective")
+	for i, r := range res {
+		if i == 0 {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%d\t%s\t%.4f\t%.4f\t%.6g\n", v.Solver, v.Shards, v.Hosts, v.Seconds, v.Moves, r, v.MaxOverLB[r], v.MaxOverMean[r], v.Objective)
+		} else {
+			fmt.Fprintf(tw, "\t\t\t\t\t%s\t%.4f\t%.4f\t\n", r, v.MaxOverLB[r], v.MaxOverMean[r])
+		}
+	}
+	return tw.Flush()
+}
