@@ -339,7 +339,10 @@ type Hello struct {
 	ProtocolVersion    uint32 `protobuf:"varint,5,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	MinProtocolVersion uint32 `protobuf:"varint,6,opt,name=min_protocol_version,json=minProtocolVersion,proto3" json:"min_protocol_version,omitempty"`
 	// held_epochs maps each shard the child holds to the epoch it holds it at.
-	HeldEpochs    map[string]uint64 `protobuf:"bytes,7,rep,name=held_epochs,json=heldEpochs,proto3" json:"held_epochs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	HeldEpochs map[string]uint64 `protobuf:"bytes,7,rep,name=held_epochs,json=heldEpochs,proto3" json:"held_epochs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// address is where the child serves its own Admin API (a tier instance's
+	// gRPC address), so tools can walk the tree; empty for hosts.
+	Address       string `protobuf:"bytes,8,opt,name=address,proto3" json:"address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -421,6 +424,13 @@ func (x *Hello) GetHeldEpochs() map[string]uint64 {
 		return x.HeldEpochs
 	}
 	return nil
+}
+
+func (x *Hello) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
 }
 
 // Ack acknowledges an Assign or a Revoke, with the epoch it carried.
@@ -952,7 +962,7 @@ const file_session_proto_rawDesc = "" +
 	"\vlease_grant\x18\x04 \x01(\v2\x15.strata.v1.LeaseGrantH\x00R\n" +
 	"leaseGrant\x121\n" +
 	"\bredirect\x18\x05 \x01(\v2\x13.strata.v1.RedirectH\x00R\bredirectB\x05\n" +
-	"\x03msg\"\xb3\x03\n" +
+	"\x03msg\"\xcd\x03\n" +
 	"\x05Hello\x12\x19\n" +
 	"\bchild_id\x18\x01 \x01(\tR\achildId\x12\x12\n" +
 	"\x04tier\x18\x02 \x01(\tR\x04tier\x12+\n" +
@@ -961,7 +971,8 @@ const file_session_proto_rawDesc = "" +
 	"\x10protocol_version\x18\x05 \x01(\rR\x0fprotocolVersion\x120\n" +
 	"\x14min_protocol_version\x18\x06 \x01(\rR\x12minProtocolVersion\x12A\n" +
 	"\vheld_epochs\x18\a \x03(\v2 .strata.v1.Hello.HeldEpochsEntryR\n" +
-	"heldEpochs\x1a9\n" +
+	"heldEpochs\x12\x18\n" +
+	"\aaddress\x18\b \x01(\tR\aaddress\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
