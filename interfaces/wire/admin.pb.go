@@ -731,8 +731,10 @@ type ChildStatus struct {
 	Shards              int64                  `protobuf:"varint,4,opt,name=shards,proto3" json:"shards,omitempty"`
 	LeaseRemainingNanos int64                  `protobuf:"varint,5,opt,name=lease_remaining_nanos,json=leaseRemainingNanos,proto3" json:"lease_remaining_nanos,omitempty"` // 0 when the lease has expired
 	Connected           bool                   `protobuf:"varint,6,opt,name=connected,proto3" json:"connected,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// address is where the child serves its own Admin API (child tiers only).
+	Address       string `protobuf:"bytes,7,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChildStatus) Reset() {
@@ -805,6 +807,13 @@ func (x *ChildStatus) GetConnected() bool {
 		return x.Connected
 	}
 	return false
+}
+
+func (x *ChildStatus) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
 }
 
 // InstanceStatus is a tier instance: its Raft group and its children.
@@ -2129,14 +2138,15 @@ const file_admin_proto_rawDesc = "" +
 	"\tplacement\x18\x02 \x03(\v2\x14.strata.v1.PlacementR\tplacement\"B\n" +
 	"\x12ListShardsResponse\x12,\n" +
 	"\x06shards\x18\x01 \x03(\v2\x14.strata.v1.ShardInfoR\x06shards\"\x0f\n" +
-	"\rStatusRequest\"\xcf\x02\n" +
+	"\rStatusRequest\"\xe9\x02\n" +
 	"\vChildStatus\x12&\n" +
 	"\x05child\x18\x01 \x01(\v2\x10.strata.v1.ChildR\x05child\x12#\n" +
 	"\x04used\x18\x02 \x01(\v2\x0f.strata.v1.LoadR\x04used\x12I\n" +
 	"\vutilization\x18\x03 \x03(\v2'.strata.v1.ChildStatus.UtilizationEntryR\vutilization\x12\x16\n" +
 	"\x06shards\x18\x04 \x01(\x03R\x06shards\x122\n" +
 	"\x15lease_remaining_nanos\x18\x05 \x01(\x03R\x13leaseRemainingNanos\x12\x1c\n" +
-	"\tconnected\x18\x06 \x01(\bR\tconnected\x1a>\n" +
+	"\tconnected\x18\x06 \x01(\bR\tconnected\x12\x18\n" +
+	"\aaddress\x18\a \x01(\tR\aaddress\x1a>\n" +
 	"\x10UtilizationEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xf1\x01\n" +
