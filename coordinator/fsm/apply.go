@@ -131,9 +131,9 @@ func (s *state) removeChild(id interfaces.ChildID) error {
 	if !ok {
 		return fmt.Errorf("child %q: %w", id, interfaces.ErrNotFound)
 	}
-	if c.shards > 0 {
-		return fmt.Errorf("child %q still holds %d shards (owned or moving in); move them first: %w",
-			id, c.shards, interfaces.ErrConflict)
+	if c.shards > 0 || c.outgoing > 0 {
+		return fmt.Errorf("child %q still holds %d shards (%d moving in, %d moving out); move them first: %w",
+			id, c.shards+c.outgoing, c.shards, c.outgoing, interfaces.ErrConflict)
 	}
 	delete(s.children, id)
 	return nil
@@ -253,6 +253,7 @@ func (s *state) move(idx uint64, tier string, m interfaces.Move, begin bool) OpR
 	s.put(&r)
 	if begin {
 		s.inflight++
+		s.addOutgoing(old.owner, +1)
 	}
 	s.record(LogEntry{Index: idx, Change: change, Tier: tier, Shard: m.Shard, From: m.From, To: m.To,
 		Epoch: r.epoch, Reason: m.Reason, Goal: m.Goal, Delta: m.Delta})
@@ -291,6 +292,7 @@ func (s *state) complete(idx uint64, c *CompleteMove) OpResult {
 	r.flight = nil
 	s.put(&r)
 	s.inflight--
+	s.addOutgoing(old.owner, -1)
 	s.record(LogEntry{Index: idx, Change: ChangeComplete, Shard: c.Shard, From: old.owner, To: fl.To,
 		Epoch: r.epoch, Reason: fl.Reason, Goal: fl.Goal, Delta: fl.Delta})
 	res.Epoch = r.epoch
@@ -313,6 +315,7 @@ func (s *state) abort(idx uint64, c *AbortMove) OpResult {
 	s.charge(old.owner, old.load, +1)
 	s.put(&r)
 	s.inflight--
+	s.addOutgoing(old.owner, -1)
 	s.record(LogEntry{Index: idx, Change: ChangeAbort, Shard: c.Shard, From: old.owner, To: fl.To,
 		Epoch: r.epoch, Reason: c.Reason})
 	return res

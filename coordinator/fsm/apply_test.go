@@ -15,7 +15,7 @@ func cpu(v float64) interfaces.Load { return interfaces.Load{CPU: v} }
 
 // applyAll applies cmds through the raft entry point (encode → Apply) starting at
 // index from, and returns the results.
-func applyAll(t testing.TB, f *FSM, from uint64, cmds ...Command) []*Result {
+func applyAll(t tb, f *FSM, from uint64, cmds ...Command) []*Result {
 	t.Helper()
 	out := make([]*Result, len(cmds))
 	for i, c := range cmds {
@@ -31,7 +31,7 @@ func applyAll(t testing.TB, f *FSM, from uint64, cmds ...Command) []*Result {
 // fixture: h1, h2 active (cpu 4), h3 draining; s1 on h1 at epoch 1; s2 never
 // placed; s3 on h1 at epoch 1 with a move to h2 in flight; s4 was on h2 and was
 // unassigned at epoch 1.
-func fixture(t testing.TB) *FSM {
+func fixture(t tb) *FSM {
 	t.Helper()
 	f := New()
 	rs := applyAll(t, f, 1,
@@ -219,11 +219,12 @@ func TestApplyCommands(t *testing.T) {
 
 // checkInvariants recomputes the derived per-child counts and the in-flight count
 // from the shards and compares them with what the FSM maintains incrementally.
-func checkInvariants(t testing.TB, f *FSM) {
+func checkInvariants(t tb, f *FSM) {
 	t.Helper()
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	counts := map[interfaces.ChildID]int{}
+	outgoing := map[interfaces.ChildID]int{}
 	loads := map[interfaces.ChildID]float64{}
 	flights := 0
 	for i, r := range f.st.shards {
@@ -235,6 +236,7 @@ func checkInvariants(t testing.TB, f *FSM) {
 		}
 		if r.flight != nil {
 			flights++
+			outgoing[r.owner]++
 			if r.owner == "" || r.flight.From != r.owner {
 				t.Errorf("shard %q: in-flight move from %q, owner %q", r.id, r.flight.From, r.owner)
 			}
@@ -251,6 +253,9 @@ func checkInvariants(t testing.TB, f *FSM) {
 		t.Errorf("in-flight count %d, shards hold %d", f.st.inflight, flights)
 	}
 	for id, c := range f.st.children {
+		if c.outgoing != outgoing[id] {
+			t.Errorf("child %q: outgoing %d, shards say %d", id, c.outgoing, outgoing[id])
+		}
 		if c.shards != counts[id] {
 			t.Errorf("child %q: count %d, shards say %d", id, c.shards, counts[id])
 		}
@@ -381,4 +386,29 @@ func sampleWorkload() []Command {
 		&RemoveChild{ID: "c"},
 		&Move{Move: interfaces.Move{Shard: "s2", From: "c", To: "a", Epoch: 2}}, // rejected: stale
 	}
+}
+
+// A child whose only shard is moving away still owns it until the move completes:
+// it cannot be removed (found by the snapshot property test).
+func TestRemoveChildWithShardMovingOut(t *testing.T) {
+	f := fixture(t)
+	rs := applyAll(t, f, fixtureNext,
+		&Move{Move: interfaces.Move{Shard: "s1", From: "h1", To: "h2", Epoch: 1}},
+		&RemoveChild{ID: "h1"}, // s3 is still on h1, moving to h2
+		&CompleteMove{Shard: "s3", Epoch: 1},
+		&RemoveChild{ID: "h1"},
+	)
+	if err := rs[0].Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs[1].Err(); !errors.Is(err, interfaces.ErrConflict) {
+		t.Fatalf("removing a child that owns a shard moving out: err = %v, want ErrConflict", err)
+	}
+	if err := rs[2].Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs[3].Err(); err != nil {
+		t.Fatalf("removing the emptied child: %v", err)
+	}
+	checkInvariants(t, f)
 }

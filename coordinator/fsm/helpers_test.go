@@ -5,3 +5,11 @@ import "io"
 type nopCloser struct{ io.Reader }
 
 func (nopCloser) Close() error { return nil }
+
+// tb is the part of testing.TB that the helpers use; *rapid.T has it too.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+}

@@ -370,6 +370,7 @@ func readSnapshot(r io.Reader) (*state, int, error) {
 		st.shards = append(st.shards, r)
 		if r.flight != nil {
 			st.inflight++
+			st.children[r.owner].outgoing++
 		}
 		if eff := r.effective(); eff != "" {
 			counts[eff]++

@@ -77,6 +77,10 @@ type childRec struct {
 	child  interfaces.Child
 	used   interfaces.Load
 	shards int
+	// outgoing counts the shards this child still owns while their move away is
+	// in flight (they count on the target in used and shards). Derived: it is not
+	// in the snapshot but recomputed on restore.
+	outgoing int
 }
 
 // Change says what an applied-plan log entry did to a shard. Only ever append.
@@ -173,6 +177,13 @@ func (s *state) shard(id interfaces.ShardID) *shardRec {
 		return nil
 	}
 	return s.shards[i]
+}
+
+// outgoing adds n to the count of child id's shards with a move away in flight.
+func (s *state) addOutgoing(id interfaces.ChildID, n int) {
+	if c, ok := s.children[id]; ok {
+		c.outgoing += n
+	}
 }
 
 // put stores r under its ID, replacing any record of that shard.
