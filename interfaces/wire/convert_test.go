@@ -231,7 +231,10 @@ func TestFromWireErrors(t *testing.T) {
 		{"move no to", func() error { _, err := wire.MoveFromWire(&wire.Move{Shard: "s1"}); return err }, "move.to", "is required"},
 		{"move bad from", func() error { _, err := wire.MoveFromWire(&wire.Move{Shard: "s1", From: "-x", To: "h1"}); return err }, "move.from", interfaces.IDRule},
 		{"move to itself", func() error { _, err := wire.MoveFromWire(&wire.Move{Shard: "s1", From: "h1", To: "h1"}); return err }, "move.to", "must differ from move.from"},
-		{"move NaN delta", func() error { _, err := wire.MoveFromWire(&wire.Move{Shard: "s1", To: "h1", Delta: math.NaN()}); return err }, "move.delta", "not NaN"},
+		{"move NaN delta", func() error {
+			_, err := wire.MoveFromWire(&wire.Move{Shard: "s1", To: "h1", Delta: math.NaN()})
+			return err
+		}, "move.delta", "not NaN"},
 
 		{"constraint kind", func() error { _, err := wire.ConstraintFromWire(&wire.Constraint{Kind: 6}); return err }, "constraint.kind", "must be one of capacity, pin, allowed, anti_affinity, max_moves, avoid"},
 		{"constraint pin without child", func() error {
@@ -273,7 +276,10 @@ func TestFromWireErrors(t *testing.T) {
 			_, err := wire.ReportFromWire(&wire.Report{Child: "h1", Used: &wire.Load{Cpu: -1}})
 			return err
 		}, "report.used.cpu", "must be ≥ 0"},
-		{"report negative p50", func() error { _, err := wire.ReportFromWire(&wire.Report{Child: "h1", LatencyP50Nanos: -1}); return err }, "report.latency_p50", "must be ≥ 0"},
+		{"report negative p50", func() error {
+			_, err := wire.ReportFromWire(&wire.Report{Child: "h1", LatencyP50Nanos: -1})
+			return err
+		}, "report.latency_p50", "must be ≥ 0"},
 		{"report negative throughput", func() error { _, err := wire.ReportFromWire(&wire.Report{Child: "h1", Throughput: -3}); return err }, "report.throughput", "must be ≥ 0"},
 		{"report shard rate", func() error {
 			_, err := wire.ReportFromWire(&wire.Report{Child: "h1", Shards: []*wire.ShardLoad{{Shard: "s1"}, {Shard: "s2", Rate: -1}}})
@@ -312,7 +318,9 @@ func TestFromWireErrors(t *testing.T) {
 		}, "plan.summary.lb", "resource names must not be empty"},
 
 		{"view nil", func() error { _, err := wire.ViewFromWire(nil); return err }, "view.tier", "is required"},
-		{"view shard load", view(func(v *wire.View) { v.Shards = append(v.Shards, &wire.Shard{Id: "s2", Job: "j", Load: &wire.Load{Cpu: -1}}) }), "view.shards[1].load.cpu", "must be ≥ 0"},
+		{"view shard load", view(func(v *wire.View) {
+			v.Shards = append(v.Shards, &wire.Shard{Id: "s2", Job: "j", Load: &wire.Load{Cpu: -1}})
+		}), "view.shards[1].load.cpu", "must be ≥ 0"},
 		{"view shard constraint", view(func(v *wire.View) {
 			v.Shards[0].Constraints = &wire.ShardConstraints{MaxPerChild: 2}
 		}), "view.shards[0].constraints.max_per_child", "needs shard.constraints.anti_affinity"},
