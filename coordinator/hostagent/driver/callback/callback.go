@@ -1,0 +1,447 @@
+package callback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/strata-sched/strata/coordinator/hostagent/driver"
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/interfaces/wire"
+)
+
+// ErrNoWorker is returned by Start when no attached worker can take the shard.
+// It wraps interfaces.ErrConflict.
+var ErrNoWorker = fmt.Errorf("%w: no stream worker attached with free capacity", interfaces.ErrConflict)
+
+// AttachedHeader is the response-header key set once a worker is registered
+// (sdk/worker waits for it; keep the two equal).
+const AttachedHeader = "strata-worker-attached"
+
+// errDetached is returned to a command whose worker went away.
+var errDetached = errors.New("worker detached")
+
+// Config configures the driver.
+type Config struct {
+	// AckTimeout bounds how long Start and Stop wait for a worker's ack.
+	// Default 5s.
+	AckTimeout time.Duration
+	// Clock paces the ack timeout.
+	Clock interfaces.Clock
+}
+
+type placed struct {
+	spec   interfaces.Shard
+	epoch  interfaces.Epoch
+	worker string // "" while pending
+}
+
+type worker struct {
+	id      string
+	max     int
+	send    chan *wire.WorkerCommand
+	done    chan struct{} // closed when the stream ends
+	pending map[uint64]chan error
+}
+
+// Driver is the callback driver and the Worker gRPC service. Register it on a
+// grpc.Server with wire.RegisterWorkerServer.
+type Driver struct {
+	wire.UnimplementedWorkerServer
+	cfg Config
+
+	mu      sync.Mutex
+	workers map[string]*worker
+	shards  map[interfaces.ShardID]*placed
+	loads   map[interfaces.ShardID]interfaces.ShardLoad
+	nextID  uint64
+	closed  bool
+	attach  chan struct{} // closed and replaced on every attach (for waiters)
+}
+
+var (
+	_ driver.Driver     = (*Driver)(nil)
+	_ driver.Closer     = (*Driver)(nil)
+	_ wire.WorkerServer = (*Driver)(nil)
+)
+
+// New returns a callback driver.
+func New(cfg Config) (*Driver, error) {
+	if cfg.Clock == nil {
+		return nil, &interfaces.FieldError{Field: "callback.clock", Rule: "is required"}
+	}
+	if cfg.AckTimeout < 0 {
+		return nil, &interfaces.FieldError{Field: "callback.ack_timeout", Rule: "must be ≥ 0", Value: cfg.AckTimeout.String()}
+	}
+	if cfg.AckTimeout == 0 {
+		cfg.AckTimeout = 5 * time.Second
+	}
+	return &Driver{cfg: cfg, workers: map[string]*worker{}, shards: map[interfaces.ShardID]*placed{},
+		loads: map[interfaces.ShardID]interfaces.ShardLoad{}, attach: make(chan struct{})}, nil
+}
+
+// Workers lists the attached workers and the shards each runs, sorted.
+func (d *Driver) Workers() map[string][]interfaces.ShardID {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string][]interfaces.ShardID, len(d.workers))
+	for id := range d.workers {
+		out[id] = nil
+	}
+	for s, p := range d.shards {
+		if p.worker != "" {
+			out[p.worker] = append(out[p.worker], s)
+		}
+	}
+	for _, v := range out {
+		sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+	}
+	return out
+}
+
+// Pending lists the shards waiting for a worker, sorted.
+func (d *Driver) Pending() []interfaces.ShardID {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []interfaces.ShardID
+	for s, p := range d.shards {
+		if p.worker == "" {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// WaitWorkers blocks until at least n workers are attached or ctx ends.
+func (d *Driver) WaitWorkers(ctx context.Context, n int) error {
+	for {
+		d.mu.Lock()
+		got, ch := len(d.workers), d.attach
+		d.mu.Unlock()
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// pick returns the attached worker with the fewest shards and room for one
+// more (ties by id); nil if none. d.mu must be held.
+func (d *Driver) pick() *worker {
+	count := map[string]int{}
+	for _, p := range d.shards {
+		if p.worker != "" {
+			count[p.worker]++
+		}
+	}
+	var best *worker
+	for _, w := range d.workers {
+		if w.max > 0 && count[w.id] >= w.max {
+			continue
+		}
+		if best == nil || count[w.id] < count[best.id] || (count[w.id] == count[best.id] && w.id < best.id) {
+			best = w
+		}
+	}
+	return best
+}
+
+// Start sends AddShard to a worker and waits for its ack.
+func (d *Driver) Start(ctx context.Context, spec interfaces.Shard, epoch interfaces.Epoch) error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return errors.New("callback: closed")
+	}
+	if p, ok := d.shards[spec.ID]; ok {
+		d.mu.Unlock()
+		if p.epoch == epoch {
+			return nil
+		}
+		return fmt.Errorf("callback: shard %s runs under epoch %d, asked to start under %d: %w", spec.ID, p.epoch, epoch, interfaces.ErrConflict)
+	}
+	w := d.pick()
+	if w == nil {
+		d.mu.Unlock()
+		return fmt.Errorf("callback: start %s: %w", spec.ID, ErrNoWorker)
+	}
+	d.shards[spec.ID] = &placed{spec: spec, epoch: epoch, worker: w.id}
+	d.mu.Unlock()
+
+	err := d.call(ctx, w, &wire.WorkerCommand{Cmd: &wire.WorkerCommand_Add{Add: &wire.AddShard{Shard: wire.ShardToWire(spec), Epoch: uint64(epoch)}}})
+	if err == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var rej *rejected
+	if p, ok := d.shards[spec.ID]; ok && p.worker == w.id && p.epoch == epoch && errors.As(err, &rej) {
+		delete(d.shards, spec.ID) // the worker said no: it does not run it
+	}
+	// Otherwise (timeout, worker gone) the shard stays recorded so that the
+	// agent's Stop after the failed start sends DropShard or forgets it.
+	return fmt.Errorf("callback: start %s@%d on worker %s: %w", spec.ID, epoch, w.id, err)
+}
+
+// Stop sends DropShard to the worker holding the shard and waits for its ack. A
+// pending shard, or one whose worker went away, is simply forgotten.
+func (d *Driver) Stop(id interfaces.ShardID) error {
+	d.mu.Lock()
+	p, ok := d.shards[id]
+	if !ok {
+		d.mu.Unlock()
+		return fmt.Errorf("callback: shard %s: %w: not running", id, interfaces.ErrNotFound)
+	}
+	delete(d.shards, id)
+	delete(d.loads, id)
+	w := d.workers[p.worker]
+	d.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	err := d.call(context.Background(), w, &wire.WorkerCommand{Cmd: &wire.WorkerCommand_Drop{Drop: &wire.DropShard{Shard: string(id), Epoch: uint64(p.epoch)}}})
+	if err == nil || errors.Is(err, errDetached) {
+		return nil
+	}
+	return fmt.Errorf("callback: stop %s@%d on worker %s: %w", id, p.epoch, w.id, err)
+}
+
+// Measure returns the latest reported load of every placed shard that has
+// reported.
+func (d *Driver) Measure() map[interfaces.ShardID]interfaces.ShardLoad {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[interfaces.ShardID]interfaces.ShardLoad, len(d.loads))
+	for id, l := range d.loads {
+		if p, ok := d.shards[id]; ok && p.worker != "" {
+			out[id] = l
+		}
+	}
+	return out
+}
+
+// Close refuses new starts; attached streams end when the gRPC server stops.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	return nil
+}
+
+type rejected struct{ msg string }
+
+func (r *rejected) Error() string { return "worker refused: " + r.msg }
+
+// call sends cmd to w and waits for the ack.
+func (d *Driver) call(ctx context.Context, w *worker, cmd *wire.WorkerCommand) error {
+	ack := make(chan error, 1)
+	d.mu.Lock()
+	d.nextID++
+	cmd.Id = d.nextID
+	w.pending[cmd.Id] = ack
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(w.pending, cmd.Id)
+		d.mu.Unlock()
+	}()
+	timeout := d.cfg.Clock.After(d.cfg.AckTimeout)
+	select {
+	case w.send <- cmd:
+	case <-w.done:
+		return errDetached
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timeout:
+		return fmt.Errorf("%w: worker %s did not take command %d within %s", context.DeadlineExceeded, w.id, cmd.Id, d.cfg.AckTimeout)
+	}
+	select {
+	case err := <-ack:
+		return err
+	case <-w.done:
+		return errDetached
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timeout:
+		return fmt.Errorf("%w: worker %s did not ack command %d within %s", context.DeadlineExceeded, w.id, cmd.Id, d.cfg.AckTimeout)
+	}
+}
+
+// Connect serves one worker's stream (the wire.WorkerServer method).
+func (d *Driver) Connect(stream wire.Worker_ConnectServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return status.Error(codes.InvalidArgument, "worker: the first message must be a WorkerHello")
+	}
+	if err := interfaces.ValidateID("hello.worker_id", hello.WorkerId); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	w := &worker{id: hello.WorkerId, max: int(hello.MaxShards), send: make(chan *wire.WorkerCommand, 16),
+		done: make(chan struct{}), pending: map[uint64]chan error{}}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return status.Error(codes.Unavailable, "worker: agent is shutting down")
+	}
+	if _, dup := d.workers[w.id]; dup {
+		d.mu.Unlock()
+		return status.Errorf(codes.AlreadyExists, "worker: a worker with id %q is already attached", w.id)
+	}
+	d.workers[w.id] = w
+	close(d.attach)
+	d.attach = make(chan struct{})
+	d.mu.Unlock()
+	defer d.detach(w)
+	if err := stream.SendHeader(metadata.Pairs(AttachedHeader, w.id)); err != nil {
+		return err
+	}
+	go d.placePending()
+
+	sendErr := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case cmd := <-w.send:
+				if err := stream.Send(cmd); err != nil {
+					sendErr <- err
+					return
+				}
+			case <-w.done:
+				return
+			case <-stream.Context().Done():
+				return
+			}
+		}
+	}()
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		select {
+		case err := <-sendErr:
+			return err
+		default:
+		}
+		switch x := m.Msg.(type) {
+		case *wire.WorkerMessage_Ack:
+			d.mu.Lock()
+			ch, ok := w.pending[x.Ack.CommandId]
+			d.mu.Unlock()
+			if ok {
+				var res error
+				if !x.Ack.Ok {
+					res = &rejected{msg: x.Ack.Error}
+				}
+				select {
+				case ch <- res:
+				default: // a duplicate ack
+				}
+			}
+		case *wire.WorkerMessage_Load:
+			if err := d.takeLoad(w, x.Load); err != nil {
+				return status.Error(codes.InvalidArgument, err.Error())
+			}
+		default:
+			return status.Errorf(codes.InvalidArgument, "worker %s: unexpected message %T after hello", w.id, m.Msg)
+		}
+	}
+}
+
+func (d *Driver) takeLoad(w *worker, m *wire.WorkerLoad) error {
+	loads := make([]interfaces.ShardLoad, 0, len(m.Shards))
+	for i, s := range m.Shards {
+		l, err := wire.ShardLoadFromWire(s)
+		if err != nil {
+			return fmt.Errorf("worker %s: load.shards[%d]: %w", w.id, i, err)
+		}
+		loads = append(loads, l)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, l := range loads {
+		if p, ok := d.shards[l.Shard]; ok && p.worker == w.id {
+			d.loads[l.Shard] = l
+		}
+	}
+	return nil
+}
+
+// detach forgets w: its in-flight commands fail, its shards become pending and
+// are re-placed on the remaining workers.
+func (d *Driver) detach(w *worker) {
+	d.mu.Lock()
+	close(w.done)
+	delete(d.workers, w.id)
+	for id, p := range d.shards {
+		if p.worker == w.id {
+			p.worker = ""
+			delete(d.loads, id)
+		}
+	}
+	d.mu.Unlock()
+	go d.placePending()
+}
+
+// placePending sends every pending shard to a worker with room, one at a time.
+func (d *Driver) placePending() {
+	for {
+		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			return
+		}
+		var id interfaces.ShardID
+		var p *placed
+		for sid, sp := range d.shards {
+			if sp.worker == "" && (p == nil || sid < id) {
+				id, p = sid, sp
+			}
+		}
+		if p == nil {
+			d.mu.Unlock()
+			return
+		}
+		w := d.pick()
+		if w == nil {
+			d.mu.Unlock()
+			return
+		}
+		p.worker = w.id
+		spec, epoch := p.spec, p.epoch
+		d.mu.Unlock()
+		err := d.call(context.Background(), w, &wire.WorkerCommand{Cmd: &wire.WorkerCommand_Add{Add: &wire.AddShard{Shard: wire.ShardToWire(spec), Epoch: uint64(epoch)}}})
+		var rej *rejected
+		switch {
+		case err == nil, errors.Is(err, errDetached):
+			// placed, or the worker went away and detach made it pending again
+		case errors.As(err, &rej):
+			d.mu.Lock()
+			if q, ok := d.shards[id]; ok && q == p && q.worker == w.id {
+				q.worker = ""
+			}
+			d.mu.Unlock()
+			return // retry on the next attach or detach
+		default:
+			// Timed out: the worker may run it, so it stays assigned there
+			// (a later Stop sends DropShard to it).
+			return
+		}
+	}
+}

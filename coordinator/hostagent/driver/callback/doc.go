@@ -1,0 +1,20 @@
+// Package callback is the host-agent driver for stream workers that run as their
+// own processes and attach to the agent over gRPC (service strata.v1.Worker in
+// interfaces/wire/worker.proto; the sdk/worker package is the client side).
+//
+// The Driver is both a driver.Driver for the agent and the gRPC WorkerServer the
+// workers connect to. Start picks the attached worker with the fewest shards
+// (below its max_shards), sends it AddShard and waits for its ack; Stop sends
+// DropShard to the worker holding the shard and waits for its ack. Measure returns
+// the latest WorkerLoad figures of each shard.
+//
+// When a worker's stream ends, the worker has dropped its shards (the SDK does so
+// before reconnecting); the driver marks them pending and re-sends them, under
+// the same epoch, to another attached worker — now, or when one attaches. The
+// shards stay owned by this host throughout: this is placement onto local slots,
+// invisible to the parent.
+//
+// Goroutines: per attached worker, the gRPC handler goroutine (receiving acks and
+// loads) and one sender goroutine (writing commands); one short-lived goroutine
+// per re-placement round of pending shards.
+package callback
