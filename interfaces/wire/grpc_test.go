@@ -262,14 +262,18 @@ func TestRemotePolicyErrors(t *testing.T) {
 }
 
 // onlyV99 speaks a contract version this build does not.
-type onlyV99 struct{ wire.UnimplementedTierPolicyServer }
+type onlyV99 struct {
+	wire.UnimplementedTierPolicyServer
+}
 
 func (onlyV99) Info(context.Context, *wire.InfoRequest) (*wire.InfoResponse, error) {
 	return &wire.InfoResponse{Name: "future", ContractVersions: []uint32{99}}, nil
 }
 
 // badPlans returns a plan that does not validate.
-type badPlans struct{ wire.UnimplementedTierPolicyServer }
+type badPlans struct {
+	wire.UnimplementedTierPolicyServer
+}
 
 func (badPlans) Info(context.Context, *wire.InfoRequest) (*wire.InfoResponse, error) {
 	return &wire.InfoResponse{Name: "bad", ContractVersions: []uint32{1}}, nil
@@ -308,7 +312,9 @@ func TestDialPolicyNegotiationAndBadPlugins(t *testing.T) {
 // parent is a trivial Session server: it answers a Hello with a LeaseGrant at the
 // negotiated version, and each Report with an Assign of the first shard it lists
 // at the report's epoch + 1. It ends the stream when the child does.
-type parent struct{ wire.UnimplementedSessionServer }
+type parent struct {
+	wire.UnimplementedSessionServer
+}
 
 func (parent) Connect(stream grpc.BidiStreamingServer[wire.ChildMessage, wire.ParentMessage]) error {
 	for {
