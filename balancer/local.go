@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"math/rand/v2"
+	"sort"
 )
 
 // SolverLocal is the name of the local-search solver.
@@ -64,15 +65,16 @@ func (localSolver) Solve(p *Problem, o Options) (Result, error) {
 }
 
 type localSearch struct {
-	pl    *placer
-	clk   *clock
-	o     *Options
-	goals []Goal
-	k     int
-	rng   *rand.Rand
-	iters int
-	best  []int32 // set by kick when it ran
-	cands []int32
+	pl     *placer
+	clk    *clock
+	o      *Options
+	goals  []Goal
+	k      int
+	rng    *rand.Rand
+	iters  int
+	best   []int32 // set by kick when it ran
+	cands  []int32
+	sorted []int32
 }
 
 func (ls *localSearch) result() []int32 {
@@ -146,14 +148,41 @@ func (ls *localSearch) movable(s int) bool {
 	return !p.IsLocked(s) && p.PinOf(s) < 0
 }
 
+// hotResource returns the balanced resource on which child h is hottest
+// (relative to the LB).
+func (ls *localSearch) hotResource(h int) int {
+	pl := ls.pl
+	hr, hu := 0, -1.0
+	for r := 0; r < pl.st.R; r++ {
+		if pl.lbInv[r] > 0 {
+			if v := pl.st.u(h, r) * pl.lbInv[r]; v > hu {
+				hr, hu = r, v
+			}
+		}
+	}
+	return hr
+}
+
+// window is how many shards on each side of the ideal size the fast pass of a
+// step scores per cold child.
+const window = 3
+
 // step applies the best improving move, else the best improving swap, out of
 // child h. It reports whether it changed anything.
+//
+// Moves are scored in two passes. The fast pass sorts h's movable shards by
+// their load on h's hottest resource and, for each cold candidate c, scores only
+// the shards whose size is closest to the one that would equalize h and c on that
+// resource. Only when the fast pass finds nothing does the full pass score every
+// shard of h against every candidate, so a child is declared stuck only after
+// the full neighbourhood was searched.
 func (ls *localSearch) step(h int) bool {
 	pl := ls.pl
 	st := pl.st
 	p := st.p
-	n := st.nLevels
+	R := st.R
 	cands := ls.coldest(h, ls.k)
+	hr := ls.hotResource(h)
 	var ch change
 	bestS, bestC := -1, -1
 	var bestD levels
@@ -161,11 +190,52 @@ func (ls *localSearch) step(h int) bool {
 		if !pl.feasibleMove(&ch, s, c) {
 			return
 		}
-		d := st.delta(&ch)
-		if better(&d, n) && (bestS < 0 || lexLess(&d, &bestD, n)) {
+		if d, ok := st.deltaBelow(&ch, &bestD); ok {
 			bestS, bestC, bestD = s, c, d
 		}
 	}
+	// Fast pass over unrestricted shards.
+	ls.sorted = ls.sorted[:0]
+	for _, s32 := range pl.members[h] {
+		s := int(s32)
+		if ls.movable(s) && (p.Allowed == nil || p.Allowed[s] == nil) {
+			ls.sorted = append(ls.sorted, s32)
+		}
+	}
+	if len(ls.sorted) > 2*window+1 {
+		sorted := ls.sorted
+		sort.Slice(sorted, func(i, j int) bool {
+			a, b := p.Load[int(sorted[i])*R+hr], p.Load[int(sorted[j])*R+hr]
+			if a != b {
+				return a < b
+			}
+			return sorted[i] < sorted[j]
+		})
+		for _, c32 := range cands {
+			c := int(c32)
+			gap := st.u(h, hr) - st.u(c, hr)
+			if gap <= 0 {
+				continue
+			}
+			target := gap / (st.inv[h*R+hr] + st.inv[c*R+hr])
+			i := sort.Search(len(sorted), func(i int) bool { return p.Load[int(sorted[i])*R+hr] >= target })
+			lo, hi := i-window, i+window
+			if lo < 0 {
+				lo = 0
+			}
+			if hi > len(sorted) {
+				hi = len(sorted)
+			}
+			for _, s32 := range sorted[lo:hi] {
+				consider(int(s32), c)
+			}
+		}
+		if bestS >= 0 {
+			pl.move(bestS, int32(bestC))
+			return true
+		}
+	}
+	// Full pass.
 	for _, s32 := range pl.members[h] {
 		s := int(s32)
 		if !ls.movable(s) {
@@ -195,15 +265,6 @@ func (ls *localSearch) step(h int) bool {
 		return true
 	}
 	// Two-way swaps with the few coldest children.
-	R := st.R
-	hr, hu := 0, -1.0
-	for r := 0; r < R; r++ {
-		if pl.lbInv[r] > 0 {
-			if v := st.u(h, r) * pl.lbInv[r]; v > hu {
-				hr, hu = r, v
-			}
-		}
-	}
 	sw := len(cands)
 	if sw > 4 {
 		sw = 4
@@ -233,8 +294,7 @@ func (ls *localSearch) step(h int) bool {
 				if !ls.movable(y) || !pl.feasibleSwap(&ch, x, y) {
 					continue
 				}
-				dl := st.delta(&ch)
-				if better(&dl, n) && (bx < 0 || lexLess(&dl, &bestD, n)) {
+				if dl, ok := st.deltaBelow(&ch, &bestD); ok {
 					bx, by, bestD = x, y, dl
 				}
 			}

@@ -1,9 +1,5 @@
 package balancer
 
-import (
-	"math"
-)
-
 // levelTol is the absolute change of a level below which it counts as unchanged
 // when deciding whether a move improves the objective.
 const levelTol = 1e-12
@@ -25,6 +21,7 @@ type state struct {
 	goals   []Goal
 	level   []int // goal → level index
 	nLevels int
+	byLevel [][]int // level → goal indices
 	gres    [][]int // goal → resource indices
 	sqInv   [][]float64
 	lat     latencyParams
@@ -44,10 +41,10 @@ type state struct {
 	moves    int
 	bytes    int64
 
-	gd    []float64 // scratch: per-goal delta
+	gd []float64 // scratch: per-goal delta
 	// noBudget disables the move-budget check (greedy's from-scratch phase).
 	noBudget bool
-	start *startInfo
+	start    *startInfo
 }
 
 func newState(p *Problem, goals []Goal, lm LatencyModel, assign []int32) *state {
@@ -56,6 +53,10 @@ func newState(p *Problem, goals []Goal, lm LatencyModel, assign []int32) *state 
 	var prios []int
 	prios, st.level = levelsOf(goals)
 	st.nLevels = len(prios)
+	st.byLevel = make([][]int, len(prios))
+	for gi, l := range st.level {
+		st.byLevel[l] = append(st.byLevel[l], gi)
+	}
 	st.sumLd, st.sumCap = totals(p)
 	st.gres = make([][]int, len(goals))
 	st.sqInv = make([][]float64, len(goals))
@@ -175,45 +176,84 @@ type change struct {
 	na, nb []float64
 }
 
+// goalDelta returns the change of goal gi's unweighted value under ch.
+func (st *state) goalDelta(gi int, ch *change) float64 {
+	g := &st.goals[gi]
+	R := st.R
+	d := 0.0
+	switch g.Kind {
+	case GoalBalanceMinMax:
+		for _, r := range st.gres[gi] {
+			h := st.uheap[r]
+			old := h.key[h.top()]
+			nw := h.maxExcluding(ch.a, ch.b, 0)
+			if ch.a >= 0 {
+				if v := ch.na[r] * st.inv[ch.a*R+r]; v > nw {
+					nw = v
+				}
+			}
+			if ch.b >= 0 {
+				if v := ch.nb[r] * st.inv[ch.b*R+r]; v > nw {
+					nw = v
+				}
+			}
+			d += nw - old
+		}
+	case GoalLocality, GoalMigration:
+		for i := 0; i < ch.n; i++ {
+			s := ch.shard[i]
+			d += st.shardTerm(gi, s, ch.to[i]) - st.shardTerm(gi, s, st.assign[s])
+		}
+	default:
+		if ch.a >= 0 {
+			d += st.childTerm(gi, ch.a, ch.na) - st.childTerm(gi, ch.a, st.load[ch.a*R:ch.a*R+R])
+		}
+		if ch.b >= 0 {
+			d += st.childTerm(gi, ch.b, ch.nb) - st.childTerm(gi, ch.b, st.load[ch.b*R:ch.b*R+R])
+		}
+	}
+	return d
+}
+
 // delta writes the per-goal change of ch into st.gd and returns the per-level
 // change.
 func (st *state) delta(ch *change) levels {
 	var out levels
-	R := st.R
 	for gi := range st.goals {
-		g := &st.goals[gi]
-		d := 0.0
-		switch g.Kind {
-		case GoalBalanceMinMax:
-			for _, r := range st.gres[gi] {
-				h := st.uheap[r]
-				old := h.key[h.top()]
-				nw := h.maxExcluding(ch.a, ch.b, 0)
-				if ch.a >= 0 {
-					nw = math.Max(nw, ch.na[r]*st.inv[ch.a*R+r])
-				}
-				if ch.b >= 0 {
-					nw = math.Max(nw, ch.nb[r]*st.inv[ch.b*R+r])
-				}
-				d += nw - old
-			}
-		case GoalLocality, GoalMigration:
-			for i := 0; i < ch.n; i++ {
-				s := ch.shard[i]
-				d += st.shardTerm(gi, s, ch.to[i]) - st.shardTerm(gi, s, st.assign[s])
-			}
-		default:
-			if ch.a >= 0 {
-				d += st.childTerm(gi, ch.a, ch.na) - st.childTerm(gi, ch.a, st.load[ch.a*R:ch.a*R+R])
-			}
-			if ch.b >= 0 {
-				d += st.childTerm(gi, ch.b, ch.nb) - st.childTerm(gi, ch.b, st.load[ch.b*R:ch.b*R+R])
-			}
-		}
+		d := st.goalDelta(gi, ch)
 		st.gd[gi] = d
-		out[st.level[gi]] += g.Weight * d
+		out[st.level[gi]] += st.goals[gi].Weight * d
 	}
 	return out
+}
+
+// deltaBelow computes the per-level change of ch level by level, most important
+// first, and gives up as soon as it is known not to be lexicographically below
+// bound (by more than levelTol at the first differing level). It returns the
+// change and whether it is below bound; levels after a rejection are left 0.
+func (st *state) deltaBelow(ch *change, bound *levels) (levels, bool) {
+	var out levels
+	for l, gs := range st.byLevel {
+		v := 0.0
+		for _, gi := range gs {
+			v += st.goals[gi].Weight * st.goalDelta(gi, ch)
+		}
+		out[l] = v
+		if v < bound[l]-levelTol {
+			// Accepted: complete the remaining levels so later candidates are
+			// compared with the full change.
+			for l2 := l + 1; l2 < len(st.byLevel); l2++ {
+				for _, gi := range st.byLevel[l2] {
+					out[l2] += st.goals[gi].Weight * st.goalDelta(gi, ch)
+				}
+			}
+			return out, true
+		}
+		if v > bound[l]+levelTol {
+			return out, false
+		}
+	}
+	return out, false
 }
 
 // better reports whether the level change d improves the objective: the first
