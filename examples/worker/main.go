@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/sdk/worker"
+)
+
+// shards is the example's state: the shards it runs, with their specs.
+type shards struct {
+	mu  sync.Mutex
+	run map[interfaces.ShardID]interfaces.Shard
+	out io.Writer
+}
+
+func (s *shards) OnAdd(_ context.Context, spec interfaces.Shard, epoch interfaces.Epoch) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.run[spec.ID] = spec
+	fmt.Fprintf(s.out, "add  %s (job %s) epoch %d\n", spec.ID, spec.Job, epoch)
+	return nil
+}
+
+func (s *shards) OnDrop(_ context.Context, id interfaces.ShardID, epoch interfaces.Epoch) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.run, id)
+	fmt.Fprintf(s.out, "drop %s epoch %d\n", id, epoch)
+	return nil
+}
+
+// load reports each shard's spec load as if it were measured: a real worker
+// would report what it observes (CPU, records processed, p99 latency).
+func (s *shards) load() []interfaces.ShardLoad {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]interfaces.ShardLoad, 0, len(s.run))
+	for id, sp := range s.run {
+		out = append(out, interfaces.ShardLoad{Shard: id, Load: sp.Load, Rate: sp.InputRate, InputRate: sp.InputRate, LatencyP99: 5 * time.Millisecond})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Shard < out[j].Shard })
+	return out
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(out)
+	addr := fs.String("addr", "127.0.0.1:7422", "the host agent's local worker address")
+	id := fs.String("id", "", "worker id (default <hostname>-<pid>)")
+	maxShards := fs.Int("max-shards", 0, "how many shards to take at once (0 = no limit)")
+	every := fs.Duration("report", time.Second, "load report interval")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if *every <= 0 {
+		return fmt.Errorf("--report: must be > 0 (got %s)", *every)
+	}
+	s := &shards{run: map[interfaces.ShardID]interfaces.Shard{}, out: out}
+	logger := log.New(out, "", log.LstdFlags)
+	c, err := worker.Connect(ctx, *addr, s, worker.Options{WorkerID: *id, MaxShards: *maxShards,
+		Load: s.load, LoadInterval: *every, Logf: logger.Printf})
+	if err != nil {
+		return err
+	}
+	<-c.Done()
+	return nil
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(2)
+	}
+}

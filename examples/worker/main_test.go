@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/strata-sched/strata/coordinator/hostagent"
+	"github.com/strata-sched/strata/coordinator/hostagent/driver/callback"
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/interfaces/wire"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestExampleWorkerRunsShards(t *testing.T) {
+	d, _ := callback.New(callback.Config{Clock: hostagent.WallClock{}})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	wire.RegisterWorkerServer(srv, d)
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuf{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"--addr", lis.Addr().String(), "--id", "ex1", "--report", "20ms"}, out) }()
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := d.WaitWorkers(wctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	sp := interfaces.Shard{ID: "s1", Job: "clicks", Load: interfaces.Load{CPU: 1.5}, InputRate: 300}
+	if err := d.Start(ctx, sp, 2); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; d.Measure()["s1"].Load.CPU != 1.5; i++ {
+		if i > 1000 {
+			t.Fatal("no load report from the example worker")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := d.Stop("s1"); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	if !strings.Contains(got, "add  s1 (job clicks) epoch 2") || !strings.Contains(got, "drop s1 epoch 2") {
+		t.Fatalf("output:\n%s", got)
+	}
+}
+
+func TestExampleWorkerFlags(t *testing.T) {
+	for _, args := range [][]string{{"--report", "0s"}, {"extra"}, {"--nope"}, {"--id", "bad id"}} {
+		if err := run(context.Background(), args, &bytes.Buffer{}); err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+}
