@@ -15,6 +15,15 @@ type StepConfig struct {
 	Trigger float64
 	// ... or some active child's utilization exceeds Target in any resource.
 	Target float64
+	// Floor: imbalance (max/mean above Trigger) in a resource counts only when
+	// the busiest child is at or above Floor utilization in it; imbalance
+	// among lightly loaded children costs no latency and is not worth moves.
+	Floor float64
+	// MoveBudget caps the relocations of a periodic round (0: no cap). The step
+	// passes it to the policy as a max_moves constraint and enforces it;
+	// emergency rounds (placing shards, evacuating failed or draining children)
+	// have no budget, as they only obey hard constraints.
+	MoveBudget int
 	// Verify checks one move against the state the step has projected so far
 	// (accepted moves counted as done). Nil uses VerifyMove.
 	Verify func(st *Projection, m interfaces.Move) error
@@ -51,7 +60,10 @@ type StepResult struct {
 // function of its inputs (the policy must be deterministic for the view): it
 // detects whether the tier needs a decision, asks the policy for a plan, and
 // keeps only the moves that pass verification against the projected state, in
-// plan order, within the move budgets of the view's constraints. The caller
+// plan order, within the move budgets of the view's constraints. An emergency
+// round (unplaced shards, or shards on failed or draining children) applies only
+// the moves of those shards; a periodic round applies at most MoveBudget
+// relocations. The caller
 // applies Accepted. It is meant to be shared with the daemons' control loop.
 func ControlStep(ctx context.Context, pol interfaces.Policy, v *interfaces.View, cfg StepConfig) (StepResult, error) {
 	st := NewProjection(v)
@@ -59,6 +71,13 @@ func ControlStep(ctx context.Context, pol interfaces.Policy, v *interfaces.View,
 	res := StepResult{Mode: mode, Why: why}
 	if mode == ModeIdle {
 		return res, nil
+	}
+	if mode == ModePeriodic && cfg.MoveBudget > 0 {
+		vv := *v
+		vv.Constraints = append(append([]interfaces.Constraint(nil), v.Constraints...),
+			interfaces.Constraint{Kind: interfaces.ConstraintMaxMoves, Max: cfg.MoveBudget, Reason: "control loop: move budget per periodic round"})
+		v = &vv
+		st.View = v
 	}
 	plan, err := pol.Plan(ctx, v)
 	if err != nil {
@@ -81,7 +100,19 @@ func ControlStep(ctx context.Context, pol interfaces.Policy, v *interfaces.View,
 		}
 	}
 	moved, bytes := 0, int64(0)
+	needs := map[interfaces.ShardID]bool{}
+	if mode == ModeEmergency {
+		for i, s := range st.shards {
+			if c := st.owner[i]; c < 0 || st.children[c].State != interfaces.ChildActive {
+				needs[s.ID] = true
+			}
+		}
+	}
 	for _, m := range plan.Moves {
+		if mode == ModeEmergency && !needs[m.Shard] {
+			res.Rejected = append(res.Rejected, Rejection{Move: m, Why: "emergency round: only unplaced shards and shards of failed or draining children move"})
+			continue
+		}
 		if err := verify(st, m); err != nil {
 			res.Rejected = append(res.Rejected, Rejection{Move: m, Why: err.Error()})
 			continue
@@ -145,9 +176,6 @@ func detect(st *Projection, cfg StepConfig) (Mode, string) {
 				if u > maxU[r] {
 					maxU[r] = u
 				}
-				if u > cfg.Target {
-					return ModePeriodic, fmt.Sprintf("child %s is at %.2f %s (target %.2f)", ch.ID, u, interfaces.BuiltinResources[r], cfg.Target)
-				}
 			}
 		}
 	}
@@ -159,7 +187,12 @@ func detect(st *Projection, cfg StepConfig) (Mode, string) {
 			continue
 		}
 		mean := used[r] / capSum[r]
-		if ratio := maxU[r] / mean; ratio > cfg.Trigger {
+		// An overloaded child triggers a round only when there is room elsewhere
+		// (the mean is below the target) and some imbalance to remove.
+		if maxU[r] > cfg.Target && mean < cfg.Target && maxU[r]/mean > 1.02 {
+			return ModePeriodic, fmt.Sprintf("a child is at %.2f %s (target %.2f, mean %.2f)", maxU[r], interfaces.BuiltinResources[r], cfg.Target, mean)
+		}
+		if ratio := maxU[r] / mean; ratio > cfg.Trigger && maxU[r] >= cfg.Floor {
 			return ModePeriodic, fmt.Sprintf("%s max/mean %.3f above trigger %.3f", interfaces.BuiltinResources[r], ratio, cfg.Trigger)
 		}
 	}
@@ -294,7 +327,8 @@ func (st *Projection) Apply(m interfaces.Move) {
 // VerifyMove checks a move against the projected state: the shard exists, is not
 // already moving, and still has the owner and epoch the move was planned against;
 // the destination is an active child that the shard's own constraints and the
-// tier's constraints (pin, allowed, avoid, capacity limits, anti-affinity) allow,
+// tier's hard constraints (pin, allowed, capacity limits, anti-affinity) allow
+// (avoid is soft: a preference for the policy, not checked here),
 // and it has room for the shard in every resource.
 func VerifyMove(st *Projection, m interfaces.Move) error {
 	i, ok := st.shardIdx[m.Shard]
@@ -355,10 +389,6 @@ func VerifyMove(st *Projection, m interfaces.Move) error {
 		case interfaces.ConstraintAllowed:
 			if listed && !containsChild(k.Children, m.To) {
 				return fmt.Errorf("constraint allowed: %s may not use %s", m.Shard, m.To)
-			}
-		case interfaces.ConstraintAvoid:
-			if listed && containsChild(k.Children, m.To) {
-				return fmt.Errorf("constraint avoid: %s should not use %s", m.Shard, m.To)
 			}
 		case interfaces.ConstraintCapacity:
 			if containsChild(k.Children, m.To) {

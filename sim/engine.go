@@ -30,7 +30,10 @@ type Options struct {
 type Result struct {
 	Scenario string
 	Seed     uint64
-	Policies []PolicyResult
+	// Shards and Hosts count the simulated shards (generated and replayed) and
+	// hosts at the start.
+	Shards, Hosts int
+	Policies      []PolicyResult
 }
 
 // Failed lists every failed assertion of every policy.
@@ -162,6 +165,7 @@ func Run(ctx context.Context, sc *Scenario, o Options) (*Result, error) {
 			return nil, err
 		}
 		e.wall = o.WallClock
+		res.Shards, res.Hosts = len(e.w.shardID), len(e.w.hostName)
 		if o.Progress != nil {
 			base := time.Duration(k) * sc.Duration.D()
 			e.progress = func(done time.Duration) { o.Progress(base+done, total) }

@@ -31,7 +31,7 @@ type Report struct {
 // Report returns the JSON form of the result.
 func (r *Result) Report(sc *Scenario) Report {
 	rep := Report{Scenario: r.Scenario, Seed: r.Seed, Duration: sc.Duration.D().String(), Tick: sc.Tick.D().String(), Passed: true}
-	rep.Shards, rep.Hosts = sc.size()
+	rep.Shards, rep.Hosts = r.Shards, r.Hosts
 	for _, p := range r.Policies {
 		rep.Policies = append(rep.Policies, p.Summary)
 		for _, a := range p.Assertions {
@@ -45,18 +45,6 @@ func (r *Result) Report(sc *Scenario) Report {
 		rep.Assertions = []AssertionResult{}
 	}
 	return rep
-}
-
-// size returns the number of generated shards and hosts (without replayed shards
-// and hosts added by events).
-func (sc *Scenario) size() (shards, hosts int) {
-	for _, j := range sc.Workload.Jobs {
-		shards += j.Shards
-	}
-	for _, r := range sc.Topology.Regions {
-		hosts += r.Hosts
-	}
-	return shards, hosts + len(sc.Topology.Hosts)
 }
 
 // WriteJSON writes the report as indented JSON.

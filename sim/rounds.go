@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/strata-sched/strata/interfaces"
@@ -139,8 +140,12 @@ func (e *engine) trigger(r int32, t time.Duration) {
 	}
 }
 
-func (e *engine) stepConfig() StepConfig {
-	return StepConfig{Trigger: e.sc.Model.Trigger, Target: e.sc.Model.Target}
+func (e *engine) stepConfig(shards int) StepConfig {
+	c := StepConfig{Trigger: e.sc.Model.Trigger, Target: e.sc.Model.Target, Floor: e.sc.Model.Floor}
+	if b := e.sc.Model.MoveBudget; b > 0 {
+		c.MoveBudget = max(1, int(math.Ceil(b*float64(shards))))
+	}
+	return c
 }
 
 // timed wraps a policy to measure its wall time when a wall clock is given.
@@ -227,6 +232,12 @@ func (e *engine) globalView(t time.Duration) *interfaces.View {
 			st = interfaces.ChildFailed
 		} else if capacity.IsZero() {
 			st = interfaces.ChildDraining
+		}
+		if capacity.IsZero() {
+			// A lost or fully drained region keeps its nominal capacity in the
+			// view (a child's capacity is never zero); its state says it takes
+			// nothing.
+			capacity = e.nominalCapacity(int32(r))
 		}
 		id := interfaces.ChildID(name)
 		v.Children = append(v.Children, interfaces.Child{ID: id, Tier: interfaces.TierRegion, Capacity: capacity, Labels: map[string]string{"region": name}, State: st})
@@ -363,7 +374,7 @@ func (e *engine) constraints(tier string, v *interfaces.View) []interfaces.Const
 
 func (e *engine) globalRound(ctx context.Context, t time.Duration) error {
 	v := e.globalView(t)
-	res, err := ControlStep(ctx, timed{e.global, e}, v, e.stepConfig())
+	res, err := ControlStep(ctx, timed{e.global, e}, v, e.stepConfig(len(v.Shards)))
 	if err != nil {
 		return err
 	}
@@ -396,7 +407,7 @@ func (e *engine) regionRound(ctx context.Context, t time.Duration, r int32) erro
 	if len(v.Shards) == 0 {
 		return nil
 	}
-	res, err := ControlStep(ctx, timed{e.region, e}, v, e.stepConfig())
+	res, err := ControlStep(ctx, timed{e.region, e}, v, e.stepConfig(len(v.Shards)))
 	if err != nil {
 		return err
 	}
@@ -461,4 +472,15 @@ func (e *engine) shardIndex() map[interfaces.ShardID]int32 {
 		}
 	}
 	return e.idx
+}
+
+// nominalCapacity sums the capacity of every host of a region, whatever its state.
+func (e *engine) nominalCapacity(r int32) interfaces.Load {
+	var c [nres]float64
+	for _, h := range e.w.regionHosts[r] {
+		for q := 0; q < nres; q++ {
+			c[q] += e.w.hostCap[int(h)*nres+q]
+		}
+	}
+	return interfaces.Load{CPU: c[0], Mem: c[1], Net: c[2], Tasks: c[3]}
 }

@@ -66,6 +66,11 @@ type Model struct {
 	Trigger float64 `yaml:"trigger"`
 	// Target is the utilization above which a child counts as overloaded.
 	Target float64 `yaml:"target"`
+	// Floor is the utilization below which imbalance does not trigger a round.
+	Floor float64 `yaml:"floor"`
+	// MoveBudget is the fraction of a tier instance's shards a periodic round may
+	// relocate (at least one move); 0 means the default 0.05, negative no cap.
+	MoveBudget float64 `yaml:"move_budget"`
 }
 
 // Topology describes the hosts: generated per region, or listed one by one.
@@ -432,6 +437,12 @@ func (sc *Scenario) setDefaults() {
 	if m.Target == 0 {
 		m.Target = 0.85
 	}
+	if m.Floor == 0 {
+		m.Floor = 0.5
+	}
+	if m.MoveBudget == 0 {
+		m.MoveBudget = 0.05
+	}
 	for i := range sc.Workload.Jobs {
 		j := &sc.Workload.Jobs[i]
 		if j.Sizes.Dist == "" {
@@ -646,6 +657,12 @@ func (sc *Scenario) validate() error {
 	}
 	if err := sc.checkFraction(p("model", "target"), m.Target, 0.01, 10); err != nil {
 		return err
+	}
+	if err := sc.checkFraction(p("model", "floor"), m.Floor, 0, 10); err != nil {
+		return err
+	}
+	if m.MoveBudget > 1 {
+		return sc.fail(p("model", "move_budget"), "must be a fraction ≤ 1, or negative for no cap (got %v)", m.MoveBudget)
 	}
 
 	// Topology.
@@ -890,6 +907,9 @@ func (sc *Scenario) validate() error {
 			}
 			if !PolicyKnown(s.name) {
 				return sc.fail(append(path, s.key), "unknown policy %q (known: %s)", s.name, strings.Join(PolicyNames(), ", "))
+			}
+			if _, err := newPolicy(s.name, pol.Params); err != nil {
+				return sc.fail(append(path, s.key), "%v", err)
 			}
 		}
 		switch pol.Integration {
