@@ -60,7 +60,9 @@ func TestDeterminism(t *testing.T) {
 	}
 	// Different seeds must differ in the simulation itself, not only in the
 	// printed seed.
-	strip := func(x []byte) string { return strings.ReplaceAll(strings.ReplaceAll(string(x), `"seed": 7`, ""), `"seed": 8`, "") }
+	strip := func(x []byte) string {
+		return strings.ReplaceAll(strings.ReplaceAll(string(x), `"seed": 7`, ""), `"seed": 8`, "")
+	}
 	if strip(a) == strip(c) {
 		t.Error("seeds 7 and 8 differ only in the printed seed")
 	}
