@@ -476,8 +476,9 @@ func (p *Problem) groupName(g int) string {
 //	            max_s load_sr / max_{c allowed for s} cap_cr,
 //	            max_c fixed_cr / cap_cr )
 //
-// where drained children are not active, and fixed_cr is the load of shards that
-// cannot leave c (pinned to c, or locked there by an in-flight move).
+// where drained children are not active, fixed_cr is the load of shards that
+// cannot leave c (pinned to c, or locked there by an in-flight move), and the
+// load fixed on drained children is left out of the first sum.
 func LowerBound(p *Problem) map[interfaces.Resource]float64 {
 	lb := lowerBound(p)
 	out := make(map[interfaces.Resource]float64, len(lb))
@@ -500,11 +501,6 @@ func lowerBound(p *Problem) []float64 {
 			maxCap[r] = math.Max(maxCap[r], p.Capacity[c*R+r])
 		}
 	}
-	for r := 0; r < R; r++ {
-		if sumLoad[r] > 0 {
-			lb[r] = util(sumLoad[r], sumCap[r])
-		}
-	}
 	fixed := make([]float64, M*R)
 	for s := 0; s < N; s++ {
 		fc := -1
@@ -516,6 +512,10 @@ func lowerBound(p *Problem) []float64 {
 		if fc >= 0 {
 			for r := 0; r < R; r++ {
 				fixed[fc*R+r] += p.Load[s*R+r]
+				if p.Drained(fc) {
+					// Held by a drained child: not spread over the active ones.
+					sumLoad[r] -= p.Load[s*R+r]
+				}
 			}
 			continue
 		}
@@ -535,6 +535,11 @@ func lowerBound(p *Problem) []float64 {
 				}
 			}
 			lb[r] = math.Max(lb[r], util(l, best))
+		}
+	}
+	for r := 0; r < R; r++ {
+		if sumLoad[r] > 0 {
+			lb[r] = math.Max(lb[r], util(sumLoad[r], sumCap[r]))
 		}
 	}
 	for c := 0; c < M; c++ {

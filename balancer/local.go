@@ -333,7 +333,7 @@ func (ls *localSearch) kicks() int {
 // a budget ended it early.
 func (ls *localSearch) kick() bool {
 	n := ls.kicks()
-	if n == 0 {
+	if n == 0 || ls.pl.st.N == 0 {
 		return false
 	}
 	pl := ls.pl
