@@ -355,7 +355,7 @@ func evaluate(p *Problem, goals []Goal, lm LatencyModel, assign []int32) Objecti
 			if N > 0 {
 				mb := meanBytes(p)
 				for s := 0; s < N; s++ {
-					if assign[s] != p.Current[s] {
+					if assign[s] != p.Current[s] && assign[s] >= 0 {
 						v += (1 + float64(p.Bytes(s))/mb) / 2
 					}
 				}
