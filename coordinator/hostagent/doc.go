@@ -1,0 +1,110 @@
+// Package hostagent is the host side of Strata's hierarchy: the agent that owns
+// shards on one host, runs them through a driver, persists what it owns in a
+// local bbolt file, self-fences when its lease expires, and records what it ran
+// in an ownership ledger.
+//
+// # Structure
+//
+//   - Core (core.go): the decision logic, a deterministic state machine with no
+//     I/O, no clock reads and no goroutines. Inputs carry the time: Assign(now,
+//     spec, epoch), Revoke(now, shard, epoch), LeaseGrant(now, ttl, confirm),
+//     Tick(now). Each returns an ordered list of Effects (persist, start, stop,
+//     delete, lease) and the error for the ack.
+//   - Agent (agent.go): serialises inputs under one mutex, feeds them to the Core
+//     and executes the effects against the Store, the driver and the ledger. Its
+//     API (Hello, Assign, Revoke, LeaseGrant, Tick, Report) is what the session
+//     client calls with the messages of the parent's stream.
+//   - Store (store.go): bbolt persistence. driver/*: the Driver interface and the
+//     synthetic, execdriver and callback drivers. ledger: the ownership ledger and
+//     its checker.
+//
+// # State machine
+//
+// Per shard the agent holds a Record {spec, epoch, fenced}; per revoked shard a
+// tombstone epoch; and a lease deadline. A shard runs iff it is held and not
+// fenced, and no shard runs while the lease is invalid.
+//
+//	Assign(e)  tombstone ≥ e or held > e → ErrStaleEpoch ("held epoch H, got E")
+//	           no valid lease           → ErrNoLease (wraps ErrConflict); no change
+//	           held == e, running       → no-op (idempotent; a changed spec is persisted)
+//	           held == e, fenced        → persist unfenced, start  (re-confirmation)
+//	           held < e or not held     → [stop old], persist, start
+//	Revoke(e)  held > e or tomb > e     → ErrStaleEpoch
+//	           otherwise                → [stop], delete record + tombstone max(e)
+//	           (a revoke of a shard not held succeeds and leaves the tombstone, so
+//	           a delayed Assign it overtook is refused; Revoke needs no lease)
+//	LeaseGrant deadline = now + ttl - margin; confirm[] = Assign(held spec, epoch)
+//	Tick       at or after the deadline: for each running shard stop, persist fenced
+//
+// Every input first applies an expiry that is due, so a late input cannot act on
+// an expired lease. A driver start that fails drops the shard (tombstone at its
+// epoch) and returns the driver's error in the ack; the parent re-places it.
+//
+// # Lease and fence timing
+//
+// The agent fences at grant_receipt_local + ttl - margin, margin =
+// max(MarginFraction·ttl, MinMargin) (defaults 0.2 and 100ms; a ttl ≤ margin is
+// refused). The parent must re-place a silent child's shards only after ttl +
+// grace measured from its own send time of the last grant. With send time s,
+// delivery delay d, child tick interval k and relative clock-rate error ρ, the
+// child has stopped by s + d + (ttl - margin)(1+ρ) + k in real time, which is
+// before the parent's s + ttl + grace whenever
+//
+//	d + k + ρ·ttl < margin + grace.
+//
+// With the defaults, ttl = 10s, grace = 2s and k = 50ms this leaves 3.95s for
+// delivery delay and drift. TestHandoverRespectsLease replays this timeline and
+// checks the two hosts' ledgers; re-placing earlier is caught as an overlap.
+//
+// # Handshake after a (re)connect or restart
+//
+//  1. child → Hello{host, capacity, held: every held shard with its epoch,
+//     fenced or not} (wire: Hello.held_epochs).
+//  2. parent → LeaseGrant{ttl}. A restarted agent loads every record fenced —
+//     the lease is unknown after a restart — so nothing runs yet.
+//  3. parent, for each held shard: Assign(shard, same epoch, spec) if it still
+//     places it here (re-confirmation: the shard resumes), or Revoke(shard,
+//     epoch) if not. Agent.LeaseGrant's confirm list does the same for callers
+//     that carry confirmations in the grant. A held shard neither confirmed nor
+//     revoked stays fenced (and keeps appearing in Hello).
+//
+// # Persistence order
+//
+// Persist, then start: a shard never runs without a durable record (a failed
+// persist cancels the start). Stop, then persist: the fenced flag or the removal
+// is written only after the driver stopped the shard. The lease deadline is
+// persisted on every grant. bbolt transactions are fsynced on commit. Layout:
+// see store.go; a corrupt or unknown record, bucket or version is an error
+// wrapping ErrCorrupt (and interfaces.ErrInvalid) naming bucket and key; a store
+// of another host is refused (ErrConflict).
+//
+// # Ownership ledger
+//
+// JSON lines, one file per host, written by the executor (package ledger):
+//
+//	{"seq":7,"host":"h1","shard":"s1","epoch":3,"event":"start","ts":1764446400000000000}
+//
+// ts is wall nanoseconds from Config.Clock read at the moment of the event:
+// "start" just before the driver starts the shard, "stop" just after the driver
+// stopped it, so recorded intervals cover real ones. On Open, starts left
+// without a stop get a recovered stop at min(now, persisted lease deadline) —
+// drivers' work dies with the agent (exec children carry a parent-death
+// SIGKILL), and would have been fenced at the deadline anyway. ledger.Check
+// merges the files of all hosts and reports overlaps, epoch regressions, order
+// errors and (with ExpectRunning) shards not running at the end.
+//
+// # Goroutines (for docs/threads.md)
+//
+//   - Agent.Run: the one goroutine of the agent; calls Tick every TickInterval
+//     of the injected clock until its context ends. All decision inputs are
+//     serialised by Agent.mu; the caller's goroutine (the session client)
+//     executes them.
+//   - execdriver: one goroutine per running process, blocked in cmd.Wait.
+//   - callback: per attached worker, the gRPC handler goroutine (acks, loads)
+//     and one sender goroutine; a short-lived goroutine per round of
+//     re-placing a detached worker's shards.
+//   - sdk/worker (in the worker process): one connection goroutine per Conn and
+//     one load reporter per live stream.
+//
+// The synthetic driver and the Core start no goroutines.
+package hostagent
