@@ -1,0 +1,78 @@
+package main
+
+import (
+	"encoding/json"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+func TestBenchBalanceJSON(t *testing.T) {
+	for _, solver := range []string{"greedy", "local"} {
+		code, out, errOut := runCLI("bench", "balance", "--shards", "300", "--hosts", "6", "--seed", "4", "--solver", solver, "-o", "json")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", solver, code, errOut)
+		}
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(out), &raw); err != nil {
+			t.Fatalf("%s: %v\n%s", solver, err, out)
+		}
+		keys := make([]string, 0, len(raw))
+		for k := range raw {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		want := []string{"hosts", "max_over_lb", "max_over_mean", "moves", "objective", "seconds", "shards", "solver"}
+		if !reflect.DeepEqual(keys, want) {
+			t.Fatalf("%s: keys %v, want %v", solver, keys, want)
+		}
+		var v benchBalanceJSON
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Solver != solver || v.Shards != 300 || v.Hosts != 6 || v.Moves <= 0 || v.Seconds < 0 {
+			t.Fatalf("%s: %+v", solver, v)
+		}
+		for _, r := range []string{"cpu", "mem"} {
+			if v.MaxOverLB[r] < 1 || v.MaxOverLB[r] > 2 || v.MaxOverMean[r] < 1 {
+				t.Fatalf("%s: %s max/LB %g max/mean %g", solver, r, v.MaxOverLB[r], v.MaxOverMean[r])
+			}
+		}
+	}
+	// Same seed, same instance and plan: moves and quality repeat.
+	_, a, _ := runCLI("bench", "balance", "--shards", "300", "--hosts", "6", "--seed", "9", "-o", "json")
+	_, b, _ := runCLI("bench", "balance", "--shards", "300", "--hosts", "6", "--seed", "9", "-o", "json")
+	var va, vb benchBalanceJSON
+	if json.Unmarshal([]byte(a), &va) != nil || json.Unmarshal([]byte(b), &vb) != nil {
+		t.Fatalf("bad JSON:\n%s\n%s", a, b)
+	}
+	if va.Moves != vb.Moves || !reflect.DeepEqual(va.MaxOverLB, vb.MaxOverLB) || va.Objective != vb.Objective {
+		t.Fatalf("same seed, different results: %+v vs %+v", va, vb)
+	}
+}
+
+func TestBenchBalanceTableAndErrors(t *testing.T) {
+	code, out, errOut := runCLI("bench", "balance", "--shards", "50", "--hosts", "3", "--skew", "uniform")
+	if code != 0 || !strings.Contains(out, "max_over_lb") || !strings.Contains(out, "cpu") || !strings.Contains(out, "mem") {
+		t.Fatalf("table: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--solver", "annealing"}, `--solver: solver "annealing": unknown`},
+		{[]string{"--shards", "0"}, "--shards: must be ≥ 1"},
+		{[]string{"--hosts", "-3"}, "--hosts: must be ≥ 1"},
+		{[]string{"--skew", "pareto"}, "--skew: must be one of zipf, uniform"},
+		{[]string{"-o", "yaml"}, "--output: must be one of table, json"},
+		{[]string{"--clock", "sundial"}, "--clock: must be one of wall, cpu"},
+		{[]string{"--time-budget", "-1s"}, "--time-budget: must be ≥ 0"},
+		{[]string{"--shards", "many"}, `invalid argument "many" for "--shards"`},
+	} {
+		code, _, errOut := runCLI(append([]string{"bench", "balance"}, tc.args...)...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, want it to contain %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
