@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sort"
 )
 
@@ -204,12 +205,15 @@ func (ls *localSearch) step(h int) bool {
 	}
 	if len(ls.sorted) > 2*window+1 {
 		sorted := ls.sorted
-		sort.Slice(sorted, func(i, j int) bool {
-			a, b := p.Load[int(sorted[i])*R+hr], p.Load[int(sorted[j])*R+hr]
-			if a != b {
-				return a < b
+		slices.SortFunc(sorted, func(x, y int32) int {
+			a, b := p.Load[int(x)*R+hr], p.Load[int(y)*R+hr]
+			switch {
+			case a < b:
+				return -1
+			case a > b:
+				return 1
 			}
-			return sorted[i] < sorted[j]
+			return int(x) - int(y)
 		})
 		for _, c32 := range cands {
 			c := int(c32)
