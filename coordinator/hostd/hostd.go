@@ -1,0 +1,225 @@
+package hostd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/strata-sched/strata/coordinator/hostagent"
+	"github.com/strata-sched/strata/coordinator/hostagent/driver"
+	"github.com/strata-sched/strata/coordinator/session"
+	"github.com/strata-sched/strata/coordinator/telemetry"
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/interfaces/wire"
+)
+
+// Config configures a host daemon.
+type Config struct {
+	// Host is the host's id in its parent tier.
+	Host interfaces.ChildID
+	// Parents are the gRPC addresses of the parent tier's replicas.
+	Parents []string
+	// DataDir holds the agent's bbolt store (host.db) and its ownership ledger
+	// (ledger.jsonl).
+	DataDir  string
+	Capacity interfaces.Load
+	Labels   map[string]string
+	// Driver runs the shards.
+	Driver driver.Driver
+	// HTTPAddr serves /healthz, /readyz and /metrics; empty for none.
+	HTTPAddr string
+	// Clock is the wall clock in production, a fake in tests (nil = wall clock).
+	Clock interfaces.Clock
+	// Seed seeds the reconnect jitter.
+	Seed uint64
+}
+
+// Daemon is a running host.
+type Daemon struct {
+	cfg     Config
+	agent   *hostagent.Agent
+	client  *session.Client
+	metrics *telemetry.Metrics
+	http    *telemetry.Server
+	logger  *log.Logger
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu        sync.Mutex
+	leaseSeen bool
+}
+
+// Start opens the agent's state and connects to the parent.
+func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
+	if err := interfaces.ValidateID("host.id", string(cfg.Host)); err != nil {
+		return nil, err
+	}
+	if len(cfg.Parents) == 0 {
+		return nil, fmt.Errorf("parent: at least one address is required: %w", interfaces.ErrInvalid)
+	}
+	if cfg.DataDir == "" {
+		return nil, fmt.Errorf("data_dir: is required: %w", interfaces.ErrInvalid)
+	}
+	if err := interfaces.ValidateCapacity("capacity", cfg.Capacity); err != nil {
+		return nil, err
+	}
+	if cfg.Driver == nil {
+		return nil, fmt.Errorf("driver: is required: %w", interfaces.ErrInvalid)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = hostagent.WallClock{}
+	}
+	if logOut == nil {
+		logOut = io.Discard
+	}
+	d := &Daemon{cfg: cfg, logger: log.New(logOut, fmt.Sprintf("host/%s ", cfg.Host), log.LstdFlags|log.Lmicroseconds)}
+	var err error
+	d.agent, err = hostagent.Open(hostagent.Config{
+		Host:       cfg.Host,
+		StorePath:  filepath.Join(cfg.DataDir, "host.db"),
+		LedgerPath: filepath.Join(cfg.DataDir, "ledger.jsonl"),
+		Driver:     cfg.Driver,
+		Clock:      cfg.Clock,
+		Capacity:   cfg.Capacity,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.client, err = session.NewClient(session.Config{
+		Parents: cfg.Parents,
+		Hello:   d.hello,
+		Report:  d.report,
+		Seed:    cfg.Seed,
+		Logf:    d.logger.Printf,
+	}, handler{d})
+	if err != nil {
+		d.agent.Close()
+		return nil, err
+	}
+	d.metrics = telemetry.NewMetrics(map[string]string{"tier": interfaces.TierHost, "host": string(cfg.Host)}, time.Second)
+	if cfg.HTTPAddr != "" {
+		d.http, err = telemetry.Listen(cfg.HTTPAddr, d.ready, d.metrics, nil)
+		if err != nil {
+			d.agent.Close()
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	d.wg.Add(2)
+	go func() { defer d.wg.Done(); _ = d.client.Run(ctx) }()
+	go func() {
+		defer d.wg.Done()
+		_ = d.agent.Run(ctx, func(err error) { d.logger.Printf("tick: %v", err) })
+	}()
+	return d, nil
+}
+
+// Agent exposes the host agent (tests, tools).
+func (d *Daemon) Agent() *hostagent.Agent { return d.agent }
+
+// HTTPAddr is where /healthz, /readyz and /metrics are served ("" when off).
+func (d *Daemon) HTTPAddr() string {
+	if d.http == nil {
+		return ""
+	}
+	return d.http.Addr()
+}
+
+func (d *Daemon) ready() error {
+	if d.client.Connected() == "" {
+		return errors.New("no session with the parent tier")
+	}
+	if _, ok := d.agent.LeaseDeadline(d.cfg.Clock.Now()); !ok {
+		return errors.New("no valid lease")
+	}
+	return nil
+}
+
+// Close stops the session, then stops every shard and closes the agent.
+func (d *Daemon) Close() error {
+	d.cancel()
+	d.wg.Wait()
+	if d.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = d.http.Shutdown(ctx)
+		cancel()
+	}
+	d.metrics.Close()
+	return d.agent.Close()
+}
+
+func (d *Daemon) hello() *wire.Hello {
+	h := d.agent.Hello()
+	held := make(map[string]uint64, len(h.Held))
+	for _, x := range h.Held {
+		held[string(x.Shard)] = uint64(x.Epoch)
+	}
+	return &wire.Hello{
+		ChildId:            string(d.cfg.Host),
+		Tier:               interfaces.TierHost,
+		Capacity:           wire.LoadToWire(d.cfg.Capacity),
+		Labels:             d.cfg.Labels,
+		ProtocolVersion:    wire.ContractVersion,
+		MinProtocolVersion: wire.MinContractVersion,
+		HeldEpochs:         held,
+	}
+}
+
+func (d *Daemon) report() *wire.Report {
+	r := d.agent.Report(d.cfg.Clock.Now())
+	s := d.metrics.Scope
+	s.Gauge("host_shards_running").Update(float64(len(r.Shards)))
+	for _, res := range r.Used.Names() {
+		s.Tagged(map[string]string{"resource": res}).Gauge("host_load").Update(r.Used.Get(res))
+	}
+	return wire.ReportToWire(r)
+}
+
+type handler struct{ d *Daemon }
+
+func (h handler) OnLease(g *wire.LeaseGrant, at time.Time) {
+	// The agent measures the lease from its own clock at receipt.
+	now := h.d.cfg.Clock.Now()
+	if err := h.d.agent.LeaseGrant(context.Background(), now, time.Duration(g.GetTtlNanos()), nil); err != nil {
+		h.d.logger.Printf("lease: %v", err)
+	}
+}
+
+func ackOf(kind wire.AckKind, shard string, epoch uint64, err error) *wire.Ack {
+	a := &wire.Ack{Shard: shard, Epoch: epoch, Kind: kind, Ok: err == nil}
+	if err != nil {
+		a.Error = err.Error()
+	}
+	return a
+}
+
+func (h handler) OnAssign(a *wire.Assign) *wire.Ack {
+	spec, err := wire.ShardFromWire(a.GetShard())
+	if err == nil {
+		err = h.d.agent.Assign(context.Background(), h.d.cfg.Clock.Now(), spec, interfaces.Epoch(a.GetEpoch()))
+	}
+	if err != nil {
+		h.d.logger.Printf("assign %s@%d: %v", a.GetShard().GetId(), a.GetEpoch(), err)
+	}
+	return ackOf(wire.AckKind_ACK_KIND_ASSIGN, a.GetShard().GetId(), a.GetEpoch(), err)
+}
+
+func (h handler) OnRevoke(r *wire.Revoke) *wire.Ack {
+	err := h.d.agent.Revoke(context.Background(), h.d.cfg.Clock.Now(), interfaces.ShardID(r.GetShard()), interfaces.Epoch(r.GetEpoch()))
+	if err != nil {
+		h.d.logger.Printf("revoke %s@%d: %v", r.GetShard(), r.GetEpoch(), err)
+	}
+	return ackOf(wire.AckKind_ACK_KIND_REVOKE, r.GetShard(), r.GetEpoch(), err)
+}
+
+func (h handler) OnConstraints(*wire.Constraints) {}
+
+func (h handler) OnDisconnect(err error) {
+	h.d.logger.Printf("session ended: %v (shards keep running until the lease expires)", err)
+}

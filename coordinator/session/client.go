@@ -1,0 +1,294 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/strata-sched/strata/interfaces/wire"
+)
+
+// Handler receives what the parent sends. Methods are called one at a time, in
+// stream order. OnAssign and OnRevoke return the Ack to send back (nil sends none).
+type Handler interface {
+	// OnLease is called for every LeaseGrant; receivedAt is when it arrived.
+	OnLease(g *wire.LeaseGrant, receivedAt time.Time)
+	OnAssign(a *wire.Assign) *wire.Ack
+	OnRevoke(r *wire.Revoke) *wire.Ack
+	OnConstraints(c *wire.Constraints)
+	// OnDisconnect is called when a live session ends (the lease keeps running
+	// down on its own; the handler decides what to do when it expires).
+	OnDisconnect(err error)
+}
+
+// Config configures a Client.
+type Config struct {
+	// Parents are the gRPC addresses of the parent's replicas. Required.
+	Parents []string
+	// Hello builds the Hello sent at the start of every session; it is called
+	// anew each time so it carries the shards held at that moment. Required.
+	Hello func() *wire.Hello
+	// Report builds a Report; nil sends none.
+	Report func() *wire.Report
+	// ReportInterval is how often a Report is sent (default 1s); a LeaseGrant may
+	// change it.
+	ReportInterval time.Duration
+	// BackoffMin and BackoffMax bound the reconnect backoff (defaults 100ms, 5s).
+	BackoffMin, BackoffMax time.Duration
+	// Seed seeds the backoff jitter.
+	Seed uint64
+	// DialOptions are extra gRPC dial options (e.g. TLS); insecure by default.
+	DialOptions []grpc.DialOption
+	// Logf logs connection events; nil discards.
+	Logf func(format string, args ...any)
+}
+
+// Client is the child side of one session.
+type Client struct {
+	cfg     Config
+	handler Handler
+	hints   chan *wire.Hint
+	acks    chan *wire.Ack
+
+	mu        sync.Mutex
+	connected string // the parent address of the live session, "" when none
+	interval  time.Duration
+}
+
+// NewClient checks cfg and returns a client; call Run to start it.
+func NewClient(cfg Config, h Handler) (*Client, error) {
+	if len(cfg.Parents) == 0 {
+		return nil, errors.New("session: at least one parent address is required")
+	}
+	if cfg.Hello == nil || h == nil {
+		return nil, errors.New("session: Hello and a handler are required")
+	}
+	if cfg.ReportInterval <= 0 {
+		cfg.ReportInterval = time.Second
+	}
+	if cfg.BackoffMin <= 0 {
+		cfg.BackoffMin = 100 * time.Millisecond
+	}
+	if cfg.BackoffMax < cfg.BackoffMin {
+		cfg.BackoffMax = 5 * time.Second
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	return &Client{cfg: cfg, handler: h, hints: make(chan *wire.Hint, 64), acks: make(chan *wire.Ack, 1024), interval: cfg.ReportInterval}, nil
+}
+
+// Connected returns the address of the parent replica of the live session, or ""
+// when there is none.
+func (c *Client) Connected() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.connected
+}
+
+// SendHint queues a hint for the parent; it is dropped (and false returned) when
+// the queue is full.
+func (c *Client) SendHint(h *wire.Hint) bool {
+	select {
+	case c.hints <- h:
+		return true
+	default:
+		return false
+	}
+}
+
+// Run keeps a session open until ctx ends, reconnecting with backoff. It returns
+// ctx's error.
+func (c *Client) Run(ctx context.Context) error {
+	rng := rand.New(rand.NewPCG(c.cfg.Seed, 0x5e55))
+	backoff := c.cfg.BackoffMin
+	next := 0
+	redirect := ""
+	for ctx.Err() == nil {
+		addr := redirect
+		if addr == "" {
+			addr = c.cfg.Parents[next%len(c.cfg.Parents)]
+			next++
+		}
+		redirect = ""
+		leader, live, err := c.session(ctx, addr)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case leader != "":
+			c.cfg.Logf("session: %s redirects to leader %s", addr, leader)
+			redirect = leader
+			continue // follow a redirect at once
+		case live:
+			backoff = c.cfg.BackoffMin // the session worked; start over quickly
+		}
+		if err != nil {
+			c.cfg.Logf("session: %s: %v", addr, err)
+		}
+		// Full jitter: sleep uniformly in [backoff/2, backoff).
+		d := backoff/2 + time.Duration(rng.Int64N(int64(backoff/2)+1))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+		if backoff *= 2; backoff > c.cfg.BackoffMax {
+			backoff = c.cfg.BackoffMax
+		}
+	}
+	return ctx.Err()
+}
+
+// session runs one stream to addr. It returns the leader's address when addr
+// redirected, and whether a session was established (a LeaseGrant received).
+func (c *Client) session(ctx context.Context, addr string) (leader string, live bool, err error) {
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, c.cfg.DialOptions...)
+	conn, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return "", false, err
+	}
+	defer conn.Close()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := wire.NewSessionClient(conn).Connect(sctx)
+	if err != nil {
+		return "", false, err
+	}
+	if err := stream.Send(&wire.ChildMessage{Msg: &wire.ChildMessage_Hello{Hello: c.cfg.Hello()}}); err != nil {
+		return "", false, err
+	}
+	// The first answer is a LeaseGrant or a Redirect.
+	first, err := stream.Recv()
+	if err != nil {
+		return "", false, wire.FromStatus(err)
+	}
+	if r := first.GetRedirect(); r != nil {
+		if r.GetLeaderAddress() == "" || r.GetLeaderAddress() == addr {
+			return "", false, fmt.Errorf("%s is not the leader and knows none yet", addr)
+		}
+		return r.GetLeaderAddress(), false, nil
+	}
+	g := first.GetLeaseGrant()
+	if g == nil {
+		return "", false, fmt.Errorf("%s answered Hello with %T, want a LeaseGrant", addr, first.GetMsg())
+	}
+	c.mu.Lock()
+	c.connected = addr
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.connected = ""
+		c.mu.Unlock()
+	}()
+	c.cfg.Logf("session: connected to %s (leader %s)", addr, g.GetLeaderId())
+
+	out := make(chan *wire.ChildMessage, 256)
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- c.sender(sctx, stream, out) }()
+
+	c.onLease(g)
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			cancel()
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("parent %s closed the session", addr)
+			}
+			err = wire.FromStatus(err)
+			c.handler.OnDisconnect(err)
+			<-sendErr
+			return "", true, err
+		}
+		var ack *wire.Ack
+		switch msg := m.GetMsg().(type) {
+		case *wire.ParentMessage_LeaseGrant:
+			c.onLease(msg.LeaseGrant)
+		case *wire.ParentMessage_Assign:
+			ack = c.handler.OnAssign(msg.Assign)
+		case *wire.ParentMessage_Revoke:
+			ack = c.handler.OnRevoke(msg.Revoke)
+		case *wire.ParentMessage_Constraints:
+			c.handler.OnConstraints(msg.Constraints)
+		case *wire.ParentMessage_Redirect:
+			// Leadership moved: the old leader tells us where to go.
+			cancel()
+			c.handler.OnDisconnect(fmt.Errorf("parent %s is no longer the leader", addr))
+			<-sendErr
+			return msg.Redirect.GetLeaderAddress(), true, nil
+		}
+		if ack != nil {
+			select {
+			case out <- &wire.ChildMessage{Msg: &wire.ChildMessage_Ack{Ack: ack}}:
+			case <-sctx.Done():
+			}
+		}
+	}
+}
+
+func (c *Client) onLease(g *wire.LeaseGrant) {
+	if n := g.GetReportIntervalNanos(); n > 0 {
+		c.mu.Lock()
+		c.interval = time.Duration(n)
+		c.mu.Unlock()
+	}
+	c.handler.OnLease(g, time.Now())
+}
+
+func (c *Client) reportInterval() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.interval
+}
+
+// sender owns the stream's send side: acks, hints and periodic reports.
+func (c *Client) sender(ctx context.Context, stream grpc.BidiStreamingClient[wire.ChildMessage, wire.ParentMessage], out <-chan *wire.ChildMessage) error {
+	send := func(m *wire.ChildMessage) error { return stream.Send(m) }
+	timer := time.NewTimer(0) // first report at once
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case m := <-out:
+			if err := send(m); err != nil {
+				return err
+			}
+		case a := <-c.acks:
+			if err := send(&wire.ChildMessage{Msg: &wire.ChildMessage_Ack{Ack: a}}); err != nil {
+				return err
+			}
+		case h := <-c.hints:
+			if err := send(&wire.ChildMessage{Msg: &wire.ChildMessage_Hint{Hint: h}}); err != nil {
+				return err
+			}
+		case <-timer.C:
+			if c.cfg.Report != nil {
+				if r := c.cfg.Report(); r != nil {
+					if err := send(&wire.ChildMessage{Msg: &wire.ChildMessage_Report{Report: r}}); err != nil {
+						return err
+					}
+				}
+			}
+			timer.Reset(c.reportInterval())
+		}
+	}
+}
+
+// SendAck queues an ack that is sent later than the message it answers (e.g. a
+// revoke that waited for a child of ours). It is dropped when no session is live
+// or the queue is full; the parent re-sends what it still waits for.
+func (c *Client) SendAck(a *wire.Ack) bool {
+	select {
+	case c.acks <- a:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,14 @@
+// Package session runs the child side of the shard-assignment protocol (DESIGN.md
+// §3): one long-lived gRPC bidirectional stream from a child (a host agent, or a
+// tier instance's leader) to whichever replica leads its parent.
+//
+// Client.Run dials the parent replicas in turn, sends Hello, follows a Redirect to
+// the leader, then pumps messages until the stream breaks, and starts over with
+// exponential backoff (with jitter from a seeded source). Messages from the parent
+// go to a Handler on the session goroutine, in order; the acks it returns are sent
+// back on the same stream. Reports are sent every report interval (the parent may
+// set it in its LeaseGrant).
+//
+// Goroutines: Run's own (connect loop and receive loop), one sender per live
+// stream (reports, acks, hints), and gRPC's. All stop when Run's context ends.
+package session

@@ -1,0 +1,230 @@
+package tierd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/uber-go/tally/v4"
+	"google.golang.org/grpc"
+
+	"github.com/strata-sched/strata/coordinator/fsm"
+	"github.com/strata-sched/strata/coordinator/raftnode"
+	"github.com/strata-sched/strata/coordinator/session"
+	"github.com/strata-sched/strata/coordinator/telemetry"
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/tiers"
+)
+
+// Daemon is one running replica of a tier instance.
+type Daemon struct {
+	wire.UnimplementedSessionServer
+	wire.UnimplementedAdminServer
+
+	cfg     Config
+	tier    *raftnode.Tier
+	policy  interfaces.Policy
+	grpc    *grpc.Server
+	lis     net.Listener
+	metrics *telemetry.Metrics
+	scope   tally.Scope
+	http    *telemetry.Server
+	logger  *log.Logger
+
+	mu          sync.Mutex
+	sessions    map[interfaces.ChildID]*childSession
+	lastGrant   map[interfaces.ChildID]time.Time
+	reports     map[interfaces.ChildID]interfaces.Report
+	addrs       map[interfaces.ChildID]string // children's admin (gRPC) addresses, from Hello
+	leader      bool
+	leaderSince time.Time
+	revokeSent  map[interfaces.ShardID]time.Time // in-flight moves: when Revoke was last sent
+	assignSent  map[interfaces.ShardID]time.Time // when Assign was last (re)sent
+	lastRound   roundRecord
+
+	up *uplink // nil for the top tier
+
+	wake   chan struct{}
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+// roundRecord explains the last control round, for status.
+type roundRecord struct {
+	At       time.Time
+	Mode     string
+	Planned  int
+	Accepted int
+	Rejected int
+	Err      string
+}
+
+// Start opens the replica's Raft state, starts its servers and its control loop.
+// logOut receives the daemon's log; nil discards it.
+func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logOut == nil {
+		logOut = io.Discard
+	}
+	policy, err := tiers.New(cfg.Policy, cfg.PolicyConfig)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	d := &Daemon{
+		cfg:        cfg,
+		policy:     policy,
+		logger:     log.New(logOut, fmt.Sprintf("%s/%s/%s ", cfg.Tier, cfg.Instance, cfg.NodeID), log.LstdFlags|log.Lmicroseconds),
+		sessions:   map[interfaces.ChildID]*childSession{},
+		lastGrant:  map[interfaces.ChildID]time.Time{},
+		reports:    map[interfaces.ChildID]interfaces.Report{},
+		addrs:      map[interfaces.ChildID]string{},
+		revokeSent: map[interfaces.ShardID]time.Time{},
+		assignSent: map[interfaces.ShardID]time.Time{},
+		wake:       make(chan struct{}, 1),
+	}
+	d.tier, err = raftnode.StartTier(raftnode.Config{
+		ID:        cfg.NodeID,
+		Dir:       filepath.Join(cfg.DataDir, "raft"),
+		RaftBind:  cfg.RaftAddr,
+		AdminBind: cfg.AdminAddr,
+		LogOutput: logOut,
+	}, fsm.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("raft: %w", err)
+	}
+	if cfg.Bootstrap {
+		if err := d.bootstrap(); err != nil {
+			d.tier.Shutdown()
+			return nil, err
+		}
+	}
+	d.metrics = telemetry.NewMetrics(map[string]string{"tier": cfg.Tier, "instance": cfg.Instance, "node": cfg.NodeID}, time.Second)
+	d.scope = d.metrics.Scope
+	d.lis, err = net.Listen("tcp", cfg.GRPCAddr)
+	if err != nil {
+		d.tier.Shutdown()
+		return nil, fmt.Errorf("listen.grpc %s: %w", cfg.GRPCAddr, err)
+	}
+	d.grpc = grpc.NewServer()
+	wire.RegisterSessionServer(d.grpc, d)
+	wire.RegisterAdminServer(d.grpc, d)
+	go func() { _ = d.grpc.Serve(d.lis) }()
+	if cfg.HTTPAddr != "" {
+		d.http, err = telemetry.Listen(cfg.HTTPAddr, d.ready, d.metrics, nil)
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
+	if len(cfg.Parent) > 0 {
+		d.up = newUplink(d)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	d.done.Add(1)
+	go func() { defer d.done.Done(); d.loop(ctx) }()
+	return d, nil
+}
+
+func (d *Daemon) bootstrap() error {
+	peers := d.cfg.Peers
+	if len(peers) == 0 {
+		peers = []Peer{{ID: d.cfg.NodeID, Raft: d.tier.RaftAddr()}}
+	}
+	servers := make([]raft.Server, 0, len(peers))
+	for _, p := range peers {
+		servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Raft), Suffrage: raft.Voter})
+	}
+	err := d.tier.BootstrapServers(servers)
+	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	return nil
+}
+
+// GRPCAddr is the address the gRPC server (sessions and Admin) listens on.
+func (d *Daemon) GRPCAddr() string { return d.lis.Addr().String() }
+
+// HTTPAddr is the address of /healthz, /readyz and /metrics ("" when off).
+func (d *Daemon) HTTPAddr() string {
+	if d.http == nil {
+		return ""
+	}
+	return d.http.Addr()
+}
+
+// Tier gives access to the replica's Raft node and FSM (tests, tools).
+func (d *Daemon) Tier() *raftnode.Tier { return d.tier }
+
+// IsLeader reports whether this replica leads its group.
+func (d *Daemon) IsLeader() bool { return d.tier.IsLeader() }
+
+func (d *Daemon) ready() error {
+	if _, id := d.tier.Raft().LeaderWithID(); id == "" {
+		return errors.New("no Raft leader known")
+	}
+	if d.up != nil && d.IsLeader() && d.up.client.Connected() == "" {
+		return errors.New("no session with the parent tier")
+	}
+	return nil
+}
+
+// Close stops the replica: the control loop, the sessions, the servers and Raft.
+func (d *Daemon) Close() error {
+	if d.cancel != nil {
+		d.cancel()
+	}
+	d.done.Wait()
+	if d.grpc != nil {
+		d.grpc.Stop()
+	}
+	if d.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = d.http.Shutdown(ctx)
+		cancel()
+	}
+	if d.metrics != nil {
+		_ = d.metrics.Close()
+	}
+	return d.tier.Shutdown()
+}
+
+// leaderGRPC returns the gRPC address of the current leader, from the configured
+// peers, or "" when unknown.
+func (d *Daemon) leaderGRPC() (addr, id string) {
+	_, lid := d.tier.Raft().LeaderWithID()
+	for _, p := range d.cfg.Peers {
+		if p.ID == string(lid) {
+			return p.GRPC, p.ID
+		}
+	}
+	return "", string(lid)
+}
+
+// exec commits a command and returns its result; the error covers both the commit
+// and a rejection of its single operation.
+func (d *Daemon) exec(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return d.tier.Exec(ctx, c)
+}
+
+func (d *Daemon) poke() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+var _ session.Handler = (*uplinkHandler)(nil)

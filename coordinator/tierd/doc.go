@@ -1,0 +1,34 @@
+// Package tierd runs one replica of a tier instance above the hosts — the global
+// tier, a region, or a custom tier — as a daemon: its Raft group
+// (coordinator/raftnode with the coordinator/fsm state), the parent side of the
+// shard-assignment sessions its children open, the control loop its leader runs,
+// the uplink session to its own parent (for every tier but the top one), and the
+// Admin gRPC service the CLI talks to.
+//
+// # Moves and the safety rules (DESIGN.md §3)
+//
+// Every decision is committed through Raft before anyone is told. A first
+// placement, or a move away from a child whose lease has expired, commits the new
+// owner with epoch+1 and then sends Assign. A move away from a live child commits
+// BeginMove (the move is in flight), sends Revoke to the old owner, and only after
+// its Ack (or the expiry of its lease) commits CompleteMove (epoch+1) and sends
+// Assign to the new owner. Children ignore messages with an epoch older than the
+// one they hold.
+//
+// # Leases
+//
+// The leader renews a child's lease (LeaseGrant, ttl T) on every Report it gets.
+// The child fences itself at receipt + T − margin. The leader declares a child
+// lost only when now > max(last grant sent, leader since) + T + grace, so a new
+// leader, which does not know its predecessor's grants, waits a full lease first.
+// A tier that has a parent offers its children leases no longer than its own
+// lease from the parent has left: when a region loses its parent, its hosts fence
+// before the parent may give the region's shards away.
+//
+// # Goroutines
+//
+// Per replica: the control loop (leader work only; idles on followers), the
+// uplink client (runs while leader), one receive loop and one send loop per child
+// session (gRPC's), the gRPC server, raft's own and the telemetry server's. The
+// session registry is guarded by one mutex; the FSM by raftnode's lock.
+package tierd

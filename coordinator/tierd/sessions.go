@@ -1,0 +1,395 @@
+package tierd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/strata-sched/strata/coordinator/fsm"
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/interfaces/wire"
+)
+
+// childSession is the parent side of one child's live stream.
+type childSession struct {
+	id      interfaces.ChildID
+	out     chan *wire.ParentMessage
+	version uint32
+	closed  chan struct{}
+}
+
+// send queues m for the child without blocking; a full queue drops m (the
+// reconciliation on the next report or Hello re-sends what matters).
+func (s *childSession) send(m *wire.ParentMessage) bool {
+	select {
+	case s.out <- m:
+		return true
+	case <-s.closed:
+		return false
+	default:
+		return false
+	}
+}
+
+// Connect is the parent side of the shard-assignment session.
+func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return status.Error(codes.InvalidArgument, "session: the first message must be a Hello")
+	}
+	child, err := d.helloChild(hello)
+	if err != nil {
+		return wire.ToStatus(err)
+	}
+	version, err := wire.Negotiate(wire.SupportedVersions(), wire.HelloVersions(hello))
+	if err != nil {
+		return wire.ToStatus(err)
+	}
+	if !d.IsLeader() {
+		addr, id := d.leaderGRPC()
+		return stream.Send(&wire.ParentMessage{Msg: &wire.ParentMessage_Redirect{Redirect: &wire.Redirect{LeaderAddress: addr, LeaderId: id}}})
+	}
+	if d.up != nil && d.up.leaseLeft(time.Now()) <= 0 {
+		// Leases below us are bounded by ours: without one we can grant none.
+		return status.Error(codes.Unavailable, "this tier holds no lease from its parent yet; retry shortly")
+	}
+	ctx := stream.Context()
+	// Register (or refresh) the child. A draining child stays draining; a failed
+	// one that is back is active again.
+	if old, ok := d.tier.FSM.Child(child.ID); ok && old.State == interfaces.ChildDraining {
+		child.State = interfaces.ChildDraining
+	}
+	if old, ok := d.tier.FSM.Child(child.ID); !ok || !sameChild(old, child) {
+		if _, err := d.exec(ctx, &fsm.PutChild{Child: child}); err != nil {
+			return wire.ToStatus(fmt.Errorf("registering child %s: %w", child.ID, err))
+		}
+	}
+	s := &childSession{id: child.ID, out: make(chan *wire.ParentMessage, 8192), version: version, closed: make(chan struct{})}
+	d.mu.Lock()
+	if old := d.sessions[child.ID]; old != nil {
+		close(old.closed) // a newer session replaces it
+	}
+	d.sessions[child.ID] = s
+	if a := hello.GetAddress(); a != "" {
+		d.addrs[child.ID] = a
+	}
+	d.mu.Unlock()
+	d.scope.Counter("sessions_opened_total").Inc(1)
+	d.logger.Printf("session: %s connected (%d shards held)", child.ID, len(hello.GetHeldEpochs()))
+	defer func() {
+		d.mu.Lock()
+		if d.sessions[child.ID] == s {
+			delete(d.sessions, child.ID)
+			close(s.closed)
+		}
+		d.mu.Unlock()
+		d.logger.Printf("session: %s disconnected", child.ID)
+	}()
+
+	d.grant(s)
+	d.reconcileHeld(s, hello.GetHeldEpochs())
+	d.poke()
+
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			d.onChildMessage(ctx, s, m)
+		}
+	}()
+	for {
+		select {
+		case m := <-s.out:
+			if err := stream.Send(m); err != nil {
+				return err
+			}
+		case err := <-recvErr:
+			return err
+		case <-s.closed:
+			return status.Error(codes.Aborted, "session replaced by a newer one")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func sameChild(a, b interfaces.Child) bool {
+	if a.ID != b.ID || a.Tier != b.Tier || a.State != b.State || !a.Capacity.Equal(b.Capacity) || len(a.Labels) != len(b.Labels) {
+		return false
+	}
+	for k, v := range a.Labels {
+		if b.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *Daemon) helloChild(h *wire.Hello) (interfaces.Child, error) {
+	capacity, err := wire.LoadFromWire(h.GetCapacity())
+	if err != nil {
+		return interfaces.Child{}, fmt.Errorf("hello.capacity: %w", err)
+	}
+	tier := h.GetTier()
+	if tier == "" {
+		tier = d.cfg.ChildTier
+	}
+	c := interfaces.Child{ID: interfaces.ChildID(h.GetChildId()), Tier: tier, Capacity: capacity, Labels: h.GetLabels()}
+	if len(c.Labels) == 0 {
+		c.Labels = nil
+	}
+	if err := interfaces.ValidateChild(c); err != nil {
+		return interfaces.Child{}, fmt.Errorf("hello: %w", err)
+	}
+	return c, nil
+}
+
+// grant sends a LeaseGrant to s and records when. A tier with a parent offers no
+// more than what its own lease has left.
+func (d *Daemon) grant(s *childSession) {
+	ttl := d.cfg.LeaseTTL
+	if d.up != nil {
+		left := d.up.leaseLeft(time.Now())
+		if left <= 0 {
+			return // our own lease has run out: let the children fence
+		}
+		if left < ttl {
+			ttl = left
+		}
+	}
+	_, leaderID := d.leaderGRPC()
+	g := &wire.LeaseGrant{
+		LeaseId:             fmt.Sprintf("%s/%s", d.cfg.Instance, s.id),
+		TtlNanos:            int64(ttl),
+		Term:                d.tier.Raft().CurrentTerm(),
+		LeaderId:            leaderID,
+		ProtocolVersion:     s.version,
+		ReportIntervalNanos: int64(d.cfg.ReportInterval),
+	}
+	if s.send(&wire.ParentMessage{Msg: &wire.ParentMessage_LeaseGrant{LeaseGrant: g}}) {
+		d.mu.Lock()
+		d.lastGrant[s.id] = time.Now()
+		d.mu.Unlock()
+	}
+}
+
+// reconcileHeld compares what a (re)connecting child holds with the committed
+// assignment: shards it should run and does not (or at an older epoch) are
+// assigned again; shards it holds that are not its own are revoked. Epochs here
+// are wire epochs (see epochs.go).
+func (d *Daemon) reconcileHeld(s *childSession, held map[string]uint64) {
+	for _, a := range d.tier.FSM.Assignments() {
+		if a.Child != s.id {
+			continue
+		}
+		want, ok := d.wireEpoch(a.Shard, a.Epoch)
+		if !ok {
+			continue
+		}
+		if e, has := held[string(a.Shard)]; !has || e < want {
+			d.sendAssign(s.id, a.Shard, a.Epoch)
+		}
+	}
+	for id, e := range held {
+		st, ok := d.tier.FSM.Shard(interfaces.ShardID(id))
+		if ok && st.Owner == s.id {
+			continue
+		}
+		if ok && st.InFlight != nil && st.InFlight.From == s.id {
+			continue // the in-flight move's revoke is re-sent by the loop
+		}
+		epoch := e
+		if ok {
+			if w, known := d.wireEpoch(st.Spec.ID, st.Epoch); known && w > epoch {
+				epoch = w
+			}
+		}
+		s.send(&wire.ParentMessage{Msg: &wire.ParentMessage_Revoke{Revoke: &wire.Revoke{Shard: id, Epoch: epoch}}})
+	}
+}
+
+func revokeMsg(shard interfaces.ShardID, wireEpoch uint64) *wire.ParentMessage {
+	return &wire.ParentMessage{Msg: &wire.ParentMessage_Revoke{Revoke: &wire.Revoke{Shard: string(shard), Epoch: wireEpoch}}}
+}
+
+// sendAssign sends Assign(shard, epoch, spec) to child, if it has a session.
+func (d *Daemon) sendAssign(child interfaces.ChildID, shard interfaces.ShardID, epoch interfaces.Epoch) bool {
+	st, ok := d.tier.FSM.Shard(shard)
+	if !ok {
+		return false
+	}
+	we, known := d.wireEpoch(shard, epoch)
+	if !known {
+		return false
+	}
+	d.mu.Lock()
+	s := d.sessions[child]
+	d.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	if s.send(&wire.ParentMessage{Msg: &wire.ParentMessage_Assign{Assign: &wire.Assign{Shard: wire.ShardToWire(st.Spec), Epoch: we}}}) {
+		d.mu.Lock()
+		d.assignSent[shard] = time.Now()
+		d.mu.Unlock()
+		return true
+	}
+	return false
+}
+
+// sendRevoke sends Revoke(shard, epoch) to child, if it has a session; epoch is
+// this tier's (local) epoch.
+func (d *Daemon) sendRevoke(child interfaces.ChildID, shard interfaces.ShardID, epoch interfaces.Epoch) bool {
+	we, known := d.wireEpoch(shard, epoch)
+	if !known {
+		return false
+	}
+	d.mu.Lock()
+	s := d.sessions[child]
+	d.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	if s.send(revokeMsg(shard, we)) {
+		d.mu.Lock()
+		d.revokeSent[shard] = time.Now()
+		d.mu.Unlock()
+		return true
+	}
+	return false
+}
+
+func (d *Daemon) onChildMessage(ctx context.Context, s *childSession, m *wire.ChildMessage) {
+	switch msg := m.GetMsg().(type) {
+	case *wire.ChildMessage_Report:
+		r, err := wire.ReportFromWire(msg.Report)
+		if err != nil {
+			d.logger.Printf("session %s: bad report: %v", s.id, err)
+			return
+		}
+		r.Child = s.id
+		d.mu.Lock()
+		d.reports[s.id] = r
+		d.mu.Unlock()
+		// A child tier's capacity is the sum of its children's: it changes as
+		// they come and go, and its reports say so.
+		if c, ok := d.tier.FSM.Child(s.id); ok && !r.Capacity.IsZero() && !c.Capacity.Equal(r.Capacity) {
+			c.Capacity = r.Capacity
+			if _, err := d.exec(ctx, &fsm.PutChild{Child: c}); err != nil {
+				d.logger.Printf("session %s: updating capacity: %v", s.id, err)
+			}
+		}
+		d.grant(s) // every report renews the lease
+		if d.cfg.ChildTier == interfaces.TierHost {
+			d.reconcileReport(s, r)
+		}
+	case *wire.ChildMessage_Ack:
+		d.onAck(ctx, s, msg.Ack)
+	case *wire.ChildMessage_Hint:
+		h, err := wire.HintFromWire(msg.Hint)
+		if err != nil {
+			d.logger.Printf("session %s: bad hint: %v", s.id, err)
+			return
+		}
+		d.mu.Lock()
+		r := d.reports[s.id]
+		r.Hints = append(r.Hints[:0:0], h)
+		d.reports[s.id] = r
+		d.mu.Unlock()
+	case *wire.ChildMessage_Hello:
+		d.logger.Printf("session %s: a second Hello is ignored", s.id)
+	}
+}
+
+// reconcileReport: a host reports every shard it runs. Shards it should run but
+// does not are assigned again (at most once per two report intervals); shards it
+// runs that are not its own are revoked.
+func (d *Daemon) reconcileReport(s *childSession, r interfaces.Report) {
+	running := make(map[interfaces.ShardID]bool, len(r.Shards))
+	for _, sl := range r.Shards {
+		running[sl.Shard] = true
+	}
+	now := time.Now()
+	for _, a := range d.tier.FSM.Assignments() {
+		if a.Child != s.id || running[a.Shard] {
+			continue
+		}
+		d.mu.Lock()
+		last := d.assignSent[a.Shard]
+		d.mu.Unlock()
+		if now.Sub(last) > 2*d.cfg.ReportInterval {
+			d.sendAssign(s.id, a.Shard, a.Epoch)
+		}
+	}
+	for id := range running {
+		st, ok := d.tier.FSM.Shard(id)
+		if ok && st.Owner == s.id {
+			continue
+		}
+		if ok && st.InFlight != nil && st.InFlight.From == s.id {
+			continue
+		}
+		if !ok {
+			continue // unknown here: the Hello reconciliation, which has its epoch, revokes it
+		}
+		if we, known := d.wireEpoch(id, st.Epoch); known {
+			s.send(revokeMsg(id, we))
+		}
+	}
+}
+
+// onAck: a revoke ack lets an in-flight move complete (epoch+1, then Assign to
+// the new owner), or lets a revoke asked by our parent finish.
+func (d *Daemon) onAck(ctx context.Context, s *childSession, ack *wire.Ack) {
+	shard := interfaces.ShardID(ack.GetShard())
+	if !ack.GetOk() {
+		d.scope.Counter("acks_failed_total").Inc(1)
+		d.logger.Printf("session %s: %s of %s@%d failed: %s", s.id, ack.GetKind(), shard, ack.GetEpoch(), ack.GetError())
+		return
+	}
+	if ack.GetKind() != wire.AckKind_ACK_KIND_REVOKE {
+		return
+	}
+	if !d.IsLeader() {
+		return
+	}
+	st, ok := d.tier.FSM.Shard(shard)
+	if ok && st.InFlight != nil && st.InFlight.From == s.id {
+		d.completeMove(ctx, shard, st.Epoch, st.InFlight.To)
+		return
+	}
+	if d.up != nil {
+		d.up.childRevoked(ctx, shard, s.id)
+	}
+}
+
+// completeMove commits an in-flight move and assigns the shard to its new owner.
+func (d *Daemon) completeMove(ctx context.Context, shard interfaces.ShardID, epoch interfaces.Epoch, to interfaces.ChildID) {
+	res, err := d.exec(ctx, &fsm.CompleteMove{Shard: shard, Epoch: epoch})
+	if err == nil {
+		err = res.Err()
+	}
+	if err != nil {
+		if !errors.Is(err, interfaces.ErrStaleEpoch) && !errors.Is(err, interfaces.ErrConflict) {
+			d.logger.Printf("complete move of %s: %v", shard, err)
+		}
+		return
+	}
+	d.mu.Lock()
+	delete(d.revokeSent, shard)
+	d.mu.Unlock()
+	d.scope.Counter("moves_committed_total").Inc(1)
+	d.sendAssign(to, shard, res.Ops[0].Epoch)
+}

@@ -1,0 +1,317 @@
+package tierd
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/strata-sched/strata/coordinator/fsm"
+	"github.com/strata-sched/strata/coordinator/session"
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/interfaces/wire"
+)
+
+// uplink is a tier instance's session with its parent, run by the leader: the
+// instance is one child of its parent. Assign puts the shard into this tier's
+// FSM (to be placed on a child); Revoke takes it back from the child that runs
+// it and acks only once that child has acked (moves go down the tree).
+type uplink struct {
+	d      *Daemon
+	client *session.Client
+
+	mu         sync.Mutex
+	leaseUntil time.Time
+	epochs     map[interfaces.ShardID]interfaces.Epoch // the parent's epoch per shard
+	revoking   map[interfaces.ShardID]interfaces.Epoch // revokes asked by the parent, not yet acked
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+type uplinkHandler struct{ u *uplink }
+
+func newUplink(d *Daemon) *uplink {
+	u := &uplink{d: d, epochs: map[interfaces.ShardID]interfaces.Epoch{}, revoking: map[interfaces.ShardID]interfaces.Epoch{}}
+	c, err := session.NewClient(session.Config{
+		Parents:        d.cfg.Parent,
+		Hello:          u.hello,
+		Report:         u.report,
+		ReportInterval: d.cfg.Interval,
+		Seed:           uint64(len(d.cfg.NodeID)),
+		Logf:           d.logger.Printf,
+	}, uplinkHandler{u})
+	if err != nil {
+		panic(err) // Config.Validate guarantees parents
+	}
+	u.client = c
+	return u
+}
+
+func (u *uplink) start(ctx context.Context) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.cancel != nil {
+		return
+	}
+	ctx, u.cancel = context.WithCancel(ctx)
+	u.done = make(chan struct{})
+	done := u.done
+	go func() { defer close(done); _ = u.client.Run(ctx) }()
+}
+
+func (u *uplink) stop() {
+	u.mu.Lock()
+	cancel, done := u.cancel, u.done
+	u.cancel, u.done = nil, nil
+	u.leaseUntil = time.Time{}
+	u.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// leaseLeft is how long this instance's own lease from its parent has to run.
+func (u *uplink) leaseLeft(now time.Time) time.Duration {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.leaseUntil.Sub(now)
+}
+
+func (u *uplink) hello() *wire.Hello {
+	d := u.d
+	var capacity interfaces.Load
+	for _, cu := range d.tier.FSM.Children() {
+		if cu.Child.State == interfaces.ChildActive {
+			capacity = capacity.Add(cu.Child.Capacity)
+		}
+	}
+	if capacity.IsZero() {
+		capacity = interfaces.Load{Tasks: 1} // no children yet: announce a token capacity
+	}
+	held := map[string]uint64{}
+	u.mu.Lock()
+	for _, a := range d.tier.FSM.Assignments() {
+		held[string(a.Shard)] = uint64(u.epochs[a.Shard])
+	}
+	u.mu.Unlock()
+	// Unplaced shards are held too: the parent gave them to us.
+	view := d.tier.FSM.View(d.cfg.Tier, d.cfg.Instance)
+	u.mu.Lock()
+	for _, s := range view.Shards {
+		if _, ok := held[string(s.ID)]; !ok {
+			held[string(s.ID)] = uint64(u.epochs[s.ID])
+		}
+	}
+	u.mu.Unlock()
+	return &wire.Hello{
+		ChildId:            d.cfg.Instance,
+		Tier:               d.cfg.Tier,
+		Capacity:           wire.LoadToWire(capacity),
+		ProtocolVersion:    wire.ContractVersion,
+		MinProtocolVersion: wire.MinContractVersion,
+		HeldEpochs:         held,
+		Address:            d.GRPCAddr(),
+	}
+}
+
+// report aggregates the children's reports: the instance's capacity and used
+// load, its headroom, its worst latency, its throughput and its heaviest shards.
+func (u *uplink) report() *wire.Report {
+	d := u.d
+	var r interfaces.Report
+	r.Child = interfaces.ChildID(d.cfg.Instance)
+	for _, cu := range d.tier.FSM.Children() {
+		if cu.Child.State == interfaces.ChildActive {
+			r.Capacity = r.Capacity.Add(cu.Child.Capacity)
+		}
+	}
+	d.mu.Lock()
+	var shards []interfaces.ShardLoad
+	for _, cr := range d.reports {
+		r.Used = r.Used.Add(cr.Used)
+		r.Throughput += cr.Throughput
+		if cr.LatencyP99 > r.LatencyP99 {
+			r.LatencyP99 = cr.LatencyP99
+		}
+		if cr.LatencyP50 > r.LatencyP50 {
+			r.LatencyP50 = cr.LatencyP50
+		}
+		shards = append(shards, cr.Shards...)
+	}
+	d.mu.Unlock()
+	r.Headroom = r.Capacity.Sub(r.Used)
+	sort.Slice(shards, func(i, j int) bool {
+		_, a := shards[i].Load.Div(r.Capacity).MaxDim()
+		_, b := shards[j].Load.Div(r.Capacity).MaxDim()
+		if a != b {
+			return a > b
+		}
+		return shards[i].Shard < shards[j].Shard
+	})
+	if len(shards) > 16 {
+		shards = shards[:16]
+	}
+	r.Shards = shards
+	if r.Capacity.IsZero() {
+		r.Capacity = interfaces.Load{Tasks: 1}
+	}
+	return wire.ReportToWire(r)
+}
+
+// filterView hides the shards being revoked for the parent from the policy: they
+// are leaving and must not be moved between children meanwhile.
+func (u *uplink) filterView(v *interfaces.View) *interfaces.View {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.revoking) == 0 {
+		return v
+	}
+	shards := v.Shards[:0:0]
+	for _, s := range v.Shards {
+		if _, gone := u.revoking[s.ID]; !gone {
+			shards = append(shards, s)
+		}
+	}
+	as := v.Assignments[:0:0]
+	for _, a := range v.Assignments {
+		if _, gone := u.revoking[a.Shard]; !gone {
+			as = append(as, a)
+		}
+	}
+	v.Shards, v.Assignments = shards, as
+	return v
+}
+
+func (h uplinkHandler) OnLease(g *wire.LeaseGrant, at time.Time) {
+	ttl := time.Duration(g.GetTtlNanos())
+	margin := ttl / 4
+	h.u.mu.Lock()
+	h.u.leaseUntil = at.Add(ttl - margin)
+	h.u.mu.Unlock()
+}
+
+func ack(kind wire.AckKind, shard string, epoch uint64, err error) *wire.Ack {
+	a := &wire.Ack{Shard: shard, Epoch: epoch, Kind: kind, Ok: err == nil}
+	if err != nil {
+		a.Error = err.Error()
+	}
+	return a
+}
+
+func (h uplinkHandler) OnAssign(a *wire.Assign) *wire.Ack {
+	u, d := h.u, h.u.d
+	spec, err := wire.ShardFromWire(a.GetShard())
+	if err != nil {
+		return ack(wire.AckKind_ACK_KIND_ASSIGN, a.GetShard().GetId(), a.GetEpoch(), err)
+	}
+	epoch := interfaces.Epoch(a.GetEpoch())
+	u.mu.Lock()
+	held := u.epochs[spec.ID]
+	u.mu.Unlock()
+	if epoch < held {
+		return ack(wire.AckKind_ACK_KIND_ASSIGN, string(spec.ID), a.GetEpoch(),
+			fmt.Errorf("shard %s: epoch %d is older than the %d held: %w", spec.ID, epoch, held, interfaces.ErrStaleEpoch))
+	}
+	if st, ok := d.tier.FSM.Shard(spec.ID); !ok || !sameSpec(st.Spec, spec) {
+		res, err := d.exec(context.Background(), &fsm.PutShards{Shards: []interfaces.Shard{spec}})
+		if err == nil {
+			err = res.Err()
+		}
+		if err != nil {
+			return ack(wire.AckKind_ACK_KIND_ASSIGN, string(spec.ID), a.GetEpoch(), err)
+		}
+	}
+	u.mu.Lock()
+	u.epochs[spec.ID] = epoch
+	delete(u.revoking, spec.ID)
+	u.mu.Unlock()
+	d.poke()
+	return ack(wire.AckKind_ACK_KIND_ASSIGN, string(spec.ID), a.GetEpoch(), nil)
+}
+
+func sameSpec(a, b interfaces.Shard) bool {
+	return a.ID == b.ID && a.Job == b.Job && a.Load.Equal(b.Load) && a.InputRate == b.InputRate &&
+		a.StateBytes == b.StateBytes && a.LatencySLO == b.LatencySLO
+}
+
+func (h uplinkHandler) OnRevoke(r *wire.Revoke) *wire.Ack {
+	u, d := h.u, h.u.d
+	shard := interfaces.ShardID(r.GetShard())
+	epoch := interfaces.Epoch(r.GetEpoch())
+	u.mu.Lock()
+	held := u.epochs[shard]
+	u.mu.Unlock()
+	if epoch < held {
+		return ack(wire.AckKind_ACK_KIND_REVOKE, r.GetShard(), r.GetEpoch(),
+			fmt.Errorf("shard %s: revoke epoch %d is older than the %d held: %w", shard, epoch, held, interfaces.ErrStaleEpoch))
+	}
+	st, ok := d.tier.FSM.Shard(shard)
+	if !ok {
+		return ack(wire.AckKind_ACK_KIND_REVOKE, r.GetShard(), r.GetEpoch(), nil) // not here: done
+	}
+	u.mu.Lock()
+	u.revoking[shard] = epoch
+	u.mu.Unlock()
+	owner := st.Owner
+	if st.InFlight != nil {
+		owner = st.InFlight.From // the source still runs it until it acks
+	}
+	if owner == "" {
+		return u.finishRevoke(context.Background(), shard)
+	}
+	if c, ok := d.tier.FSM.Child(owner); ok && c.State == interfaces.ChildFailed {
+		return u.finishRevoke(context.Background(), shard)
+	}
+	d.sendRevoke(owner, shard, st.Epoch)
+	return nil // acked when the child acks (childRevoked)
+}
+
+// childRevoked is called when a child acked a revoke that no in-flight move
+// explains: if our parent asked for that shard back, finish the revoke.
+func (u *uplink) childRevoked(ctx context.Context, shard interfaces.ShardID, _ interfaces.ChildID) {
+	u.mu.Lock()
+	_, ok := u.revoking[shard]
+	u.mu.Unlock()
+	if !ok {
+		return
+	}
+	if a := u.finishRevoke(ctx, shard); a != nil {
+		u.client.SendAck(a)
+	}
+}
+
+// finishRevoke deletes the shard from this tier (its child no longer runs it)
+// and returns the ack for the parent.
+func (u *uplink) finishRevoke(ctx context.Context, shard interfaces.ShardID) *wire.Ack {
+	d := u.d
+	u.mu.Lock()
+	epoch := u.revoking[shard]
+	u.mu.Unlock()
+	if st, ok := d.tier.FSM.Shard(shard); ok && st.InFlight != nil {
+		if _, err := d.exec(ctx, &fsm.AbortMove{Shard: shard, Epoch: st.Epoch, Reason: "revoked by the parent tier"}); err != nil {
+			return ack(wire.AckKind_ACK_KIND_REVOKE, string(shard), uint64(epoch), err)
+		}
+	}
+	res, err := d.exec(ctx, &fsm.DeleteShards{IDs: []interfaces.ShardID{shard}})
+	if err == nil {
+		if e := res.Err(); e != nil && !isNotFound(e) {
+			err = e
+		}
+	}
+	if err != nil {
+		return ack(wire.AckKind_ACK_KIND_REVOKE, string(shard), uint64(epoch), err)
+	}
+	u.mu.Lock()
+	delete(u.revoking, shard)
+	delete(u.epochs, shard)
+	u.mu.Unlock()
+	return ack(wire.AckKind_ACK_KIND_REVOKE, string(shard), uint64(epoch), nil)
+}
+
+func (h uplinkHandler) OnConstraints(*wire.Constraints) {}
+
+func (h uplinkHandler) OnDisconnect(err error) {
+	h.u.d.logger.Printf("uplink: session with the parent ended: %v", err)
+}
