@@ -73,9 +73,9 @@ func (o Options) withDefaults() Options {
 func (o Options) tier(tier, instance, addr string, parent []string) tierd.Config {
 	return tierd.Config{
 		Tier: tier, Instance: instance, NodeID: instance + "-1",
-		DataDir:   filepath.Join(o.Dir, tier, instance),
-		RaftAddr:  "127.0.0.1:0", GRPCAddr: addr, Bootstrap: true,
-		Parent:   parent, Policy: o.Policy,
+		DataDir:  filepath.Join(o.Dir, tier, instance),
+		RaftAddr: "127.0.0.1:0", GRPCAddr: addr, Bootstrap: true,
+		Parent: parent, Policy: o.Policy,
 		Interval: o.Interval, LeaseTTL: o.LeaseTTL, Grace: o.Grace,
 	}
 }
