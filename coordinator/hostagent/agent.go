@@ -307,20 +307,24 @@ func (a *Agent) Report(now time.Time) interfaces.Report {
 	r.Hints = append(r.Hints, interfaces.Hint{Kind: interfaces.HintHeadroom, Amount: r.Headroom, Reason: "spare capacity"})
 	if !r.Used.Fits(a.cfg.Capacity) {
 		excess := r.Used.Sub(a.cfg.Capacity).Max(interfaces.Load{})
-		shards := append([]interfaces.ShardLoad(nil), r.Shards...)
-		sort.SliceStable(shards, func(i, j int) bool {
-			_, x := shards[i].Load.Div(a.cfg.Capacity).MaxDim()
-			_, y := shards[j].Load.Div(a.cfg.Capacity).MaxDim()
-			return x > y
-		})
+		type cand struct {
+			sl    interfaces.ShardLoad
+			share float64
+		}
+		cands := make([]cand, len(r.Shards))
+		for i, s := range r.Shards {
+			_, share := s.Load.Div(a.cfg.Capacity).MaxDim()
+			cands[i] = cand{s, share}
+		}
+		sort.SliceStable(cands, func(i, j int) bool { return cands[i].share > cands[j].share })
 		var shed []interfaces.ShardID
 		var covered interfaces.Load
-		for _, s := range shards {
+		for _, c := range cands {
 			if excess.Fits(covered) {
 				break
 			}
-			shed = append(shed, s.Shard)
-			covered = covered.Add(s.Load)
+			shed = append(shed, c.sl.Shard)
+			covered = covered.Add(c.sl.Load)
 		}
 		r.Hints = append(r.Hints, interfaces.Hint{Kind: interfaces.HintShed, Amount: excess, Shards: shed,
 			Reason: fmt.Sprintf("used load exceeds capacity at %s", now.UTC().Format(time.RFC3339))})
