@@ -17,6 +17,10 @@ import (
 // XxxToWire translates faithfully and does not validate. XxxFromWire validates and
 // returns an *interfaces.FieldError (wrapping interfaces.ErrInvalid) that names the
 // field by its path from the converted message; a nil message reads as empty.
+//
+// Paths cost nothing unless something is wrong: each FromWire names fields from its
+// own root as constants ("shard.load.cpu"), and a caller converting a nested element
+// re-roots the error only when there is one ("view.shards[3].load.cpu").
 
 // fieldErr builds the validation error for field.
 func fieldErr(field, rule string, value any) error {
@@ -115,8 +119,8 @@ func ids[To, From ~string](in []From) []To {
 // checkIDs validates every identifier of a list.
 func checkIDs[T ~string](field string, in []T) error {
 	for i, id := range in {
-		if err := interfaces.ValidateID(fmt.Sprintf("%s[%d]", field, i), string(id)); err != nil {
-			return err
+		if err := interfaces.ValidateID(field, string(id)); err != nil {
+			return reroot(err, field, fmt.Sprintf("%s[%d]", field, i))
 		}
 	}
 	return nil
@@ -262,10 +266,7 @@ func ShardToWire(s interfaces.Shard) *Shard {
 
 // ShardFromWire converts and validates a shard spec (interfaces.ValidateShard).
 func ShardFromWire(m *Shard) (interfaces.Shard, error) {
-	return shardFromWire("shard", m)
-}
-
-func shardFromWire(field string, m *Shard) (interfaces.Shard, error) {
+	const field = "shard"
 	c := m.GetConstraints()
 	maxPer, err := checkNonNegInt(field+".constraints.max_per_child", c.GetMaxPerChild())
 	if err != nil {
@@ -287,7 +288,7 @@ func shardFromWire(field string, m *Shard) (interfaces.Shard, error) {
 		},
 	}
 	if err := interfaces.ValidateShard(s); err != nil {
-		return interfaces.Shard{}, reroot(err, "shard", field)
+		return interfaces.Shard{}, err
 	}
 	return s, nil
 }
@@ -307,10 +308,7 @@ func ChildToWire(c interfaces.Child) *Child {
 
 // ChildFromWire converts and validates a child spec (interfaces.ValidateChild).
 func ChildFromWire(m *Child) (interfaces.Child, error) {
-	return childFromWire("child", m)
-}
-
-func childFromWire(field string, m *Child) (interfaces.Child, error) {
+	const field = "child"
 	st, err := ChildStateFromWire(field+".state", m.GetState())
 	if err != nil {
 		return interfaces.Child{}, err
@@ -323,7 +321,7 @@ func childFromWire(field string, m *Child) (interfaces.Child, error) {
 		State:    st,
 	}
 	if err := interfaces.ValidateChild(c); err != nil {
-		return interfaces.Child{}, reroot(err, "child", field)
+		return interfaces.Child{}, err
 	}
 	return c, nil
 }
@@ -338,10 +336,7 @@ func AssignmentToWire(a interfaces.Assignment) *Assignment {
 // AssignmentFromWire converts and validates an assignment: shard and child are
 // required identifiers.
 func AssignmentFromWire(m *Assignment) (interfaces.Assignment, error) {
-	return assignmentFromWire("assignment", m)
-}
-
-func assignmentFromWire(field string, m *Assignment) (interfaces.Assignment, error) {
+	const field = "assignment"
 	if err := interfaces.ValidateID(field+".shard", m.GetShard()); err != nil {
 		return interfaces.Assignment{}, err
 	}
@@ -374,10 +369,7 @@ func MoveToWire(mv interfaces.Move) *Move {
 // identifiers, from is empty (a first placement) or an identifier other than to,
 // and delta is not NaN.
 func MoveFromWire(m *Move) (interfaces.Move, error) {
-	return moveFromWire("move", m)
-}
-
-func moveFromWire(field string, m *Move) (interfaces.Move, error) {
+	const field = "move"
 	if err := interfaces.ValidateID(field+".shard", m.GetShard()); err != nil {
 		return interfaces.Move{}, err
 	}
@@ -421,9 +413,9 @@ func movesFromWire(field string, in []*Move) ([]interfaces.Move, error) {
 	}
 	out := make([]interfaces.Move, len(in))
 	for i, m := range in {
-		mv, err := moveFromWire(fmt.Sprintf("%s[%d]", field, i), m)
+		mv, err := MoveFromWire(m)
 		if err != nil {
-			return nil, err
+			return nil, reroot(err, "move", fmt.Sprintf("%s[%d]", field, i))
 		}
 		out[i] = mv
 	}
@@ -440,10 +432,7 @@ func InfeasibleToWire(inf interfaces.Infeasible) *Infeasible {
 // InfeasibleFromWire converts and validates the explanation of an unplaceable
 // shard: shard and every excluded child are identifiers.
 func InfeasibleFromWire(m *Infeasible) (interfaces.Infeasible, error) {
-	return infeasibleFromWire("infeasible", m)
-}
-
-func infeasibleFromWire(field string, m *Infeasible) (interfaces.Infeasible, error) {
+	const field = "infeasible"
 	if err := interfaces.ValidateID(field+".shard", m.GetShard()); err != nil {
 		return interfaces.Infeasible{}, err
 	}
@@ -471,12 +460,6 @@ func SummaryToWire(s interfaces.Summary) *Summary {
 	}
 }
 
-// SummaryFromWire converts and validates a quality summary: per-resource values are
-// numbers (±Inf allowed, NaN not) under non-empty names, counts and solve time ≥ 0.
-func SummaryFromWire(m *Summary) (interfaces.Summary, error) {
-	return summaryFromWire("summary", m)
-}
-
 func resourceMapFromWire(field string, m map[string]float64) (map[interfaces.Resource]float64, error) {
 	for _, k := range sortedKeys(m) {
 		if k == "" {
@@ -489,7 +472,10 @@ func resourceMapFromWire(field string, m map[string]float64) (map[interfaces.Res
 	return copyMap[interfaces.Resource](m), nil
 }
 
-func summaryFromWire(field string, m *Summary) (interfaces.Summary, error) {
+// SummaryFromWire converts and validates a quality summary: per-resource values are
+// numbers (±Inf allowed, NaN not) under non-empty names, counts and solve time ≥ 0.
+func SummaryFromWire(m *Summary) (interfaces.Summary, error) {
+	const field = "summary"
 	var s interfaces.Summary
 	var err error
 	if s.MaxOverMean, err = resourceMapFromWire(field+".max_over_mean", m.GetMaxOverMean()); err != nil {
@@ -539,10 +525,7 @@ func PlanToWire(p interfaces.Plan) *Plan {
 // PlanFromWire converts and validates a plan: a declared status, valid moves,
 // infeasible entries and summary.
 func PlanFromWire(m *Plan) (interfaces.Plan, error) {
-	return planFromWire("plan", m)
-}
-
-func planFromWire(field string, m *Plan) (interfaces.Plan, error) {
+	const field = "plan"
 	st, err := StatusFromWire(field+".status", m.GetStatus())
 	if err != nil {
 		return interfaces.Plan{}, err
@@ -554,13 +537,13 @@ func planFromWire(field string, m *Plan) (interfaces.Plan, error) {
 	if n := len(m.GetInfeasible()); n > 0 {
 		p.Infeasible = make([]interfaces.Infeasible, n)
 		for i, x := range m.GetInfeasible() {
-			if p.Infeasible[i], err = infeasibleFromWire(fmt.Sprintf("%s.infeasible[%d]", field, i), x); err != nil {
-				return interfaces.Plan{}, err
+			if p.Infeasible[i], err = InfeasibleFromWire(x); err != nil {
+				return interfaces.Plan{}, reroot(err, "infeasible", fmt.Sprintf("%s.infeasible[%d]", field, i))
 			}
 		}
 	}
-	if p.Summary, err = summaryFromWire(field+".summary", m.GetSummary()); err != nil {
-		return interfaces.Plan{}, err
+	if p.Summary, err = SummaryFromWire(m.GetSummary()); err != nil {
+		return interfaces.Plan{}, reroot(err, "summary", field+".summary")
 	}
 	return p, nil
 }
@@ -584,10 +567,7 @@ func ConstraintToWire(c interfaces.Constraint) *Constraint {
 // kind, identifiers for shards and children, a valid limit, max and max_bytes ≥ 0,
 // and at least one child for a pin.
 func ConstraintFromWire(m *Constraint) (interfaces.Constraint, error) {
-	return constraintFromWire("constraint", m)
-}
-
-func constraintFromWire(field string, m *Constraint) (interfaces.Constraint, error) {
+	const field = "constraint"
 	kind, err := ConstraintKindFromWire(field+".kind", m.GetKind())
 	if err != nil {
 		return interfaces.Constraint{}, err
@@ -640,9 +620,9 @@ func constraintsFromWire(field string, in []*Constraint) ([]interfaces.Constrain
 	}
 	out := make([]interfaces.Constraint, len(in))
 	for i, m := range in {
-		c, err := constraintFromWire(fmt.Sprintf("%s[%d]", field, i), m)
+		c, err := ConstraintFromWire(m)
 		if err != nil {
-			return nil, err
+			return nil, reroot(err, "constraint", fmt.Sprintf("%s[%d]", field, i))
 		}
 		out[i] = c
 	}
@@ -670,10 +650,7 @@ func HintToWire(h interfaces.Hint) *Hint {
 // shard identifiers, a valid constraint when present, and a constraint present for
 // kind constraint.
 func HintFromWire(m *Hint) (interfaces.Hint, error) {
-	return hintFromWire("hint", m)
-}
-
-func hintFromWire(field string, m *Hint) (interfaces.Hint, error) {
+	const field = "hint"
 	kind, err := HintKindFromWire(field+".kind", m.GetKind())
 	if err != nil {
 		return interfaces.Hint{}, err
@@ -687,9 +664,9 @@ func hintFromWire(field string, m *Hint) (interfaces.Hint, error) {
 	}
 	h := interfaces.Hint{Kind: kind, Amount: amount, Shards: ids[interfaces.ShardID](m.GetShards()), Reason: m.GetReason()}
 	if m.GetConstraint() != nil {
-		c, err := constraintFromWire(field+".constraint", m.GetConstraint())
+		c, err := ConstraintFromWire(m.GetConstraint())
 		if err != nil {
-			return interfaces.Hint{}, err
+			return interfaces.Hint{}, reroot(err, "constraint", field+".constraint")
 		}
 		h.Constraint = &c
 	} else if kind == interfaces.HintConstraint {
@@ -713,10 +690,7 @@ func ShardLoadToWire(s interfaces.ShardLoad) *ShardLoad {
 
 // ShardLoadFromWire converts and validates one shard's measured load.
 func ShardLoadFromWire(m *ShardLoad) (interfaces.ShardLoad, error) {
-	return shardLoadFromWire("shard_load", m)
-}
-
-func shardLoadFromWire(field string, m *ShardLoad) (interfaces.ShardLoad, error) {
+	const field = "shard_load"
 	if err := interfaces.ValidateID(field+".shard", m.GetShard()); err != nil {
 		return interfaces.ShardLoad{}, err
 	}
@@ -775,10 +749,7 @@ func ReportToWire(r interfaces.Report) *Report {
 // the child is overloaded), latencies and throughput ≥ 0, and every shard load and
 // hint is valid.
 func ReportFromWire(m *Report) (interfaces.Report, error) {
-	return reportFromWire("report", m)
-}
-
-func reportFromWire(field string, m *Report) (interfaces.Report, error) {
+	const field = "report"
 	if err := interfaces.ValidateID(field+".child", m.GetChild()); err != nil {
 		return interfaces.Report{}, err
 	}
@@ -806,16 +777,16 @@ func reportFromWire(field string, m *Report) (interfaces.Report, error) {
 	if n := len(m.GetShards()); n > 0 {
 		r.Shards = make([]interfaces.ShardLoad, n)
 		for i, s := range m.GetShards() {
-			if r.Shards[i], err = shardLoadFromWire(fmt.Sprintf("%s.shards[%d]", field, i), s); err != nil {
-				return interfaces.Report{}, err
+			if r.Shards[i], err = ShardLoadFromWire(s); err != nil {
+				return interfaces.Report{}, reroot(err, "shard_load", fmt.Sprintf("%s.shards[%d]", field, i))
 			}
 		}
 	}
 	if n := len(m.GetHints()); n > 0 {
 		r.Hints = make([]interfaces.Hint, n)
 		for i, h := range m.GetHints() {
-			if r.Hints[i], err = hintFromWire(fmt.Sprintf("%s.hints[%d]", field, i), h); err != nil {
-				return interfaces.Report{}, err
+			if r.Hints[i], err = HintFromWire(h); err != nil {
+				return interfaces.Report{}, reroot(err, "hint", fmt.Sprintf("%s.hints[%d]", field, i))
 			}
 		}
 	}
@@ -903,10 +874,7 @@ func ViewToWire(v *interfaces.View) (*View, error) {
 // filed under its own child's id. It does not check references between them (an
 // assignment to an unknown child): that is the policy's input check.
 func ViewFromWire(m *View) (*interfaces.View, error) {
-	return viewFromWire("view", m)
-}
-
-func viewFromWire(field string, m *View) (*interfaces.View, error) {
+	const field = "view"
 	if m.GetTier() == "" {
 		return nil, fieldErr(field+".tier", "is required", nil)
 	}
@@ -920,24 +888,24 @@ func viewFromWire(field string, m *View) (*interfaces.View, error) {
 	if n := len(m.GetChildren()); n > 0 {
 		v.Children = make([]interfaces.Child, n)
 		for i, c := range m.GetChildren() {
-			if v.Children[i], err = childFromWire(fmt.Sprintf("%s.children[%d]", field, i), c); err != nil {
-				return nil, err
+			if v.Children[i], err = ChildFromWire(c); err != nil {
+				return nil, reroot(err, "child", fmt.Sprintf("%s.children[%d]", field, i))
 			}
 		}
 	}
 	if n := len(m.GetShards()); n > 0 {
 		v.Shards = make([]interfaces.Shard, n)
 		for i, s := range m.GetShards() {
-			if v.Shards[i], err = shardFromWire(fmt.Sprintf("%s.shards[%d]", field, i), s); err != nil {
-				return nil, err
+			if v.Shards[i], err = ShardFromWire(s); err != nil {
+				return nil, reroot(err, "shard", fmt.Sprintf("%s.shards[%d]", field, i))
 			}
 		}
 	}
 	if n := len(m.GetAssignments()); n > 0 {
 		v.Assignments = make([]interfaces.Assignment, n)
 		for i, a := range m.GetAssignments() {
-			if v.Assignments[i], err = assignmentFromWire(fmt.Sprintf("%s.assignments[%d]", field, i), a); err != nil {
-				return nil, err
+			if v.Assignments[i], err = AssignmentFromWire(a); err != nil {
+				return nil, reroot(err, "assignment", fmt.Sprintf("%s.assignments[%d]", field, i))
 			}
 		}
 	}
@@ -950,16 +918,15 @@ func viewFromWire(field string, m *View) (*interfaces.View, error) {
 	if len(m.GetReports()) > 0 {
 		v.Reports = make(map[interfaces.ChildID]interfaces.Report, len(m.GetReports()))
 		for _, k := range sortedKeys(m.GetReports()) {
-			f := fmt.Sprintf("%s.reports[%q]", field, k)
-			if err := interfaces.ValidateID(f, k); err != nil {
-				return nil, err
+			if err := interfaces.ValidateID(field+".reports", k); err != nil {
+				return nil, reroot(err, field+".reports", fmt.Sprintf("%s.reports[%q]", field, k))
 			}
-			r, err := reportFromWire(f, m.GetReports()[k])
+			r, err := ReportFromWire(m.GetReports()[k])
 			if err != nil {
-				return nil, err
+				return nil, reroot(err, "report", fmt.Sprintf("%s.reports[%q]", field, k))
 			}
 			if string(r.Child) != k {
-				return nil, fieldErr(f+".child", "must equal its key in "+field+".reports", r.Child)
+				return nil, fieldErr(fmt.Sprintf("%s.reports[%q].child", field, k), "must equal its key in "+field+".reports", r.Child)
 			}
 			v.Reports[interfaces.ChildID(k)] = r
 		}

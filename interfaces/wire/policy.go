@@ -38,9 +38,9 @@ func (s *PolicyServer) Plan(ctx context.Context, req *PlanRequest) (*PlanRespons
 	if _, err := Negotiate(SupportedVersions(), []uint32{req.GetContractVersion()}); err != nil {
 		return nil, ToStatus(fmt.Errorf("plan_request.contract_version %d: %w", req.GetContractVersion(), err))
 	}
-	v, err := viewFromWire("plan_request.view", req.GetView())
+	v, err := ViewFromWire(req.GetView())
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, ToStatus(reroot(err, "view", "plan_request.view"))
 	}
 	if s.factory == nil {
 		return nil, ToStatus(fmt.Errorf("policy %q: no factory", s.name))
@@ -102,8 +102,9 @@ func (r *RemotePolicy) Plan(ctx context.Context, v *interfaces.View) (interfaces
 	if resp.GetPlan() == nil {
 		return interfaces.Plan{}, fmt.Errorf("tier policy plugin %q: %w", r.name, fieldErr("plan_response.plan", "is required", nil))
 	}
-	p, err := planFromWire("plan_response.plan", resp.GetPlan())
+	p, err := PlanFromWire(resp.GetPlan())
 	if err != nil {
+		err = reroot(err, "plan", "plan_response.plan")
 		return interfaces.Plan{}, fmt.Errorf("tier policy plugin %q returned an invalid plan: %w", r.name, err)
 	}
 	return p, nil

@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -37,13 +36,12 @@ func HelloToWire(c interfaces.Child, held map[interfaces.ShardID]interfaces.Epoc
 // and the shards it holds. It does not negotiate the version: see HelloVersions
 // and Negotiate.
 func HelloFromWire(m *Hello) (interfaces.Child, map[interfaces.ShardID]interfaces.Epoch, error) {
-	c, err := childFromWire("hello", &Child{Id: m.GetChildId(), Tier: m.GetTier(), Capacity: m.GetCapacity(), Labels: m.GetLabels()})
+	c, err := ChildFromWire(&Child{Id: m.GetChildId(), Tier: m.GetTier(), Capacity: m.GetCapacity(), Labels: m.GetLabels()})
 	if err != nil {
-		var fe *interfaces.FieldError
-		if errors.As(err, &fe) && fe.Field == "hello.id" {
-			fe.Field = "hello.child_id"
+		if err2 := reroot(err, "child.id", "hello.child_id"); err2 != err {
+			return interfaces.Child{}, nil, err2
 		}
-		return interfaces.Child{}, nil, err
+		return interfaces.Child{}, nil, reroot(err, "child", "hello")
 	}
 	var held map[interfaces.ShardID]interfaces.Epoch
 	if len(m.GetHeldEpochs()) > 0 {
@@ -65,9 +63,9 @@ func AssignToWire(s interfaces.Shard, e interfaces.Epoch) *ParentMessage {
 
 // AssignFromWire checks an Assign and returns its shard spec and epoch.
 func AssignFromWire(m *Assign) (interfaces.Shard, interfaces.Epoch, error) {
-	s, err := shardFromWire("assign.shard", m.GetShard())
+	s, err := ShardFromWire(m.GetShard())
 	if err != nil {
-		return interfaces.Shard{}, 0, err
+		return interfaces.Shard{}, 0, reroot(err, "shard", "assign.shard")
 	}
 	return s, interfaces.Epoch(m.GetEpoch()), nil
 }
