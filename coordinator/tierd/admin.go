@@ -187,6 +187,8 @@ func (d *Daemon) DeleteJob(ctx context.Context, req *wire.DeleteJobRequest) (*wi
 	if resp, ok, err := forward(ctx, d, func(c wire.AdminClient) (*wire.DeleteJobResponse, error) { return c.DeleteJob(ctx, req) }); ok {
 		return resp, err
 	}
+	d.decide.Lock()
+	defer d.decide.Unlock()
 	type owned struct {
 		child interfaces.ChildID
 		epoch interfaces.Epoch
@@ -222,6 +224,11 @@ func (d *Daemon) DeleteJob(ctx context.Context, req *wire.DeleteJobRequest) (*wi
 	}
 	for _, id := range running {
 		o := owners[id]
+		if we, known := d.wireEpoch(id, o.epoch); known {
+			d.mu.Lock()
+			d.deleted[id] = we
+			d.mu.Unlock()
+		}
 		d.sendRevoke(o.child, id, o.epoch)
 	}
 	return &wire.DeleteJobResponse{ShardsRemoved: int64(len(ids)), StateIndex: res.Index}, nil

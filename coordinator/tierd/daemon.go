@@ -39,6 +39,13 @@ type Daemon struct {
 	http    *telemetry.Server
 	logger  *log.Logger
 
+	// decide serialises the decisions that read the FSM and then commit and
+	// send based on what they read: a control round, a revoke or assign from the
+	// parent, a child's revoke ack. Without it a round could place a shard that a
+	// concurrent revoke from the parent is deleting. Never held while waiting on
+	// the network, only on Raft commits.
+	decide sync.Mutex
+
 	mu          sync.Mutex
 	sessions    map[interfaces.ChildID]*childSession
 	lastGrant   map[interfaces.ChildID]time.Time
@@ -48,6 +55,7 @@ type Daemon struct {
 	leaderSince time.Time
 	revokeSent  map[interfaces.ShardID]time.Time // in-flight moves: when Revoke was last sent
 	assignSent  map[interfaces.ShardID]time.Time // when Assign was last (re)sent
+	deleted     map[interfaces.ShardID]uint64    // shards deleted here: the wire epoch they had
 	lastRound   roundRecord
 
 	up *uplink // nil for the top tier
@@ -91,6 +99,7 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		addrs:      map[interfaces.ChildID]string{},
 		revokeSent: map[interfaces.ShardID]time.Time{},
 		assignSent: map[interfaces.ShardID]time.Time{},
+		deleted:    map[interfaces.ShardID]uint64{},
 		wake:       make(chan struct{}, 1),
 	}
 	d.tier, err = raftnode.StartTier(raftnode.Config{

@@ -26,7 +26,9 @@ func (d *Daemon) loop(ctx context.Context) {
 		if !d.trackLeadership(ctx) {
 			continue
 		}
+		d.decide.Lock()
 		d.round(ctx, time.Now())
+		d.decide.Unlock()
 	}
 }
 

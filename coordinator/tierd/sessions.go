@@ -342,7 +342,16 @@ func (d *Daemon) reconcileReport(s *childSession, r interfaces.Report) {
 			continue
 		}
 		if !ok {
-			continue // unknown here: the Hello reconciliation, which has its epoch, revokes it
+			// Deleted here (job deleted, or revoked by our parent): stop it at the
+			// epoch it had. Otherwise the Hello reconciliation, which carries the
+			// host's epoch, revokes it.
+			d.mu.Lock()
+			we, gone := d.deleted[id]
+			d.mu.Unlock()
+			if gone {
+				s.send(revokeMsg(id, we))
+			}
+			continue
 		}
 		if we, known := d.wireEpoch(id, st.Epoch); known {
 			s.send(revokeMsg(id, we))
@@ -365,6 +374,8 @@ func (d *Daemon) onAck(ctx context.Context, s *childSession, ack *wire.Ack) {
 	if !d.IsLeader() {
 		return
 	}
+	d.decide.Lock()
+	defer d.decide.Unlock()
 	st, ok := d.tier.FSM.Shard(shard)
 	if ok && st.InFlight != nil && st.InFlight.From == s.id {
 		d.completeMove(ctx, shard, st.Epoch, st.InFlight.To)

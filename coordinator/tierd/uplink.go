@@ -202,6 +202,8 @@ func ack(kind wire.AckKind, shard string, epoch uint64, err error) *wire.Ack {
 
 func (h uplinkHandler) OnAssign(a *wire.Assign) *wire.Ack {
 	u, d := h.u, h.u.d
+	d.decide.Lock()
+	defer d.decide.Unlock()
 	spec, err := wire.ShardFromWire(a.GetShard())
 	if err != nil {
 		return ack(wire.AckKind_ACK_KIND_ASSIGN, a.GetShard().GetId(), a.GetEpoch(), err)
@@ -238,6 +240,8 @@ func sameSpec(a, b interfaces.Shard) bool {
 
 func (h uplinkHandler) OnRevoke(r *wire.Revoke) *wire.Ack {
 	u, d := h.u, h.u.d
+	d.decide.Lock()
+	defer d.decide.Unlock()
 	shard := interfaces.ShardID(r.GetShard())
 	epoch := interfaces.Epoch(r.GetEpoch())
 	u.mu.Lock()
@@ -254,10 +258,18 @@ func (h uplinkHandler) OnRevoke(r *wire.Revoke) *wire.Ack {
 	u.mu.Lock()
 	u.revoking[shard] = epoch
 	u.mu.Unlock()
-	owner := st.Owner
 	if st.InFlight != nil {
-		owner = st.InFlight.From // the source still runs it until it acks
+		// A move between our children is under way: abort it (the source keeps
+		// the shard), then revoke from the source. Completing it instead would
+		// start the shard on the target while our parent takes it away.
+		if _, err := d.exec(context.Background(), &fsm.AbortMove{Shard: shard, Epoch: st.Epoch, Reason: "revoked by the parent tier"}); err != nil {
+			return ack(wire.AckKind_ACK_KIND_REVOKE, r.GetShard(), r.GetEpoch(), err)
+		}
+		if st, ok = d.tier.FSM.Shard(shard); !ok {
+			return ack(wire.AckKind_ACK_KIND_REVOKE, r.GetShard(), r.GetEpoch(), nil)
+		}
 	}
+	owner := st.Owner
 	if owner == "" {
 		return u.finishRevoke(context.Background(), shard)
 	}
@@ -268,8 +280,9 @@ func (h uplinkHandler) OnRevoke(r *wire.Revoke) *wire.Ack {
 	return nil // acked when the child acks (childRevoked)
 }
 
-// childRevoked is called when a child acked a revoke that no in-flight move
-// explains: if our parent asked for that shard back, finish the revoke.
+// childRevoked is called (with d.decide held) when a child acked a revoke that
+// no in-flight move explains: if our parent asked for that shard back, finish
+// the revoke.
 func (u *uplink) childRevoked(ctx context.Context, shard interfaces.ShardID, _ interfaces.ChildID) {
 	u.mu.Lock()
 	_, ok := u.revoking[shard]
@@ -289,6 +302,13 @@ func (u *uplink) finishRevoke(ctx context.Context, shard interfaces.ShardID) *wi
 	u.mu.Lock()
 	epoch := u.revoking[shard]
 	u.mu.Unlock()
+	if st, ok := d.tier.FSM.Shard(shard); ok {
+		if we, known := d.wireEpoch(shard, st.Epoch); known {
+			d.mu.Lock()
+			d.deleted[shard] = we
+			d.mu.Unlock()
+		}
+	}
 	if st, ok := d.tier.FSM.Shard(shard); ok && st.InFlight != nil {
 		if _, err := d.exec(ctx, &fsm.AbortMove{Shard: shard, Epoch: st.Epoch, Reason: "revoked by the parent tier"}); err != nil {
 			return ack(wire.AckKind_ACK_KIND_REVOKE, string(shard), uint64(epoch), err)
