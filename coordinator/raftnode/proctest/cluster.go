@@ -2,9 +2,7 @@ package proctest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -60,17 +58,26 @@ type Proc struct {
 
 	args    []string
 	logPath string
-	cmd     *exec.Cmd
-	done    chan struct{}
+
+	mu   sync.Mutex // guards cmd and done: restarts race with observers
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (p *Proc) current() (*exec.Cmd, chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd, p.done
 }
 
 // Running says whether the process runs.
 func (p *Proc) Running() bool {
-	if p.cmd == nil {
+	cmd, done := p.current()
+	if cmd == nil {
 		return false
 	}
 	select {
-	case <-p.done:
+	case <-done:
 		return false
 	default:
 		return true
@@ -166,7 +173,10 @@ func (c *Cluster) start(i int) error {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", p.ID, err)
 	}
+	p.mu.Lock()
 	p.cmd, p.done = cmd, make(chan struct{})
+	done := p.done
+	p.mu.Unlock()
 	ready := make(chan error, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -181,7 +191,6 @@ func (c *Cluster) start(i int) error {
 			ready <- fmt.Errorf("replica %s exited before it was ready", p.ID)
 		}
 	}()
-	done := p.done
 	go func() {
 		_ = cmd.Wait()
 		logf.Close()
@@ -213,8 +222,9 @@ func (c *Cluster) Kill(i int) {
 	if !p.Running() {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
+	cmd, done := p.current()
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
 }
 
 // KillAll kills every replica.
@@ -402,11 +412,4 @@ func (c *Cluster) sameOnce(deadline time.Time) (raftnode.StateResponse, error) {
 		}
 	}
 	return lst, nil
-}
-
-// DecodeJSON is a small helper for tests that read raw answers.
-func DecodeJSON(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
 }
