@@ -214,7 +214,16 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 				effs = append(effs, a.core.StartFailed(e.Shard, e.Epoch)...)
 				continue
 			}
-			if err := a.cfg.Driver.Start(ctx, e.Record.Spec, e.Epoch); err != nil {
+			// A start must not outlast the lease: the driver gets the
+			// deadline, so a slow worker cannot hold the agent past its fence.
+			sctx, cancel := ctx, context.CancelFunc(func() {})
+			if dl, ok := a.core.Deadline(); ok {
+				// Measured on the injected clock, applied as a real timeout.
+				sctx, cancel = context.WithTimeout(ctx, dl.Sub(a.cfg.Clock.Now()))
+			}
+			err := a.cfg.Driver.Start(sctx, e.Record.Spec, e.Epoch)
+			cancel()
+			if err != nil {
 				errs = append(errs, fmt.Errorf("start %s@%d: %w", e.Shard, e.Epoch, err))
 				// The driver may have half-started it: make sure it is stopped
 				// before the ledger says so.

@@ -337,3 +337,25 @@ func TestOpenValidates(t *testing.T) {
 		}
 	}
 }
+
+// blockingDriver's Start waits until its context ends.
+type blockingDriver struct{ synthetic.Driver }
+
+func (b *blockingDriver) Start(ctx context.Context, _ interfaces.Shard, _ interfaces.Epoch) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func TestStartCannotOutlastLease(t *testing.T) {
+	r := newRig(t)
+	a := r.openWith(t, "h1", &blockingDriver{})
+	defer a.Close()
+	_ = a.LeaseGrant(ctx, r.clock.Now(), 500*time.Millisecond, nil) // fence in 400ms
+	err := a.Assign(ctx, r.clock.Now(), spec("a"), 1)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("blocked start: %v", err)
+	}
+	if len(a.Held()) != 0 {
+		t.Fatal("a start that ran out of lease must drop the shard")
+	}
+}

@@ -47,13 +47,16 @@
 // refused). The parent must re-place a silent child's shards only after ttl +
 // grace measured from its own send time of the last grant. With send time s,
 // delivery delay d, child tick interval k and relative clock-rate error ρ, the
-// child has stopped by s + d + (ttl - margin)(1+ρ) + k in real time, which is
-// before the parent's s + ttl + grace whenever
+// driver stop time x (exec: up to StopTimeout plus the kill; callback: up to
+// AckTimeout), the child has stopped by s + d + (ttl - margin)(1+ρ) + k + x in
+// real time, which is before the parent's s + ttl + grace whenever
 //
-//	d + k + ρ·ttl < margin + grace.
+//	d + k + x + ρ·ttl < margin + grace.
 //
-// With the defaults, ttl = 10s, grace = 2s and k = 50ms this leaves 3.95s for
-// delivery delay and drift. TestHandoverRespectsLease replays this timeline and
+// With the defaults, ttl = 10s, grace = 2s, k = 50ms and x ≤ 1s this leaves
+// 2.95s for delivery delay and drift; configure StopTimeout/AckTimeout well
+// below the margin. A driver start gets a context whose deadline is the lease
+// deadline, so a slow start cannot hold the agent past its fence. TestHandoverRespectsLease replays this timeline and
 // checks the two hosts' ledgers; re-placing earlier is caught as an overlap.
 //
 // # Handshake after a (re)connect or restart
