@@ -48,7 +48,9 @@ func TestExampleWorkerRunsShards(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuf{}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"--addr", lis.Addr().String(), "--id", "ex1", "--report", "20ms"}, out) }()
+	go func() {
+		done <- run(ctx, []string{"--addr", lis.Addr().String(), "--id", "ex1", "--report", "20ms"}, out)
+	}()
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer wcancel()
 	if err := d.WaitWorkers(wctx, 1); err != nil {
