@@ -12,6 +12,7 @@
 //     Assignment, Move, Plan, Infeasible, Summary, ShardLoad, Report, Hint,
 //     Constraint, View) and the enums ChildState, HintKind, ConstraintKind and
 //     PlanStatus. Each message mirrors the Go type of the same name in interfaces.
+//     ErrorDetail rides in gRPC status details (status.go).
 //   - session.proto: service Session, the shard-assignment interface between a tier
 //     and a child (DESIGN.md §3). Connect is one bidirectional stream per child:
 //     ChildMessage (Hello, Report, Ack, Hint) up, ParentMessage (Assign, Revoke,
@@ -53,11 +54,21 @@
 //     it as PlanRequest.contract_version on every Plan; a plugin refuses a version
 //     it does not speak with FAILED_PRECONDITION.
 //
-// # Conversions
+// # Conversions and helpers
 //
 // convert.go holds every conversion between wire and domain types, in one place:
 // XxxToWire and XxxFromWire for Load, Shard, Child, Assignment, Move, Plan
-// (with Infeasible and Summary), ShardLoad, Report, Hint, Constraint and View.
+// (with Infeasible and Summary), ShardLoad, Report, Hint, Constraint and View, the
+// enum conversions, and TimeToWire/TimeFromWire. Beside it:
+//
+//   - session.go: builders and checks for the session messages (Hello, Assign,
+//     Revoke, Ack, LeaseGrant, Constraints), returning domain values;
+//   - version.go: ContractVersion, SupportedVersions, Negotiate;
+//   - status.go: ToStatus and FromStatus, which carry the sentinel errors of
+//     interfaces across gRPC as status codes plus an ErrorDetail, so that
+//     errors.Is works on the far side;
+//   - policy.go: NewPolicyServer serves an interfaces.Factory as a TierPolicy
+//     plugin; DialPolicy returns an interfaces.Policy that calls one.
 //
 // ToWire is a faithful translation and does not validate; it always sets every
 // message-typed field (a zero Load travels as an empty Load message), except

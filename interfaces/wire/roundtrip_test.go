@@ -302,6 +302,31 @@ func TestPropertyGarbageNeverPanics(t *testing.T) {
 			_, err := wire.ReportFromWire(&r)
 			checkErr("report", err)
 		}
+		var cm wire.ChildMessage
+		if proto.Unmarshal(b, &cm) == nil {
+			if h := cm.GetHello(); h != nil {
+				_, _, err := wire.HelloFromWire(h)
+				checkErr("hello", err)
+			}
+			if a := cm.GetAck(); a != nil {
+				checkErr("ack", wire.CheckAck(a))
+			}
+			if h := cm.GetHint(); h != nil {
+				_, err := wire.HintFromWire(h)
+				checkErr("hint", err)
+			}
+		}
+		var pm wire.ParentMessage
+		if proto.Unmarshal(b, &pm) == nil {
+			_, _, err := wire.AssignFromWire(pm.GetAssign())
+			checkErr("assign", err)
+			_, _, err = wire.RevokeFromWire(pm.GetRevoke())
+			checkErr("revoke", err)
+			_, _, _, err = wire.ConstraintsFromWire(pm.GetConstraints())
+			checkErr("constraints", err)
+			_, err = wire.LeaseFromWire(pm.GetLeaseGrant())
+			checkErr("lease", err)
+		}
 	})
 }
 

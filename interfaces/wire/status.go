@@ -37,10 +37,11 @@ var sentinels = []sentinelCode{
 	{interfaces.ErrNotLeader, codes.Unavailable, "NOT_LEADER"},
 }
 
-// ToStatus turns an error into a gRPC status error: the code and reason
-// (an ErrorDetail) follow the table above (context cancellation and deadline map to Canceled and
-// DeadlineExceeded, anything else to Unknown), and the message is err's message.
-// nil stays nil; an error that already carries a status is returned as it is.
+// ToStatus turns an error into a gRPC status error: the code and the ErrorDetail
+// reason follow the table above (context cancellation and deadline map to Canceled
+// and DeadlineExceeded, anything else to Unknown), and the message is err's
+// message. nil stays nil; an error that already carries a status is returned as it
+// is.
 func ToStatus(err error) error {
 	if err == nil {
 		return nil
