@@ -76,6 +76,7 @@ type localSearch struct {
 	best   []int32 // set by kick when it ran
 	cands  []int32
 	sorted []int32
+	other  []int32
 }
 
 func (ls *localSearch) result() []int32 {
@@ -274,6 +275,16 @@ func (ls *localSearch) step(h int) bool {
 		sw = 4
 	}
 	bx, by := -1, -1
+	byLoad := func(x, y int32) int {
+		a, b := p.Load[int(x)*R+hr], p.Load[int(y)*R+hr]
+		switch {
+		case a < b:
+			return -1
+		case a > b:
+			return 1
+		}
+		return int(x) - int(y)
+	}
 	for _, c32 := range cands[:sw] {
 		c := int(c32)
 		gap := st.u(h, hr) - st.u(c, hr)
@@ -281,13 +292,34 @@ func (ls *localSearch) step(h int) bool {
 			continue
 		}
 		invC := st.inv[c*R+hr]
+		target := gap / (st.inv[h*R+hr] + invC)
+		// c's movable shards by load on the hot resource; for each x on h, score
+		// the few y whose load is closest to load(x) - target (the swap that
+		// would equalize h and c on that resource).
+		other := ls.other[:0]
+		for _, y32 := range pl.members[c] {
+			if ls.movable(int(y32)) {
+				other = append(other, y32)
+			}
+		}
+		slices.SortFunc(other, byLoad)
+		ls.other = other
 		for _, x32 := range pl.members[h] {
 			x := int(x32)
 			if !ls.movable(x) {
 				continue
 			}
 			lx := p.Load[x*R+hr]
-			for _, y32 := range pl.members[c] {
+			want := lx - target
+			i := sort.Search(len(other), func(i int) bool { return p.Load[int(other[i])*R+hr] >= want })
+			lo, hi := i-window, i+window
+			if lo < 0 {
+				lo = 0
+			}
+			if hi > len(other) {
+				hi = len(other)
+			}
+			for _, y32 := range other[lo:hi] {
 				y := int(y32)
 				d := lx - p.Load[y*R+hr]
 				// Prefilter on the hot resource: the swap must shift load from h
@@ -295,7 +327,7 @@ func (ls *localSearch) step(h int) bool {
 				if d <= 0 || d*invC >= gap {
 					continue
 				}
-				if !ls.movable(y) || !pl.feasibleSwap(&ch, x, y) {
+				if !pl.feasibleSwap(&ch, x, y) {
 					continue
 				}
 				if dl, ok := st.deltaBelow(&ch, &bestD); ok {
