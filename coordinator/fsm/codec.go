@@ -119,24 +119,37 @@ func (e *enc) move(m *interfaces.Move) {
 // dec reads the canonical encoding strictly: truncated input, non-minimal varints,
 // over-long strings or counts, unsorted map keys and out-of-range enums are all
 // errors. The first error sticks; later reads return zero values.
+//
+// dec checks structure only; the rules on values (ID syntax, non-negative loads)
+// are checked once, by the command's validate method, after decoding. Field names
+// are passed as two parts (f, s) and joined only when an error is reported, so the
+// hot path does not build strings.
 type dec struct {
 	b   []byte
 	off int
 	err error
+	// item is the index of the batch item being read, -1 outside batches.
+	item int
 }
+
+func newDec(b []byte, off int) *dec { return &dec{b: b, off: off, item: -1} }
 
 func (d *dec) fail(format string, args ...any) {
 	if d.err == nil {
-		d.err = fmt.Errorf("offset %d: %s", d.off, fmt.Sprintf(format, args...))
+		where := fmt.Sprintf("offset %d", d.off)
+		if d.item >= 0 {
+			where = fmt.Sprintf("item %d, offset %d", d.item, d.off)
+		}
+		d.err = fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...))
 	}
 }
 
-func (d *dec) byte1(field string) byte {
+func (d *dec) byte1(f, s string) byte {
 	if d.err != nil {
 		return 0
 	}
 	if d.off >= len(d.b) {
-		d.fail("%s: %v", field, errShort)
+		d.fail("%s%s: %v", f, s, errShort)
 		return 0
 	}
 	v := d.b[d.off]
@@ -144,21 +157,20 @@ func (d *dec) byte1(field string) byte {
 	return v
 }
 
-func (d *dec) uvarint(field string) uint64 {
+func (d *dec) uvarint(f, s string) uint64 {
 	if d.err != nil {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b[d.off:])
-	if n == 0 {
-		d.fail("%s: %v", field, errShort)
+	switch {
+	case n == 0:
+		d.fail("%s%s: %v", f, s, errShort)
 		return 0
-	}
-	if n < 0 {
-		d.fail("%s: varint overflows 64 bits", field)
+	case n < 0:
+		d.fail("%s%s: varint overflows 64 bits", f, s)
 		return 0
-	}
-	if n != uvarintLen(v) {
-		d.fail("%s: non-minimal varint encoding", field)
+	case n != uvarintLen(v):
+		d.fail("%s%s: non-minimal varint encoding", f, s)
 		return 0
 	}
 	d.off += n
@@ -166,12 +178,16 @@ func (d *dec) uvarint(field string) uint64 {
 }
 
 func uvarintLen(v uint64) int {
-	var tmp [binary.MaxVarintLen64]byte
-	return binary.PutUvarint(tmp[:], v)
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
 }
 
-func (d *dec) varint(field string) int64 {
-	u := d.uvarint(field) // zig-zag, so minimality carries over
+func (d *dec) varint(f, s string) int64 {
+	u := d.uvarint(f, s) // zig-zag, so minimality carries over
 	x := int64(u >> 1)
 	if u&1 != 0 {
 		x = ^x
@@ -179,12 +195,12 @@ func (d *dec) varint(field string) int64 {
 	return x
 }
 
-func (d *dec) float(field string) float64 {
+func (d *dec) float(f, s string) float64 {
 	if d.err != nil {
 		return 0
 	}
 	if len(d.b)-d.off < 8 {
-		d.fail("%s: %v", field, errShort)
+		d.fail("%s%s: %v", f, s, errShort)
 		return 0
 	}
 	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b[d.off:]))
@@ -193,105 +209,111 @@ func (d *dec) float(field string) float64 {
 }
 
 // finite reads a float that must be a finite number.
-func (d *dec) finite(field string) float64 {
-	v := d.float(field)
+func (d *dec) finite(f, s string) float64 {
+	v := d.float(f, s)
 	if d.err == nil && (math.IsNaN(v) || math.IsInf(v, 0)) {
-		d.fail("%s: must be a finite number", field)
+		d.fail("%s%s: must be a finite number", f, s)
 	}
 	return v
 }
 
-func (d *dec) str(field string) string {
-	n := d.uvarint(field + " length")
+// bytes reads a length-prefixed string without copying it.
+func (d *dec) bytes(f, s string) []byte {
 	if d.err != nil {
-		return ""
+		return nil
 	}
-	if n > MaxStringLen {
-		d.fail("%s: length %d exceeds the limit of %d", field, n, MaxStringLen)
-		return ""
+	v, n := binary.Uvarint(d.b[d.off:])
+	switch {
+	case n <= 0:
+		d.fail("%s%s length: %v", f, s, errShort)
+		return nil
+	case n != uvarintLen(v):
+		d.fail("%s%s length: non-minimal varint encoding", f, s)
+		return nil
+	case v > MaxStringLen:
+		d.fail("%s%s: length %d exceeds the limit of %d", f, s, v, MaxStringLen)
+		return nil
+	case uint64(len(d.b)-d.off-n) < v:
+		d.fail("%s%s: %v", f, s, errShort)
+		return nil
 	}
-	if uint64(len(d.b)-d.off) < n {
-		d.fail("%s: %v", field, errShort)
-		return ""
-	}
-	s := string(d.b[d.off : d.off+int(n)])
-	d.off += int(n)
-	return s
+	d.off += n
+	out := d.b[d.off : d.off+int(v)]
+	d.off += int(v)
+	return out
 }
+
+func (d *dec) str(f, s string) string { return string(d.bytes(f, s)) }
 
 // count reads an item count; each item takes at least minSize bytes, so a count
 // larger than the remaining input allows is rejected before anything is allocated.
-func (d *dec) count(field string, minSize int) int {
-	n := d.uvarint(field + " count")
+func (d *dec) count(f, s string, minSize int) int {
+	n := d.uvarint(f, s)
 	if d.err != nil {
 		return 0
 	}
 	if n > MaxBatch {
-		d.fail("%s: count %d exceeds the limit of %d", field, n, MaxBatch)
+		d.fail("%s%s: count %d exceeds the limit of %d", f, s, n, MaxBatch)
 		return 0
 	}
 	if n*uint64(minSize) > uint64(len(d.b)-d.off) {
-		d.fail("%s: count %d does not fit in the remaining %d bytes", field, n, len(d.b)-d.off)
+		d.fail("%s%s: count %d does not fit in the remaining %d bytes", f, s, n, len(d.b)-d.off)
 		return 0
 	}
 	return int(n)
 }
 
-func (d *dec) boolean(field string) bool {
-	switch v := d.byte1(field); v {
+func (d *dec) boolean(f, s string) bool {
+	switch v := d.byte1(f, s); v {
 	case 0:
 		return false
 	case 1:
 		return true
 	default:
-		d.fail("%s: boolean must be 0 or 1, got %d", field, v)
+		d.fail("%s%s: boolean must be 0 or 1, got %d", f, s, v)
 		return false
 	}
 }
 
-func (d *dec) dur(field string) time.Duration { return time.Duration(d.varint(field)) }
+func (d *dec) dur(f, s string) time.Duration { return time.Duration(d.varint(f, s)) }
 
-func (d *dec) load(field string) interfaces.Load {
-	l := interfaces.Load{
-		CPU:   d.float(field + ".cpu"),
-		Mem:   d.float(field + ".mem"),
-		Net:   d.float(field + ".net"),
-		Tasks: d.float(field + ".tasks"),
+// load reads a load vector: four floats, then the extra dimensions sorted by
+// name. Values are checked by the caller (ValidateLoad) or, with finite set, here.
+func (d *dec) load(f string, finite bool) interfaces.Load {
+	rd := d.float
+	if finite {
+		rd = d.finite
 	}
-	n := d.count(field+".extra", 9)
+	l := interfaces.Load{CPU: rd(f, ".cpu"), Mem: rd(f, ".mem"), Net: rd(f, ".net"), Tasks: rd(f, ".tasks")}
+	n := d.count(f, ".extra", 9)
 	if n > 0 {
 		l.Extra = make(map[string]float64, n)
 	}
 	prev := ""
 	for i := 0; i < n && d.err == nil; i++ {
-		k := d.str(field + ".extra name")
-		v := d.float(field + ".extra." + k)
+		k := d.str(f, ".extra name")
+		v := rd(f, ".extra value")
 		if d.err == nil && i > 0 && k <= prev {
-			d.fail("%s.extra: names must be strictly increasing (%q after %q)", field, k, prev)
+			d.fail("%s.extra: names must be strictly increasing (%q after %q)", f, k, prev)
 		}
 		l.Extra[k] = v
 		prev = k
 	}
-	if d.err == nil {
-		if err := interfaces.ValidateLoad(field, l); err != nil {
-			d.fail("%v", err)
-		}
-	}
 	return l
 }
 
-func (d *dec) labels(field string) map[string]string {
-	n := d.count(field, 2)
+func (d *dec) labels(f string) map[string]string {
+	n := d.count(f, "", 2)
 	if n == 0 {
 		return nil
 	}
 	m := make(map[string]string, n)
 	prev := ""
 	for i := 0; i < n && d.err == nil; i++ {
-		k := d.str(field + " key")
-		v := d.str(field + "." + k)
+		k := d.str(f, " key")
+		v := d.str(f, " value")
 		if d.err == nil && i > 0 && k <= prev {
-			d.fail("%s: keys must be strictly increasing (%q after %q)", field, k, prev)
+			d.fail("%s: keys must be strictly increasing (%q after %q)", f, k, prev)
 		}
 		m[k] = v
 		prev = k
@@ -299,87 +321,55 @@ func (d *dec) labels(field string) map[string]string {
 	return m
 }
 
-func (d *dec) id(field string) string {
-	s := d.str(field)
-	if d.err == nil {
-		if err := interfaces.ValidateID(field, s); err != nil {
-			d.fail("%v", err)
-		}
-	}
-	return s
-}
-
-// optID reads an identifier that may be empty.
-func (d *dec) optID(field string) string {
-	s := d.str(field)
-	if d.err == nil && s != "" {
-		if err := interfaces.ValidateID(field, s); err != nil {
-			d.fail("%v", err)
-		}
-	}
-	return s
-}
-
-func (d *dec) shard() interfaces.Shard {
-	var s interfaces.Shard
-	s.ID = interfaces.ShardID(d.str("shard.id"))
-	s.Job = d.str("shard.job")
-	s.Load = d.load("shard.load")
-	s.InputRate = d.float("shard.input_rate")
-	s.StateBytes = d.varint("shard.state_bytes")
-	s.LatencySLO = d.dur("shard.latency_slo")
-	c := &s.Constraints
-	c.Pinned = interfaces.ChildID(d.str("shard.constraints.pinned"))
-	if n := d.count("shard.constraints.allowed", 1); n > 0 {
+// constraints reads a shard's constraints; jobs interns nothing here.
+func (d *dec) constraints(c *interfaces.ShardConstraints) {
+	c.Pinned = interfaces.ChildID(d.str("shard.constraints.pinned", ""))
+	if n := d.count("shard.constraints.allowed", "", 1); n > 0 {
 		c.Allowed = make([]interfaces.ChildID, n)
 		for i := range c.Allowed {
-			c.Allowed[i] = interfaces.ChildID(d.str("shard.constraints.allowed"))
+			c.Allowed[i] = interfaces.ChildID(d.str("shard.constraints.allowed", "[]"))
 		}
 	}
 	c.Labels = d.labels("shard.constraints.labels")
-	c.AntiAffinity = d.str("shard.constraints.anti_affinity")
-	mpc := d.uvarint("shard.constraints.max_per_child")
+	c.AntiAffinity = d.str("shard.constraints.anti_affinity", "")
+	mpc := d.uvarint("shard.constraints.max_per_child", "")
 	if d.err == nil && mpc > math.MaxInt32 {
 		d.fail("shard.constraints.max_per_child: must be ≤ %d", math.MaxInt32)
 	}
 	c.MaxPerChild = int(mpc)
-	if d.err == nil {
-		if err := interfaces.ValidateShard(s); err != nil {
-			d.fail("%v", err)
-		}
-	}
+}
+
+func (d *dec) shard() interfaces.Shard {
+	var s interfaces.Shard
+	s.ID = interfaces.ShardID(d.str("shard.id", ""))
+	s.Job = d.str("shard.job", "")
+	s.Load = d.load("shard.load", false)
+	s.InputRate = d.float("shard.input_rate", "")
+	s.StateBytes = d.varint("shard.state_bytes", "")
+	s.LatencySLO = d.dur("shard.latency_slo", "")
+	d.constraints(&s.Constraints)
 	return s
 }
 
 func (d *dec) child() interfaces.Child {
 	var c interfaces.Child
-	c.ID = interfaces.ChildID(d.str("child.id"))
-	c.Tier = d.str("child.tier")
-	c.Capacity = d.load("child.capacity")
+	c.ID = interfaces.ChildID(d.str("child.id", ""))
+	c.Tier = d.str("child.tier", "")
+	c.Capacity = d.load("child.capacity", false)
 	c.Labels = d.labels("child.labels")
-	c.State = interfaces.ChildState(d.byte1("child.state"))
-	if d.err == nil {
-		if err := interfaces.ValidateChild(c); err != nil {
-			d.fail("%v", err)
-		}
-	}
+	c.State = interfaces.ChildState(d.byte1("child.state", ""))
 	return c
 }
 
-func (d *dec) move(field string) interfaces.Move {
+func (d *dec) move() interfaces.Move {
 	var m interfaces.Move
-	m.Shard = interfaces.ShardID(d.id(field + ".shard"))
-	m.From = interfaces.ChildID(d.optID(field + ".from"))
-	m.To = interfaces.ChildID(d.id(field + ".to"))
-	m.Epoch = interfaces.Epoch(d.uvarint(field + ".epoch"))
-	m.Reason = d.str(field + ".reason")
-	m.Goal = d.str(field + ".goal")
-	m.Delta = d.finite(field + ".delta")
-	if d.err == nil {
-		if err := validateMove(field, m); err != nil {
-			d.fail("%v", err)
-		}
-	}
+	m.Shard = interfaces.ShardID(d.str("move.shard", ""))
+	m.From = interfaces.ChildID(d.str("move.from", ""))
+	m.To = interfaces.ChildID(d.str("move.to", ""))
+	m.Epoch = interfaces.Epoch(d.uvarint("move.epoch", ""))
+	m.Reason = d.str("move.reason", "")
+	m.Goal = d.str("move.goal", "")
+	m.Delta = d.float("move.delta", "")
 	return m
 }
 

@@ -186,70 +186,74 @@ func Decode(b []byte) (Command, error) {
 		return nil, fmt.Errorf("command: empty entry: %w", interfaces.ErrInvalid)
 	}
 	t := CmdType(b[0])
-	d := &dec{b: b, off: 1}
+	d := newDec(b, 1)
 	var c Command
 	switch t {
 	case CmdPutChild:
 		c = &PutChild{Child: d.child()}
 	case CmdRemoveChild:
-		c = &RemoveChild{ID: interfaces.ChildID(d.id("child.id"))}
+		c = &RemoveChild{ID: interfaces.ChildID(d.str("child.id", ""))}
 	case CmdPutShards:
-		n := d.count("shards", 40)
+		n := d.count("shards", "", 40)
 		ps := &PutShards{Shards: make([]interfaces.Shard, 0, n)}
 		for i := 0; i < n && d.err == nil; i++ {
+			d.item = i
 			ps.Shards = append(ps.Shards, d.shard())
 		}
 		c = ps
 	case CmdDeleteShards:
-		n := d.count("ids", 2)
+		n := d.count("ids", "", 2)
 		ds := &DeleteShards{IDs: make([]interfaces.ShardID, 0, n)}
 		for i := 0; i < n && d.err == nil; i++ {
-			ds.IDs = append(ds.IDs, interfaces.ShardID(d.id("ids[]")))
+			d.item = i
+			ds.IDs = append(ds.IDs, interfaces.ShardID(d.str("ids[]", "")))
 		}
 		c = ds
 	case CmdAssign:
 		c = &Assign{
-			Shard:  interfaces.ShardID(d.id("shard")),
-			Child:  interfaces.ChildID(d.id("child")),
-			Reason: d.str("reason"),
+			Shard:  interfaces.ShardID(d.str("shard", "")),
+			Child:  interfaces.ChildID(d.str("child", "")),
+			Reason: d.str("reason", ""),
 		}
 	case CmdUnassign:
 		c = &Unassign{
-			Shard:  interfaces.ShardID(d.id("shard")),
-			Epoch:  interfaces.Epoch(d.uvarint("epoch")),
-			Reason: d.str("reason"),
+			Shard:  interfaces.ShardID(d.str("shard", "")),
+			Epoch:  interfaces.Epoch(d.uvarint("epoch", "")),
+			Reason: d.str("reason", ""),
 		}
 	case CmdMove:
-		c = &Move{Move: d.move("move")}
+		c = &Move{Move: d.move()}
 	case CmdBeginMove:
-		c = &BeginMove{Move: d.move("move")}
+		c = &BeginMove{Move: d.move()}
 	case CmdCompleteMove:
 		c = &CompleteMove{
-			Shard: interfaces.ShardID(d.id("shard")),
-			Epoch: interfaces.Epoch(d.uvarint("epoch")),
+			Shard: interfaces.ShardID(d.str("shard", "")),
+			Epoch: interfaces.Epoch(d.uvarint("epoch", "")),
 		}
 	case CmdAbortMove:
 		c = &AbortMove{
-			Shard:  interfaces.ShardID(d.id("shard")),
-			Epoch:  interfaces.Epoch(d.uvarint("epoch")),
-			Reason: d.str("reason"),
+			Shard:  interfaces.ShardID(d.str("shard", "")),
+			Epoch:  interfaces.Epoch(d.uvarint("epoch", "")),
+			Reason: d.str("reason", ""),
 		}
 	case CmdApplyPlan:
-		ap := &ApplyPlan{Tier: d.str("tier"), Begin: d.boolean("begin")}
-		n := d.count("moves", 12)
+		ap := &ApplyPlan{Tier: d.str("tier", ""), Begin: d.boolean("begin", "")}
+		n := d.count("moves", "", 12)
 		ap.Moves = make([]interfaces.Move, 0, n)
 		for i := 0; i < n && d.err == nil; i++ {
-			ap.Moves = append(ap.Moves, d.move(fmt.Sprintf("moves[%d]", i)))
+			d.item = i
+			ap.Moves = append(ap.Moves, d.move())
 		}
 		c = ap
 	default:
 		return nil, fmt.Errorf("command: unknown type %d (this binary knows 1..%d; is it older than the leader?): %w",
 			uint8(t), uint8(cmdEnd-1), interfaces.ErrInvalid)
 	}
+	d.item = -1
 	d.end()
 	if d.err == nil {
-		// The field decoders check values one by one; validate checks the rules
-		// across fields (duplicates, empty batches) exactly as Encode does.
+		// The decoder checked the structure; validate checks every value and the
+		// rules across fields (duplicates, empty batches), exactly as Encode does.
 		if err := c.validate(); err != nil {
 			d.err = err
 		}
@@ -258,6 +262,32 @@ func Decode(b []byte) (Command, error) {
 		return nil, fmt.Errorf("%s: %w: %w", t, d.err, interfaces.ErrInvalid)
 	}
 	return c, nil
+}
+
+// validID is a fast check of interfaces.IDRule (^[A-Za-z0-9][A-Za-z0-9._:/-]{0,252}$)
+// without the regexp; a test checks it agrees with interfaces.ValidateID.
+func validID(s string) bool {
+	if len(s) == 0 || len(s) > 253 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == ':' || c == '/' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// checkID is interfaces.ValidateID with a fast path for valid IDs.
+func checkID(field, id string) error {
+	if validID(id) {
+		return nil
+	}
+	return interfaces.ValidateID(field, id)
 }
 
 func invalid(field, rule string, args ...any) error {
@@ -271,28 +301,37 @@ func checkText(field, s string) error {
 	return nil
 }
 
-func validateMove(field string, m interfaces.Move) error {
-	if err := interfaces.ValidateID(field+".shard", string(m.Shard)); err != nil {
-		return err
-	}
-	if m.From != "" {
-		if err := interfaces.ValidateID(field+".from", string(m.From)); err != nil {
-			return err
+// validateMove checks one move; i ≥ 0 is its index in a batch. Field names are
+// only built when there is an error.
+func validateMove(field string, i int, m interfaces.Move) error {
+	name := func(sub string) string {
+		if i >= 0 {
+			return fmt.Sprintf("%s[%d].%s", field, i, sub)
 		}
+		return field + "." + sub
 	}
-	if err := interfaces.ValidateID(field+".to", string(m.To)); err != nil {
-		return err
+	if !validID(string(m.Shard)) {
+		return interfaces.ValidateID(name("shard"), string(m.Shard))
+	}
+	if m.From != "" && !validID(string(m.From)) {
+		return interfaces.ValidateID(name("from"), string(m.From))
+	}
+	if !validID(string(m.To)) {
+		return interfaces.ValidateID(name("to"), string(m.To))
 	}
 	if m.From == m.To {
-		return invalid(field+".to", "must differ from %s.from (%q)", field, m.From)
+		return invalid(name("to"), "must differ from the source (%q)", m.From)
 	}
 	if math.IsNaN(m.Delta) || math.IsInf(m.Delta, 0) {
-		return invalid(field+".delta", "must be a finite number")
+		return invalid(name("delta"), "must be a finite number")
 	}
-	if err := checkText(field+".reason", m.Reason); err != nil {
-		return err
+	if len(m.Reason) > MaxStringLen {
+		return checkText(name("reason"), m.Reason)
 	}
-	return checkText(field+".goal", m.Goal)
+	if len(m.Goal) > MaxStringLen {
+		return checkText(name("goal"), m.Goal)
+	}
+	return nil
 }
 
 func checkLabels(field string, m map[string]string) error {
@@ -331,7 +370,7 @@ func (c *PutChild) validate() error {
 
 func (c *PutChild) encode(e *enc) { e.child(&c.Child) }
 
-func (c *RemoveChild) validate() error { return interfaces.ValidateID("child.id", string(c.ID)) }
+func (c *RemoveChild) validate() error { return checkID("child.id", string(c.ID)) }
 func (c *RemoveChild) encode(e *enc)   { e.str(string(c.ID)) }
 
 func (c *PutShards) validate() error {
@@ -383,8 +422,8 @@ func (c *DeleteShards) validate() error {
 	}
 	seen := make(map[interfaces.ShardID]struct{}, len(c.IDs))
 	for i, id := range c.IDs {
-		if err := interfaces.ValidateID(fmt.Sprintf("ids[%d]", i), string(id)); err != nil {
-			return err
+		if !validID(string(id)) {
+			return interfaces.ValidateID(fmt.Sprintf("ids[%d]", i), string(id))
 		}
 		if _, dup := seen[id]; dup {
 			return invalid(fmt.Sprintf("ids[%d]", i), "shard %q appears twice in one batch", id)
@@ -402,10 +441,10 @@ func (c *DeleteShards) encode(e *enc) {
 }
 
 func (c *Assign) validate() error {
-	if err := interfaces.ValidateID("shard", string(c.Shard)); err != nil {
+	if err := checkID("shard", string(c.Shard)); err != nil {
 		return err
 	}
-	if err := interfaces.ValidateID("child", string(c.Child)); err != nil {
+	if err := checkID("child", string(c.Child)); err != nil {
 		return err
 	}
 	return checkText("reason", c.Reason)
@@ -418,7 +457,7 @@ func (c *Assign) encode(e *enc) {
 }
 
 func (c *Unassign) validate() error {
-	if err := interfaces.ValidateID("shard", string(c.Shard)); err != nil {
+	if err := checkID("shard", string(c.Shard)); err != nil {
 		return err
 	}
 	return checkText("reason", c.Reason)
@@ -434,7 +473,7 @@ func validateCAS(field string, m interfaces.Move) error {
 	if m.From == "" {
 		return invalid(field+".from", "is required (first placements use assign)")
 	}
-	return validateMove(field, m)
+	return validateMove(field, -1, m)
 }
 
 func (c *Move) validate() error { return validateCAS("move", c.Move) }
@@ -443,14 +482,14 @@ func (c *Move) encode(e *enc)   { e.move(&c.Move) }
 func (c *BeginMove) validate() error { return validateCAS("move", c.Move) }
 func (c *BeginMove) encode(e *enc)   { e.move(&c.Move) }
 
-func (c *CompleteMove) validate() error { return interfaces.ValidateID("shard", string(c.Shard)) }
+func (c *CompleteMove) validate() error { return checkID("shard", string(c.Shard)) }
 func (c *CompleteMove) encode(e *enc) {
 	e.str(string(c.Shard))
 	e.uvarint(uint64(c.Epoch))
 }
 
 func (c *AbortMove) validate() error {
-	if err := interfaces.ValidateID("shard", string(c.Shard)); err != nil {
+	if err := checkID("shard", string(c.Shard)); err != nil {
 		return err
 	}
 	return checkText("reason", c.Reason)
@@ -473,7 +512,7 @@ func (c *ApplyPlan) validate() error {
 		return invalid("moves", "count %d exceeds the limit of %d", len(c.Moves), MaxBatch)
 	}
 	for i, m := range c.Moves {
-		if err := validateMove(fmt.Sprintf("moves[%d]", i), m); err != nil {
+		if err := validateMove("moves", i, m); err != nil {
 			return err
 		}
 	}

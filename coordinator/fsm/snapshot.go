@@ -292,7 +292,7 @@ func readSnapshot(r io.Reader) (*state, int, error) {
 			return nil, 0, fmt.Errorf("record %d: %w", seq, noEOF(err))
 		}
 		seq++
-		return &dec{b: buf, off: 1}, buf[0], nil
+		return newDec(buf, 1), buf[0], nil
 	}
 	fail := func(d *dec, what string) error {
 		return fmt.Errorf("record %d (%s): %w: %w", seq-1, what, d.err, interfaces.ErrInvalid)
@@ -305,12 +305,12 @@ func readSnapshot(r io.Reader) (*state, int, error) {
 	if kind != recMeta {
 		return nil, 0, fmt.Errorf("first record is kind %d, want meta: %w", kind, interfaces.ErrInvalid)
 	}
-	applied := d.uvarint("applied")
-	logCap := d.uvarint("log_cap")
-	nChildren := d.uvarint("children")
-	nShards := d.uvarint("shards")
-	nLog := d.uvarint("log")
-	nFlight := d.uvarint("inflight")
+	applied := d.uvarint("applied", "")
+	logCap := d.uvarint("log_cap", "")
+	nChildren := d.uvarint("children", "")
+	nShards := d.uvarint("shards", "")
+	nLog := d.uvarint("log", "")
+	nFlight := d.uvarint("inflight", "")
 	d.end()
 	if d.err == nil && (logCap > 1<<30 || nShards > 1<<31-1 || nLog > logCap) {
 		d.fail("counts out of range")
@@ -335,8 +335,13 @@ func readSnapshot(r io.Reader) (*state, int, error) {
 		if kind != recChild {
 			return nil, 0, fmt.Errorf("record %d is kind %d, want child: %w", seq-1, kind, interfaces.ErrInvalid)
 		}
-		c := &childRec{child: d.child(), used: d.rawLoad("child.used"), shards: int(d.uvarint("child.shards"))}
+		c := &childRec{child: d.child(), used: d.load("child.used", true), shards: int(d.uvarint("child.shards", ""))}
 		d.end()
+		if d.err == nil {
+			if err := interfaces.ValidateChild(c.child); err != nil {
+				d.fail("%v", err)
+			}
+		}
 		if d.err == nil && i > 0 && c.child.ID <= prevChild {
 			d.fail("children not sorted: %q after %q", c.child.ID, prevChild)
 		}
@@ -434,68 +439,38 @@ func sortedChildIDs(m map[interfaces.ChildID]*childRec) []interfaces.ChildID {
 	return ids
 }
 
-// rawLoad reads a load that may hold small negative values (a child's used load
-// is a running sum of floats) but must be finite.
-func (d *dec) rawLoad(field string) interfaces.Load {
-	l := interfaces.Load{
-		CPU:   d.finite(field + ".cpu"),
-		Mem:   d.finite(field + ".mem"),
-		Net:   d.finite(field + ".net"),
-		Tasks: d.finite(field + ".tasks"),
-	}
-	n := d.count(field+".extra", 9)
-	if n > 0 {
-		l.Extra = make(map[string]float64, n)
-	}
-	prev := ""
-	for i := 0; i < n && d.err == nil; i++ {
-		k := d.str(field + ".extra name")
-		v := d.finite(field + ".extra." + k)
-		if d.err == nil && i > 0 && k <= prev {
-			d.fail("%s.extra: names must be strictly increasing", field)
-		}
-		l.Extra[k] = v
-		prev = k
-	}
-	return l
-}
-
 // snapShard reads a shard record. It checks structure and references (owner and
 // move target must be known children) but not the ID syntax rules: the snapshot's
 // checksum covers the bytes, and every spec was validated when its command was
 // decoded. This keeps restoring a million shards well under a second of decoding.
 func (d *dec) snapShard(children map[interfaces.ChildID]*childRec, jobs map[string]string) *shardRec {
 	r := &shardRec{}
-	r.id = interfaces.ShardID(d.str("shard.id"))
-	job := d.str("shard.job")
-	if j, ok := jobs[job]; ok {
-		job = j
+	r.id = interfaces.ShardID(d.str("shard.id", ""))
+	job := d.bytes("shard.job", "")
+	if j, ok := jobs[string(job)]; ok { // no allocation for the lookup
+		r.job = j
 	} else if d.err == nil {
-		jobs[job] = job
+		r.job = string(job)
+		jobs[r.job] = r.job
 	}
-	r.job = job
-	r.load = d.load("shard.load")
-	r.inputRate = d.finite("shard.input_rate")
-	r.stateBytes = d.varint("shard.state_bytes")
-	r.slo = d.dur("shard.latency_slo")
+	r.load = d.load("shard.load", true)
+	r.inputRate = d.finite("shard.input_rate", "")
+	r.stateBytes = d.varint("shard.state_bytes", "")
+	r.slo = d.dur("shard.latency_slo", "")
 	var c interfaces.ShardConstraints
-	c.Pinned = interfaces.ChildID(d.str("shard.constraints.pinned"))
-	if n := d.count("shard.constraints.allowed", 1); n > 0 {
-		c.Allowed = make([]interfaces.ChildID, n)
-		for i := range c.Allowed {
-			c.Allowed[i] = interfaces.ChildID(d.str("shard.constraints.allowed"))
-		}
-	}
-	c.Labels = d.labels("shard.constraints.labels")
-	c.AntiAffinity = d.str("shard.constraints.anti_affinity")
-	c.MaxPerChild = int(d.uvarint("shard.constraints.max_per_child"))
+	d.constraints(&c)
 	if !zeroConstraints(&c) {
 		r.cons = &c
 	}
-	r.owner = interfaces.ChildID(d.str("shard.owner"))
-	r.epoch = interfaces.Epoch(d.uvarint("shard.epoch"))
-	if d.boolean("shard.in_flight") {
-		m := d.move("shard.in_flight")
+	r.owner = interfaces.ChildID(d.str("shard.owner", ""))
+	r.epoch = interfaces.Epoch(d.uvarint("shard.epoch", ""))
+	if d.boolean("shard.in_flight", "") {
+		m := d.move()
+		if d.err == nil {
+			if err := validateMove("shard.in_flight", -1, m); err != nil {
+				d.fail("%v", err)
+			}
+		}
 		r.flight = &m
 	}
 	if d.err != nil {
@@ -503,6 +478,9 @@ func (d *dec) snapShard(children map[interfaces.ChildID]*childRec, jobs map[stri
 	}
 	if r.id == "" {
 		d.fail("shard.id: is required")
+	}
+	if err := interfaces.ValidateLoad("shard.load", r.load); err != nil {
+		d.fail("shard %q: %v", r.id, err)
 	}
 	if r.owner != "" && children[r.owner] == nil {
 		d.fail("shard %q: owner %q is not a known child", r.id, r.owner)
@@ -522,18 +500,18 @@ func (d *dec) snapShard(children map[interfaces.ChildID]*childRec, jobs map[stri
 
 func (d *dec) logEntry() LogEntry {
 	var l LogEntry
-	l.Index = d.uvarint("log.index")
-	l.Change = Change(d.byte1("log.change"))
+	l.Index = d.uvarint("log.index", "")
+	l.Change = Change(d.byte1("log.change", ""))
 	if d.err == nil && (l.Change == 0 || l.Change >= changeEnd) {
 		d.fail("log.change: unknown change %d", l.Change)
 	}
-	l.Tier = d.str("log.tier")
-	l.Shard = interfaces.ShardID(d.str("log.shard"))
-	l.From = interfaces.ChildID(d.str("log.from"))
-	l.To = interfaces.ChildID(d.str("log.to"))
-	l.Epoch = interfaces.Epoch(d.uvarint("log.epoch"))
-	l.Reason = d.str("log.reason")
-	l.Goal = d.str("log.goal")
-	l.Delta = d.finite("log.delta")
+	l.Tier = d.str("log.tier", "")
+	l.Shard = interfaces.ShardID(d.str("log.shard", ""))
+	l.From = interfaces.ChildID(d.str("log.from", ""))
+	l.To = interfaces.ChildID(d.str("log.to", ""))
+	l.Epoch = interfaces.Epoch(d.uvarint("log.epoch", ""))
+	l.Reason = d.str("log.reason", "")
+	l.Goal = d.str("log.goal", "")
+	l.Delta = d.finite("log.delta", "")
 	return l
 }

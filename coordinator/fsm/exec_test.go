@@ -1,0 +1,5 @@
+package fsm
+
+import "os/exec"
+
+var execCommand = exec.Command
