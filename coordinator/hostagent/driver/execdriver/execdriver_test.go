@@ -110,14 +110,28 @@ func TestBusyLoopCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
+	idle, _ := New(Config{Command: []string{"sleep", "60"}, Clock: hostagent.WallClock{}})
+	defer idle.Close()
 	if err := d.Start(ctx, sp("busy"), 1); err != nil {
 		t.Fatal(err)
 	}
-	_ = d.Measure()
-	time.Sleep(500 * time.Millisecond)
-	// A busy loop gets some CPU even on a shared machine; an idle one ~0.
-	if c := d.Measure()["busy"].Load.CPU; c <= 0.05 || c > 1.5 {
+	if err := idle.Start(ctx, sp("idle"), 1); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = d.Measure(), idle.Measure()
+	// Wait until the busy loop has used 50ms of CPU (however contended the
+	// machine is), then the measured rate must be > 0 and about at most the one
+	// core a single-threaded shell can use (1.5 allows for the 10ms tick
+	// granularity over a ≥50ms window). A settled sleep accrues no CPU at all.
+	pid, _ := d.Pid("busy")
+	waitFor(t, "busy loop CPU", func() bool { n, err := ReadCPUTicks("/proc", pid); return err == nil && n >= 5 })
+	if c := d.Measure()["busy"].Load.CPU; c <= 0 || c > 1.5 {
 		t.Fatalf("busy loop measured %.3f cores", c)
+	}
+	_ = idle.Measure()
+	time.Sleep(200 * time.Millisecond)
+	if c := idle.Measure()["idle"].Load.CPU; c != 0 {
+		t.Fatalf("sleep measured %.3f cores", c)
 	}
 }
 

@@ -1,0 +1,64 @@
+package hostagent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/interfaces/wire"
+)
+
+// Adapters between the session stream (interfaces/wire, session.proto) and the
+// Agent API, for the session client: it sends HelloMessage on (re)connect, passes
+// every ParentMessage to HandleParent and sends back what it returns, and sends
+// ReportMessage every report interval.
+
+// HelloMessage builds the session Hello: the agent as a child of tier with
+// labels, its capacity, and every held shard with its epoch (fenced or not).
+func (a *Agent) HelloMessage(tier string, labels map[string]string) *wire.ChildMessage {
+	h := a.Hello()
+	held := make(map[interfaces.ShardID]interfaces.Epoch, len(h.Held))
+	for _, s := range h.Held {
+		held[s.Shard] = s.Epoch
+	}
+	c := interfaces.Child{ID: h.Host, Tier: tier, Capacity: h.Capacity, Labels: labels}
+	return &wire.ChildMessage{Msg: &wire.ChildMessage_Hello{Hello: wire.HelloToWire(c, held)}}
+}
+
+// HandleParent applies one message from the parent, received at local time now,
+// and returns the message to send back:
+//   - Assign, Revoke: an Ack (ok, or the error's text; a malformed message is
+//     acked with its validation error) and a nil error;
+//   - LeaseGrant: no reply; the error is non-nil when the grant is malformed or
+//     refused (ttl not above the safety margin) or executing it failed;
+//   - Constraints, Redirect and empty messages: no reply and no error — they
+//     are the session client's business.
+func (a *Agent) HandleParent(ctx context.Context, now time.Time, m *wire.ParentMessage) (*wire.ChildMessage, error) {
+	switch x := m.GetMsg().(type) {
+	case *wire.ParentMessage_Assign:
+		spec, epoch, err := wire.AssignFromWire(x.Assign)
+		if err != nil {
+			return wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, interfaces.ShardID(x.Assign.GetShard().GetId()), interfaces.Epoch(x.Assign.GetEpoch()), err), nil
+		}
+		return wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, spec.ID, epoch, a.Assign(ctx, now, spec, epoch)), nil
+	case *wire.ParentMessage_Revoke:
+		shard, epoch, err := wire.RevokeFromWire(x.Revoke)
+		if err != nil {
+			return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, interfaces.ShardID(x.Revoke.GetShard()), interfaces.Epoch(x.Revoke.GetEpoch()), err), nil
+		}
+		return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, shard, epoch, a.Revoke(ctx, now, shard, epoch)), nil
+	case *wire.ParentMessage_LeaseGrant:
+		ttl, err := wire.LeaseFromWire(x.LeaseGrant)
+		if err != nil {
+			return nil, fmt.Errorf("lease grant: %w", err)
+		}
+		return nil, a.LeaseGrant(ctx, now, ttl, nil)
+	}
+	return nil, nil
+}
+
+// ReportMessage builds the session Report at now (see Agent.Report).
+func (a *Agent) ReportMessage(now time.Time) *wire.ChildMessage {
+	return &wire.ChildMessage{Msg: &wire.ChildMessage_Report{Report: wire.ReportToWire(a.Report(now))}}
+}
