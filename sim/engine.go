@@ -222,6 +222,9 @@ type engine struct {
 	hostRho  []float64
 	hostLat  []float64
 	hostW    []float64
+	hostLive []bool  // not failed
+	proc     []int32 // host a shard processes on this tick, -1 none
+	maxShard [nres]float64
 
 	jf      []float64 // rate factor per job
 	pending map[[2]int64]bool
@@ -302,6 +305,7 @@ func newEngine(sc *Scenario, spec PolicySpec, seed uint64, replay *replaySeries,
 	e.backlog = make([]float64, n)
 	e.cur = make([]float64, n*nres)
 	e.curRate = make([]float64, n)
+	e.proc = make([]int32, n)
 	for i := range e.host {
 		e.host[i], e.region_[i] = -1, -1
 	}
@@ -346,6 +350,9 @@ func (e *engine) resizeHosts() {
 	e.hostRho = grow(e.hostRho, h)
 	e.hostLat = grow(e.hostLat, h)
 	e.hostW = grow(e.hostW, h)
+	for len(e.hostLive) < h {
+		e.hostLive = append(e.hostLive, true)
+	}
 	if cap(e.scratch) < h {
 		e.scratch = make([]float64, 0, h)
 	}
@@ -461,7 +468,11 @@ func (e *engine) loads(t time.Duration) {
 		}
 	}
 	clear(e.hostLoad)
-	hl, cur, base := e.hostLoad, e.cur, w.baseLoad
+	for h, st := range w.hostState {
+		e.hostLive[h] = st != interfaces.ChildFailed
+	}
+	hl, cur, base, proc, live := e.hostLoad, e.cur, w.baseLoad, e.proc, e.hostLive
+	var mx [nres]float64
 	for i, act := range w.active {
 		if !act {
 			continue
@@ -470,27 +481,37 @@ func (e *engine) loads(t time.Duration) {
 		o := i * nres
 		c0, c1, c2, c3 := base[o]*f, base[o+1], base[o+2]*f, base[o+3]
 		cur[o], cur[o+1], cur[o+2], cur[o+3] = c0, c1, c2, c3
+		mx[0], mx[1], mx[2], mx[3] = max(mx[0], c0), max(mx[1], c1), max(mx[2], c2), max(mx[3], c3)
 		e.curRate[i] = w.baseRate[i] * f
 		h := e.host[i]
-		if h >= 0 && e.moveKind[i] == moveNone && w.hostState[h] != interfaces.ChildFailed {
+		if h >= 0 && e.moveKind[i] == moveNone && live[h] {
 			ho := int(h) * nres
 			hl[ho] += c0
 			hl[ho+1] += c1
 			hl[ho+2] += c2
 			hl[ho+3] += c3
+			proc[i] = h
+		} else {
+			proc[i] = -1
 		}
 	}
+	e.maxShard = mx
 }
 
 // accumulate recomputes the hosts' loads after events changed owners.
 func (e *engine) accumulate() {
 	w := e.w
 	clear(e.hostLoad)
+	for h, st := range w.hostState {
+		e.hostLive[h] = st != interfaces.ChildFailed
+	}
 	for i, act := range w.active {
 		h := e.host[i]
-		if !act || h < 0 || e.moveKind[i] != moveNone || w.hostState[h] == interfaces.ChildFailed {
+		if !act || h < 0 || e.moveKind[i] != moveNone || !e.hostLive[h] {
+			e.proc[i] = -1
 			continue
 		}
+		e.proc[i] = h
 		ho, o := int(h)*nres, i*nres
 		for r := 0; r < nres; r++ {
 			e.hostLoad[ho+r] += e.cur[o+r]
@@ -539,21 +560,20 @@ func (e *engine) process(t time.Duration, tick time.Duration) {
 	}
 	backlogSum := 0.0
 	svc := m.ServiceMS
+	maxShard = e.maxShard
+	proc, rhos, hw := e.proc, e.hostRho, e.hostW
 	for i, act := range w.active {
 		if !act {
 			continue
 		}
-		o := i * nres
-		for r := 0; r < nres; r++ {
-			if e.cur[o+r] > maxShard[r] {
-				maxShard[r] = e.cur[o+r]
-			}
-		}
 		rate := e.curRate[i]
-		h := e.host[i]
 		b := e.backlog[i]
-		if h >= 0 && e.moveKind[i] == moveNone && w.hostState[h] != interfaces.ChildFailed {
-			rho := e.hostRho[h]
+		if h := proc[i]; h >= 0 {
+			rho := rhos[h]
+			if b == 0 && rho <= 1 { // the common case: all input processed
+				hw[h] += rate * dt
+				continue
+			}
 			in := rate*dt + b
 			capRate := rate
 			if rho > 1 {
@@ -567,7 +587,7 @@ func (e *engine) process(t time.Duration, tick time.Duration) {
 				e.addLat(e.hostLat[h]+1000*b/math.Max(capRate, 1e-9), rate*dt)
 			} else {
 				b = 0
-				e.hostW[h] += rate * dt
+				hw[h] += rate * dt
 			}
 		} else {
 			b += rate * dt
