@@ -342,7 +342,11 @@ type Hello struct {
 	HeldEpochs map[string]uint64 `protobuf:"bytes,7,rep,name=held_epochs,json=heldEpochs,proto3" json:"held_epochs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// address is where the child serves its own Admin API (a tier instance's
 	// gRPC address), so tools can walk the tree; empty for hosts.
-	Address       string `protobuf:"bytes,8,opt,name=address,proto3" json:"address,omitempty"`
+	Address string `protobuf:"bytes,8,opt,name=address,proto3" json:"address,omitempty"`
+	// lease_id is the lease the child held before this session (empty for a first
+	// session): after a failover the new leader may resume it rather than wait for it
+	// to expire.
+	LeaseId       string `protobuf:"bytes,9,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -429,6 +433,13 @@ func (x *Hello) GetHeldEpochs() map[string]uint64 {
 func (x *Hello) GetAddress() string {
 	if x != nil {
 		return x.Address
+	}
+	return ""
+}
+
+func (x *Hello) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
 	}
 	return ""
 }
@@ -962,7 +973,7 @@ const file_session_proto_rawDesc = "" +
 	"\vlease_grant\x18\x04 \x01(\v2\x15.strata.v1.LeaseGrantH\x00R\n" +
 	"leaseGrant\x121\n" +
 	"\bredirect\x18\x05 \x01(\v2\x13.strata.v1.RedirectH\x00R\bredirectB\x05\n" +
-	"\x03msg\"\xcd\x03\n" +
+	"\x03msg\"\xe8\x03\n" +
 	"\x05Hello\x12\x19\n" +
 	"\bchild_id\x18\x01 \x01(\tR\achildId\x12\x12\n" +
 	"\x04tier\x18\x02 \x01(\tR\x04tier\x12+\n" +
@@ -972,7 +983,8 @@ const file_session_proto_rawDesc = "" +
 	"\x14min_protocol_version\x18\x06 \x01(\rR\x12minProtocolVersion\x12A\n" +
 	"\vheld_epochs\x18\a \x03(\v2 .strata.v1.Hello.HeldEpochsEntryR\n" +
 	"heldEpochs\x12\x18\n" +
-	"\aaddress\x18\b \x01(\tR\aaddress\x1a9\n" +
+	"\aaddress\x18\b \x01(\tR\aaddress\x12\x19\n" +
+	"\blease_id\x18\t \x01(\tR\aleaseId\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
