@@ -25,8 +25,10 @@
 //
 // Load vectors travel as four doubles (cpu, mem, net, tasks) plus a map of further
 // dimensions by name. Durations travel as int64 nanoseconds (fields named *_nanos),
-// instants as int64 Unix nanoseconds (*_unix_nanos), where 0 stands for the zero
-// time.Time.
+// instants as int64 Unix nanoseconds (*_unix_nanos). View.now_unix_nanos is a
+// proto3 optional field: absent is the zero time.Time, present 0 is the Unix epoch
+// (a virtual clock may well start there), so both travel exactly. An instant
+// outside int64 nanoseconds (before 1677, after 2262) is refused by ViewToWire.
 //
 // The enums ChildState, HintKind, ConstraintKind and PlanStatus use the same numbers
 // as their Go counterparts, so their zero value is the Go zero value (active,
@@ -82,12 +84,12 @@
 //
 // Canonical form. Protobuf cannot tell an empty repeated field or map from an absent
 // one, so FromWire returns nil for every empty slice and map (never an empty
-// non-nil one), and instants as time.Unix(0, n).UTC() (the zero time.Time for 0).
-// A domain value in that canonical form survives domain → wire → domain exactly
-// (reflect.DeepEqual); any valid wire message survives wire → domain → wire exactly
-// (proto.Equal) once its unset message fields are read as set-and-empty. The one
-// instant that cannot travel is the Unix epoch itself, which reads back as the zero
-// time.Time.
+// non-nil one), and every non-zero instant as time.Unix(0, n).UTC() (same
+// instant, location UTC, no monotonic reading). A domain value in that canonical
+// form survives domain → wire → domain exactly (reflect.DeepEqual); any valid wire
+// message survives wire → domain → wire exactly (proto.Equal) once its unset
+// message fields are read as set-and-empty. The property tests check both
+// directions, through the encoding, on random values.
 //
 // Pure packages (interfaces, balancer, tiers, sim) must not import this package;
 // the coordinator and the daemons convert at their edges.
