@@ -331,6 +331,8 @@ func TestFromWireErrors(t *testing.T) {
 		{"view constraint", view(func(v *wire.View) { v.Constraints = []*wire.Constraint{{}, {Max: -4}} }), "view.constraints[1].max", "must be ≥ 0"},
 		{"view report key", view(func(v *wire.View) { v.Reports = map[string]*wire.Report{"h1": {Child: "h2"}} }), `view.reports["h1"].child`, "must equal its key in view.reports"},
 		{"view report bad key", view(func(v *wire.View) { v.Reports = map[string]*wire.Report{"h 1": {Child: "h 1"}} }), `view.reports["h 1"]`, interfaces.IDRule},
+		{"view nil shard", view(func(v *wire.View) { v.Shards = append(v.Shards, nil) }), "view.shards[1].id", "is required"},
+		{"view nil move", view(func(v *wire.View) { v.InFlight = []*wire.Move{nil} }), "view.in_flight[0].shard", "is required"},
 		{"view report nil", view(func(v *wire.View) { v.Reports = map[string]*wire.Report{"h1": nil} }), `view.reports["h1"].child`, "is required"},
 		{"view report field", view(func(v *wire.View) { v.Reports = map[string]*wire.Report{"h1": {Child: "h1", LatencyP99Nanos: -1}} }), `view.reports["h1"].latency_p99`, "must be ≥ 0"},
 	}

@@ -22,6 +22,8 @@
 //     drain, explain, what-if plans bound to a state index, Raft membership).
 //   - plugin.proto: service TierPolicy, interfaces.Policy as a service, so that a
 //     tier policy can run as its own process.
+//   - worker.proto: service Worker, between a host agent and the stream workers
+//     it runs (kept by the host agent's owners; see coordinator/hostagent).
 //
 // Load vectors travel as four doubles (cpu, mem, net, tasks) plus a map of further
 // dimensions by name. Durations travel as int64 nanoseconds (fields named *_nanos),
