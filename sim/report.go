@@ -238,6 +238,8 @@ func fmtTick(x float64) string {
 	switch {
 	case x == 0:
 		return "0"
+	case x == math.Trunc(x) && x < 1e6:
+		return strconv.FormatFloat(x, 'f', 0, 64)
 	case x >= 1e6 || x < 0.01:
 		return strconv.FormatFloat(x, 'g', 3, 64)
 	case x >= 100:
@@ -248,6 +250,9 @@ func fmtTick(x float64) string {
 
 func fmtDur(s float64) string {
 	d := time.Duration(s * float64(time.Second)).Round(time.Second)
+	if d == 0 {
+		return "0"
+	}
 	return strings.TrimSuffix(strings.TrimSuffix(d.String(), "0s"), "0m")
 }
 
