@@ -194,40 +194,68 @@ func (c *Client) session(ctx context.Context, addr string) (leader string, live 
 	go func() { sendErr <- c.sender(sctx, stream, out) }()
 
 	c.onLease(g)
+	// Leases are handled here, at once; everything else goes, in order, to a
+	// handler goroutine, so a slow handler never delays a lease renewal.
+	work := make(chan *wire.ParentMessage, 8192)
+	handled := make(chan struct{})
+	go func() {
+		defer close(handled)
+		for m := range work {
+			c.handle(sctx, m, out)
+		}
+	}()
 	for {
 		m, err := stream.Recv()
-		if err != nil {
-			cancel()
-			if errors.Is(err, io.EOF) {
-				err = fmt.Errorf("parent %s closed the session", addr)
+		if err == nil {
+			if lg := m.GetLeaseGrant(); lg != nil {
+				c.onLease(lg)
+				continue
 			}
-			err = wire.FromStatus(err)
-			c.handler.OnDisconnect(err)
-			<-sendErr
-			return "", true, err
+			if r := m.GetRedirect(); r != nil {
+				// Leadership moved: the old leader tells us where to go.
+				err = fmt.Errorf("parent %s is no longer the leader", addr)
+				leader = r.GetLeaderAddress()
+			}
 		}
-		var ack *wire.Ack
-		switch msg := m.GetMsg().(type) {
-		case *wire.ParentMessage_LeaseGrant:
-			c.onLease(msg.LeaseGrant)
-		case *wire.ParentMessage_Assign:
-			ack = c.handler.OnAssign(msg.Assign)
-		case *wire.ParentMessage_Revoke:
-			ack = c.handler.OnRevoke(msg.Revoke)
-		case *wire.ParentMessage_Constraints:
-			c.handler.OnConstraints(msg.Constraints)
-		case *wire.ParentMessage_Redirect:
-			// Leadership moved: the old leader tells us where to go.
-			cancel()
-			c.handler.OnDisconnect(fmt.Errorf("parent %s is no longer the leader", addr))
-			<-sendErr
-			return msg.Redirect.GetLeaderAddress(), true, nil
-		}
-		if ack != nil {
+		if err == nil {
 			select {
-			case out <- &wire.ChildMessage{Msg: &wire.ChildMessage_Ack{Ack: ack}}:
+			case work <- m:
+				continue
 			case <-sctx.Done():
+				err = sctx.Err()
 			}
+		}
+		close(work)
+		cancel()
+		<-handled
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("parent %s closed the session", addr)
+		}
+		err = wire.FromStatus(err)
+		c.handler.OnDisconnect(err)
+		<-sendErr
+		if leader != "" {
+			return leader, true, nil
+		}
+		return "", true, err
+	}
+}
+
+// handle passes one message to the handler and queues the ack it returns.
+func (c *Client) handle(ctx context.Context, m *wire.ParentMessage, out chan<- *wire.ChildMessage) {
+	var ack *wire.Ack
+	switch msg := m.GetMsg().(type) {
+	case *wire.ParentMessage_Assign:
+		ack = c.handler.OnAssign(msg.Assign)
+	case *wire.ParentMessage_Revoke:
+		ack = c.handler.OnRevoke(msg.Revoke)
+	case *wire.ParentMessage_Constraints:
+		c.handler.OnConstraints(msg.Constraints)
+	}
+	if ack != nil {
+		select {
+		case out <- &wire.ChildMessage{Msg: &wire.ChildMessage_Ack{Ack: ack}}:
+		case <-ctx.Done():
 		}
 	}
 }

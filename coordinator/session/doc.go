@@ -5,7 +5,8 @@
 // Client.Run dials the parent replicas in turn, sends Hello, follows a Redirect to
 // the leader, then pumps messages until the stream breaks, and starts over with
 // exponential backoff (with jitter from a seeded source). Messages from the parent
-// go to a Handler on the session goroutine, in order; the acks it returns are sent
+// go to a Handler on one goroutine, in order (LeaseGrants at once, on the receive
+// goroutine, so a slow handler never delays a renewal); the acks it returns are sent
 // back on the same stream. Reports are sent every report interval (the parent may
 // set it in its LeaseGrant).
 //
