@@ -202,8 +202,14 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 		case EffPersist:
 			if err := a.store.Put(e.Record); err != nil {
 				errs = append(errs, fmt.Errorf("persist %s@%d: %w", e.Shard, e.Epoch, err))
-				skip[e.Shard] = true
-				effs = append(effs, a.core.StartFailed(e.Shard, e.Epoch)...)
+				if !e.Record.Fenced {
+					// The start that follows must not run without a durable
+					// record: cancel it and drop the shard.
+					skip[e.Shard] = true
+					effs = append(effs, a.core.StartFailed(e.Shard, e.Epoch)...)
+				}
+				// A fenced flag that failed to persist is harmless: every record
+				// loads fenced after a restart.
 			}
 		case EffStart:
 			if skip[e.Shard] {

@@ -360,3 +360,24 @@ func TestStartCannotOutlastLease(t *testing.T) {
 		t.Fatal("a start that ran out of lease must drop the shard")
 	}
 }
+
+func TestPersistFailureCancelsStart(t *testing.T) {
+	r := newRig(t)
+	a := r.open(t, "h1")
+	now := r.clock.Now()
+	_ = a.LeaseGrant(ctx, now, 10*time.Second, nil)
+	a.store.Close() // every write now fails
+	err := a.Assign(ctx, now, spec("a"), 1)
+	if err == nil || !strings.Contains(err.Error(), "persist a@1") {
+		t.Fatalf("assign with a dead store: %v", err)
+	}
+	if len(r.synth.Running()) != 0 || len(a.Held()) != 0 {
+		t.Fatalf("a shard started without a durable record: driver %v held %v", r.synth.Running(), a.Held())
+	}
+	a.ledger.Close()
+	a.closed = true
+	res := r.check(t, nil, "h1")
+	if !res.OK() || len(res.Intervals) != 0 {
+		t.Fatalf("ledger must show no run: %v %+v", res.Err(), res.Intervals)
+	}
+}

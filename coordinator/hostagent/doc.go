@@ -110,4 +110,13 @@
 //     one load reporter per live stream.
 //
 // The synthetic driver and the Core start no goroutines.
+//
+// # Known limits
+//
+//   - Tombstones are never pruned (one small entry per shard ever revoked).
+//   - A shard whose exec process exits on its own stays held; the driver stops
+//     measuring it (execdriver.Driver.Exited tells) but the agent neither
+//     restarts it nor tells the parent.
+//   - Report sequence numbers restart at 1 when the agent restarts.
+//   - The ledger compares timestamps of different hosts directly (one clock).
 package hostagent
