@@ -207,6 +207,14 @@ func (e *engine) globalView(t time.Duration) *interfaces.View {
 	w := e.w
 	v := &interfaces.View{Tier: interfaces.TierGlobal, Instance: interfaces.TierGlobal, Now: Epoch.Add(t), Seed: e.roundSeed(-1), Reports: map[interfaces.ChildID]interfaces.Report{}}
 	used := make([][nres]float64, len(w.regionName))
+	n := 0
+	for _, act := range w.active {
+		if act {
+			n++
+		}
+	}
+	v.Shards = make([]interfaces.Shard, 0, n)
+	v.Assignments = make([]interfaces.Assignment, 0, n)
 	for i, act := range w.active {
 		if !act {
 			continue
@@ -272,6 +280,14 @@ func (e *engine) regionView(t time.Duration, r int32) *interfaces.View {
 		u := interfaces.Load{CPU: e.hostLoad[o], Mem: e.hostLoad[o+1], Net: e.hostLoad[o+2], Tasks: e.hostLoad[o+3]}
 		v.Reports[id] = interfaces.Report{Child: id, Capacity: capacity, Used: u, Headroom: capacity.Sub(u).Max(interfaces.Load{}), LatencyP99: time.Duration(e.hostLat[h] * float64(time.Millisecond))}
 	}
+	n := 0
+	for i, act := range w.active {
+		if act && e.region_[i] == r && e.moveKind[i] != moveRegion {
+			n++
+		}
+	}
+	v.Shards = make([]interfaces.Shard, 0, n)
+	v.Assignments = make([]interfaces.Assignment, 0, n)
 	for i, act := range w.active {
 		if !act || e.region_[i] != r || e.moveKind[i] == moveRegion {
 			continue
