@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/strata-sched/strata/coordinator/tierd"
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// Daemon configuration files are YAML, decoded strictly: an unknown key or a
+// value of the wrong type is an error naming the key and its line. See
+// docs/operations.md for every key, and deploy/examples/ for samples.
+
+// tierFile is the configuration of "strata global" and "strata region".
+type tierFile struct {
+	Tier      string       `yaml:"tier"`
+	Instance  string       `yaml:"instance"`
+	NodeID    string       `yaml:"node_id"`
+	DataDir   string       `yaml:"data_dir"`
+	Listen    listenFile   `yaml:"listen"`
+	Bootstrap bool         `yaml:"bootstrap"`
+	Peers     []tierd.Peer `yaml:"peers"`
+	Parent    []string     `yaml:"parent"`
+	Policy    policyFile   `yaml:"policy"`
+	Control   controlFile  `yaml:"control"`
+}
+
+type listenFile struct {
+	Raft  string `yaml:"raft"`
+	GRPC  string `yaml:"grpc"`
+	HTTP  string `yaml:"http"`
+	Admin string `yaml:"admin"`
+}
+
+type policyFile struct {
+	Name   string            `yaml:"name"`
+	Config map[string]string `yaml:"config"`
+}
+
+type controlFile struct {
+	Interval       duration `yaml:"interval"`
+	LeaseTTL       duration `yaml:"lease_ttl"`
+	Grace          duration `yaml:"grace"`
+	SolveTimeout   duration `yaml:"solve_timeout"`
+	ReportInterval duration `yaml:"report_interval"`
+	MaxMoves       int      `yaml:"max_moves"`
+}
+
+// hostFile is the configuration of "strata host".
+type hostFile struct {
+	Host     string            `yaml:"host"`
+	DataDir  string            `yaml:"data_dir"`
+	Parent   []string          `yaml:"parent"`
+	Listen   listenFile        `yaml:"listen"`
+	Capacity loadFile          `yaml:"capacity"`
+	Labels   map[string]string `yaml:"labels"`
+	Driver   driverFile        `yaml:"driver"`
+}
+
+type driverFile struct {
+	Kind      string        `yaml:"kind"`
+	Synthetic syntheticFile `yaml:"synthetic"`
+	Exec      execFile      `yaml:"exec"`
+	Callback  callbackFile  `yaml:"callback"`
+}
+
+type syntheticFile struct {
+	Seed        uint64   `yaml:"seed"`
+	Wave        float64  `yaml:"wave"`
+	Period      duration `yaml:"period"`
+	Noise       float64  `yaml:"noise"`
+	BaseLatency duration `yaml:"base_latency"`
+}
+
+type execFile struct {
+	Command     []string `yaml:"command"`
+	Env         []string `yaml:"env"`
+	Dir         string   `yaml:"dir"`
+	StopTimeout duration `yaml:"stop_timeout"`
+}
+
+type callbackFile struct {
+	Listen     string   `yaml:"listen"`
+	AckTimeout duration `yaml:"ack_timeout"`
+}
+
+// loadFile is a load or capacity vector: cpu in cores, mem in bytes (or with a
+// binary or decimal suffix: 512Mi, 64Gi, 2G), net in bytes/s (same suffixes),
+// tasks as a count, and further dimensions by name.
+type loadFile map[string]quantity
+
+func (l loadFile) load(field string) (interfaces.Load, error) {
+	var out interfaces.Load
+	for k, v := range l {
+		out = out.With(k, float64(v))
+	}
+	if err := interfaces.ValidateLoad(field, out); err != nil {
+		return interfaces.Load{}, err
+	}
+	return out, nil
+}
+
+// quantity is a number with an optional unit suffix.
+type quantity float64
+
+var quantityRe = regexp.MustCompile(`^([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(Ki|Mi|Gi|Ti|K|M|G|T|k)?$`)
+
+var quantityUnits = map[string]float64{
+	"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+	"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
+}
+
+// parseQuantity reads "16", "0.5", "512Mi", "2G".
+func parseQuantity(s string) (float64, error) {
+	m := quantityRe.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, fmt.Errorf("must be a non-negative number with an optional unit (Ki, Mi, Gi, Ti, K, M, G, T), got %q", s)
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0, err
+	}
+	return v * quantityUnits[m[2]], nil
+}
+
+func (q *quantity) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: must be a number", n.Line)
+	}
+	v, err := parseQuantity(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %v", n.Line, err)
+	}
+	*q = quantity(v)
+	return nil
+}
+
+// duration is a time.Duration written as "500ms", "2s", "1m".
+type duration time.Duration
+
+func (d *duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v < 0 {
+		return fmt.Errorf("line %d: must be a non-negative duration such as 500ms or 2s, got %q", n.Line, n.Value)
+	}
+	*d = duration(v)
+	return nil
+}
+
+var yamlUnknownField = regexp.MustCompile(`line (\d+): field (\S+) not found in type \S+`)
+
+// decodeStrict decodes YAML into v, refusing unknown keys, and rewrites the
+// decoder's messages so they name the key and the line.
+func decodeStrict(path string, data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, errEOF) || err.Error() == "EOF" {
+			return fmt.Errorf("%s: the file is empty: %w", path, interfaces.ErrInvalid)
+		}
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			msgs := make([]string, len(te.Errors))
+			for i, m := range te.Errors {
+				msgs[i] = yamlUnknownField.ReplaceAllString(m, `line $1: unknown key "$2"`)
+			}
+			return fmt.Errorf("%s: %s: %w", path, strings.Join(msgs, "; "), interfaces.ErrInvalid)
+		}
+		return fmt.Errorf("%s: %v: %w", path, err, interfaces.ErrInvalid)
+	}
+	return nil
+}
+
+var errEOF = errors.New("EOF")
+
+func readConfig(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	return decodeStrict(path, data, v)
+}
+
+// tierConfig turns a tier file into the daemon's configuration.
+func (f tierFile) tierConfig() (tierd.Config, error) {
+	if f.Tier == "" {
+		return tierd.Config{}, fmt.Errorf("tier: is required (global, region, or a custom tier's name): %w", interfaces.ErrInvalid)
+	}
+	c := tierd.Config{
+		Tier: f.Tier, Instance: f.Instance, NodeID: f.NodeID, DataDir: f.DataDir,
+		RaftAddr: f.Listen.Raft, GRPCAddr: f.Listen.GRPC, HTTPAddr: f.Listen.HTTP, AdminAddr: f.Listen.Admin,
+		Bootstrap: f.Bootstrap, Peers: f.Peers, Parent: f.Parent,
+		Policy: f.Policy.Name, PolicyConfig: f.Policy.Config,
+		Interval: time.Duration(f.Control.Interval), LeaseTTL: time.Duration(f.Control.LeaseTTL),
+		Grace: time.Duration(f.Control.Grace), SolveTimeout: time.Duration(f.Control.SolveTimeout),
+		ReportInterval: time.Duration(f.Control.ReportInterval), MaxMoves: f.Control.MaxMoves,
+	}
+	if c.Instance == "" && c.Tier == interfaces.TierGlobal {
+		c.Instance = "global"
+	}
+	c = c.Defaults()
+	return c, c.Validate()
+}

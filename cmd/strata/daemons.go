@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+
+	"github.com/strata-sched/strata/coordinator/hostagent"
+	"github.com/strata-sched/strata/coordinator/hostagent/driver"
+	"github.com/strata-sched/strata/coordinator/hostagent/driver/callback"
+	"github.com/strata-sched/strata/coordinator/hostagent/driver/execdriver"
+	"github.com/strata-sched/strata/coordinator/hostagent/driver/synthetic"
+	"github.com/strata-sched/strata/coordinator/hostd"
+	"github.com/strata-sched/strata/coordinator/tierd"
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/interfaces/wire"
+)
+
+func init() {
+	commands = append(commands,
+		func(g *globalOptions) *cobra.Command { return newTierDaemonCmd(g, interfaces.TierGlobal) },
+		func(g *globalOptions) *cobra.Command { return newTierDaemonCmd(g, interfaces.TierRegion) },
+		newTierCmd, newHostDaemonCmd)
+}
+
+// tierOverrides are the flags that override a tier config file.
+type tierOverrides struct {
+	config, nodeID, dataDir, raft, grpcAddr, http, instance string
+	parent                                                  []string
+	bootstrap                                               bool
+}
+
+func (o *tierOverrides) register(cmd *cobra.Command, withInstance bool) {
+	f := cmd.Flags()
+	f.StringVarP(&o.config, "config", "c", "", "YAML configuration file (required)")
+	f.StringVar(&o.nodeID, "node-id", "", "override node_id")
+	f.StringVar(&o.dataDir, "data-dir", "", "override data_dir")
+	f.StringVar(&o.raft, "listen-raft", "", "override listen.raft")
+	f.StringVar(&o.grpcAddr, "listen-grpc", "", "override listen.grpc")
+	f.StringVar(&o.http, "listen-http", "", "override listen.http")
+	f.StringSliceVar(&o.parent, "parent", nil, "override parent (the parent tier's gRPC addresses, comma-separated)")
+	f.BoolVar(&o.bootstrap, "bootstrap", false, "bootstrap a new Raft group with the configured peers (only on first start)")
+	if withInstance {
+		f.StringVar(&o.instance, "instance", "", "override instance")
+	}
+	_ = cmd.MarkFlagRequired("config")
+}
+
+func (o *tierOverrides) apply(f *tierFile, cmd *cobra.Command) {
+	set := func(flag string, dst *string, v string) {
+		if cmd.Flags().Changed(flag) {
+			*dst = v
+		}
+	}
+	set("node-id", &f.NodeID, o.nodeID)
+	set("data-dir", &f.DataDir, o.dataDir)
+	set("listen-raft", &f.Listen.Raft, o.raft)
+	set("listen-grpc", &f.Listen.GRPC, o.grpcAddr)
+	set("listen-http", &f.Listen.HTTP, o.http)
+	set("instance", &f.Instance, o.instance)
+	if cmd.Flags().Changed("parent") {
+		f.Parent = o.parent
+	}
+	if cmd.Flags().Changed("bootstrap") {
+		f.Bootstrap = o.bootstrap
+	}
+}
+
+func newTierDaemonCmd(g *globalOptions, tier string) *cobra.Command {
+	var o tierOverrides
+	short := map[string]string{
+		interfaces.TierGlobal: "Run a replica of the global tier: places shards onto regions",
+		interfaces.TierRegion: "Run a replica of a region tier: places its shards onto hosts",
+	}[tier]
+	cmd := &cobra.Command{
+		Use:   tier + " --config FILE",
+		Short: short,
+		Long: short + `.
+
+The configuration file is YAML (see docs/operations.md and deploy/examples/); flags
+override its keys. The replica serves the session protocol and the Admin API on
+listen.grpc, Raft on listen.raft, and /healthz, /readyz and /metrics on listen.http.
+SIGTERM or SIGINT stops it gracefully.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var f tierFile
+			if err := readConfig(o.config, &f); err != nil {
+				return err
+			}
+			if f.Tier == "" {
+				f.Tier = tier
+			}
+			if f.Tier != tier {
+				return fmt.Errorf("%s: tier: is %q, but this is 'strata %s' (use 'strata tier' for custom tiers)", o.config, f.Tier, tier)
+			}
+			o.apply(&f, cmd)
+			return runTier(cmd.Context(), g, f)
+		},
+	}
+	o.register(cmd, tier != interfaces.TierGlobal)
+	return cmd
+}
+
+func newTierCmd(g *globalOptions) *cobra.Command {
+	var o tierOverrides
+	cmd := &cobra.Command{
+		Use:   "tier --config FILE",
+		Short: "Run a replica of any tier named in its config (global, region or a custom tier)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var f tierFile
+			if err := readConfig(o.config, &f); err != nil {
+				return err
+			}
+			o.apply(&f, cmd)
+			return runTier(cmd.Context(), g, f)
+		},
+	}
+	o.register(cmd, true)
+	return cmd
+}
+
+// signalContext returns a context cancelled by SIGINT or SIGTERM.
+func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		parent = context.Background()
+	}
+	return signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+}
+
+func runTier(ctx context.Context, g *globalOptions, f tierFile) error {
+	cfg, err := f.tierConfig()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signalContext(ctx)
+	defer stop()
+	d, err := tierd.Start(cfg, g.stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stderr, "strata %s %s/%s: serving on %s (grpc)", cfg.Tier, cfg.Instance, cfg.NodeID, d.GRPCAddr())
+	if a := d.HTTPAddr(); a != "" {
+		fmt.Fprintf(g.stderr, ", %s (http)", a)
+	}
+	fmt.Fprintln(g.stderr)
+	<-ctx.Done()
+	fmt.Fprintln(g.stderr, "shutting down")
+	return d.Close()
+}
+
+type hostOverrides struct {
+	config, host, dataDir, http string
+	parent                      []string
+}
+
+func newHostDaemonCmd(g *globalOptions) *cobra.Command {
+	var o hostOverrides
+	cmd := &cobra.Command{
+		Use:   "host --config FILE",
+		Short: "Run a host agent: runs the shards its region assigns, through a driver",
+		Long: `Run a host agent: it connects to the leader of its parent tier, runs the shards
+assigned to it through its driver (synthetic, exec or callback), keeps what it owns in
+a local bbolt file so a restart resumes without asking anyone, and stops its shards
+when its lease expires. SIGTERM or SIGINT stops it gracefully.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var f hostFile
+			if err := readConfig(o.config, &f); err != nil {
+				return err
+			}
+			fl := cmd.Flags()
+			if fl.Changed("host") {
+				f.Host = o.host
+			}
+			if fl.Changed("data-dir") {
+				f.DataDir = o.dataDir
+			}
+			if fl.Changed("listen-http") {
+				f.Listen.HTTP = o.http
+			}
+			if fl.Changed("parent") {
+				f.Parent = o.parent
+			}
+			return runHost(cmd.Context(), g, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&o.config, "config", "c", "", "YAML configuration file (required)")
+	fl.StringVar(&o.host, "host", "", "override host")
+	fl.StringVar(&o.dataDir, "data-dir", "", "override data_dir")
+	fl.StringVar(&o.http, "listen-http", "", "override listen.http")
+	fl.StringSliceVar(&o.parent, "parent", nil, "override parent (the region's gRPC addresses, comma-separated)")
+	_ = cmd.MarkFlagRequired("config")
+	return cmd
+}
+
+// hostDriver builds the driver a host file names; stop releases what it holds.
+func hostDriver(f driverFile) (drv driver.Driver, stop func(), err error) {
+	clock := hostagent.WallClock{}
+	stop = func() {}
+	switch f.Kind {
+	case "", "synthetic":
+		drv, err = synthetic.New(synthetic.Config{Clock: clock, Seed: f.Synthetic.Seed, Wave: f.Synthetic.Wave,
+			Period: time.Duration(f.Synthetic.Period), Noise: f.Synthetic.Noise, BaseLatency: time.Duration(f.Synthetic.BaseLatency)})
+	case "exec":
+		if len(f.Exec.Command) == 0 {
+			return nil, nil, fmt.Errorf("driver.exec.command: is required for driver kind exec: %w", interfaces.ErrInvalid)
+		}
+		drv, err = execdriver.New(execdriver.Config{Command: f.Exec.Command, Env: f.Exec.Env, Dir: f.Exec.Dir,
+			StopTimeout: time.Duration(f.Exec.StopTimeout), Clock: clock, Output: os.Stderr})
+	case "callback":
+		if f.Callback.Listen == "" {
+			return nil, nil, fmt.Errorf("driver.callback.listen: is required for driver kind callback: %w", interfaces.ErrInvalid)
+		}
+		cb, cerr := callback.New(callback.Config{AckTimeout: time.Duration(f.Callback.AckTimeout), Clock: clock})
+		if cerr != nil {
+			return nil, nil, cerr
+		}
+		lis, lerr := net.Listen("tcp", f.Callback.Listen)
+		if lerr != nil {
+			return nil, nil, fmt.Errorf("driver.callback.listen %s: %w", f.Callback.Listen, lerr)
+		}
+		srv := grpc.NewServer()
+		wire.RegisterWorkerServer(srv, cb)
+		go func() { _ = srv.Serve(lis) }()
+		drv, stop = cb, srv.Stop
+	default:
+		return nil, nil, fmt.Errorf("driver.kind: must be synthetic, exec or callback (got %q): %w", f.Kind, interfaces.ErrInvalid)
+	}
+	return drv, stop, err
+}
+
+func runHost(ctx context.Context, g *globalOptions, f hostFile) error {
+	capacity, err := f.Capacity.load("capacity")
+	if err != nil {
+		return err
+	}
+	drv, stopDriver, err := hostDriver(f.Driver)
+	if err != nil {
+		return err
+	}
+	defer stopDriver()
+	ctx, stop := signalContext(ctx)
+	defer stop()
+	d, err := hostd.Start(hostd.Config{
+		Host: interfaces.ChildID(f.Host), Parents: f.Parent, DataDir: f.DataDir,
+		Capacity: capacity, Labels: f.Labels, Driver: drv, HTTPAddr: f.Listen.HTTP,
+	}, g.stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stderr, "strata host %s: connecting to %v\n", f.Host, f.Parent)
+	<-ctx.Done()
+	fmt.Fprintln(g.stderr, "shutting down")
+	return d.Close()
+}
