@@ -179,6 +179,15 @@ func (s *state) target(shard interfaces.ShardID, id interfaces.ChildID) error {
 	return nil
 }
 
+// canonical returns the child's own ID string (the one in the children map), so
+// that a million owner fields share a few strings instead of holding a copy each.
+func (s *state) canonical(id interfaces.ChildID) interfaces.ChildID {
+	if c, ok := s.children[id]; ok {
+		return c.child.ID
+	}
+	return id
+}
+
 func (s *state) record(e LogEntry) { s.log.add(e) }
 
 func (s *state) assign(idx uint64, tier string, m interfaces.Move) OpResult {
@@ -198,7 +207,7 @@ func (s *state) assign(idx uint64, tier string, m interfaces.Move) OpResult {
 		return res
 	}
 	r := *old
-	r.owner = m.To
+	r.owner = s.canonical(m.To)
 	r.epoch = old.epoch + 1
 	s.put(&r)
 	s.charge(m.To, r.load, +1)
@@ -247,7 +256,7 @@ func (s *state) move(idx uint64, tier string, m interfaces.Move, begin bool) OpR
 		r.flight = &fl
 		change = ChangeBegin
 	} else {
-		r.owner = m.To
+		r.owner = s.canonical(m.To)
 		r.epoch = old.epoch + 1
 	}
 	s.put(&r)
@@ -287,7 +296,7 @@ func (s *state) complete(idx uint64, c *CompleteMove) OpResult {
 	}
 	r := *old
 	fl := old.flight
-	r.owner = fl.To
+	r.owner = s.canonical(fl.To)
 	r.epoch = old.epoch + 1
 	r.flight = nil
 	s.put(&r)

@@ -276,6 +276,7 @@ func readSnapshot(r io.Reader) (*state, int, error) {
 
 	buf := make([]byte, 0, 512)
 	var seq int
+	rd := newDec(nil, 0) // reused for every record
 	next := func() (*dec, byte, error) {
 		n, err := binary.ReadUvarint(cr)
 		if err != nil {
@@ -292,7 +293,8 @@ func readSnapshot(r io.Reader) (*state, int, error) {
 			return nil, 0, fmt.Errorf("record %d: %w", seq, noEOF(err))
 		}
 		seq++
-		return newDec(buf, 1), buf[0], nil
+		*rd = dec{b: buf, off: 1, item: -1}
+		return rd, buf[0], nil
 	}
 	fail := func(d *dec, what string) error {
 		return fmt.Errorf("record %d (%s): %w: %w", seq-1, what, d.err, interfaces.ErrInvalid)
@@ -462,7 +464,14 @@ func (d *dec) snapShard(children map[interfaces.ChildID]*childRec, jobs map[stri
 	if !zeroConstraints(&c) {
 		r.cons = &c
 	}
-	r.owner = interfaces.ChildID(d.str("shard.owner", ""))
+	if owner := d.bytes("shard.owner", ""); len(owner) > 0 {
+		// Share the child's ID string instead of allocating one per shard.
+		if c := children[interfaces.ChildID(owner)]; c != nil {
+			r.owner = c.child.ID
+		} else {
+			r.owner = interfaces.ChildID(owner)
+		}
+	}
 	r.epoch = interfaces.Epoch(d.uvarint("shard.epoch", ""))
 	if d.boolean("shard.in_flight", "") {
 		m := d.move()
@@ -479,8 +488,8 @@ func (d *dec) snapShard(children map[interfaces.ChildID]*childRec, jobs map[stri
 	if r.id == "" {
 		d.fail("shard.id: is required")
 	}
-	if err := interfaces.ValidateLoad("shard.load", r.load); err != nil {
-		d.fail("shard %q: %v", r.id, err)
+	if !nonNegative(r.load) {
+		d.fail("shard %q: %v", r.id, interfaces.ValidateLoad("shard.load", r.load))
 	}
 	if r.owner != "" && children[r.owner] == nil {
 		d.fail("shard %q: owner %q is not a known child", r.id, r.owner)
@@ -514,4 +523,23 @@ func (d *dec) logEntry() LogEntry {
 	l.Goal = d.str("log.goal", "")
 	l.Delta = d.finite("log.delta", "")
 	return l
+}
+
+// nonNegative is the fast path of interfaces.ValidateLoad for a load whose values
+// are known to be finite: every value ≥ 0 and extra names neither empty nor
+// built-in.
+func nonNegative(l interfaces.Load) bool {
+	if l.CPU < 0 || l.Mem < 0 || l.Net < 0 || l.Tasks < 0 {
+		return false
+	}
+	for k, v := range l.Extra {
+		switch k {
+		case "", interfaces.CPU, interfaces.Mem, interfaces.Net, interfaces.Tasks:
+			return false
+		}
+		if v < 0 {
+			return false
+		}
+	}
+	return true
 }
