@@ -95,6 +95,11 @@ type exactOptions struct {
 	// only, d at every node of depth ≤ d. The combinatorial bound is used at every
 	// node regardless.
 	LPDepth int
+	// DualDepth says where the dual (Lagrangian) bound re-solves its weights with
+	// the package's own small simplex: at nodes of depth < DualDepth; 0 means the
+	// default (every depth), -1 never (the bound is then not used at all). Deeper
+	// nodes reuse their parent's weights.
+	DualDepth int
 }
 
 // exactOutcome is the result of a search.
@@ -112,6 +117,8 @@ type exactOutcome struct {
 	// or failed; RootComb the combinatorial bound at the root.
 	RootLP   float64
 	RootComb float64
+	// RootDual is the dual (Lagrangian) bound at the root, -Inf when not used.
+	RootDual float64
 	// Nodes is the number of search nodes visited.
 	Nodes int64
 	// NoChild lists shards with no allowed child that fits them alone (the reason
@@ -260,6 +267,9 @@ type exactSearch struct {
 	scratchU []float64
 	scratchC []float64
 
+	dualDepth int
+	gam       [][]float64 // [d]: dual weights in force at depth d
+
 	sortedRem [][][]float64 // [d][k]: remaining positive loads of resource k, ascending
 	memo      map[string][]exactCost
 	keyBuf    []byte
@@ -309,6 +319,13 @@ func solveExact(in *exactInstance, opt exactOptions) (exactOutcome, error) {
 			}
 		}
 	}
+	if s.dualDepth > 0 {
+		s.gam[0] = s.dualWeights(0)
+		if v := s.dualBound(0, s.gam[0]); v > s.rootBound {
+			s.rootBound = v
+		}
+	}
+	out.RootDual = s.dualBound(0, s.gam[0])
 	s.seedIncumbent()
 	s.improveIncumbents()
 	s.dfs(0, 0)
@@ -341,7 +358,11 @@ func solveExact(in *exactInstance, opt exactOptions) (exactOutcome, error) {
 
 func newExactSearch(in *exactInstance, opt exactOptions) *exactSearch {
 	n, m, r := in.N, in.M, in.R
-	s := &exactSearch{in: in, n: n, m: m, r: r, lpDepth: opt.LPDepth, maxNodes: opt.MaxNodes}
+	s := &exactSearch{in: in, n: n, m: m, r: r, lpDepth: opt.LPDepth, maxNodes: opt.MaxNodes, dualDepth: opt.DualDepth}
+	if s.dualDepth == 0 {
+		s.dualDepth = n + 1
+	}
+	s.gam = make([][]float64, n+1)
 	if s.maxNodes <= 0 {
 		s.maxNodes = exactDefaultMaxNodes
 	}
@@ -758,6 +779,26 @@ func (s *exactSearch) forced(d int, hard bool) (int, int64) {
 	return mv, by
 }
 
+// prune reports whether a node at depth d whose completions all have T ≥ lb can
+// be skipped: it cannot beat the incumbent's T, nor tie it with fewer moves or
+// bytes.
+func (s *exactSearch) prune(d int, lb float64) bool {
+	if !s.haveBest {
+		return math.IsInf(lb, 1)
+	}
+	if lb > s.bestT+exactEps {
+		return true
+	}
+	if lb >= s.bestT-exactEps {
+		// Only a tie on T is possible: moves and bytes decide.
+		fm, fb := s.forced(d, false)
+		if s.moves+fm > s.bestMoves || (s.moves+fm == s.bestMoves && s.bytesMv+fb >= s.bestBytes) {
+			return true
+		}
+	}
+	return false
+}
+
 type exactCand struct {
 	j   int
 	u   float64
@@ -786,29 +827,41 @@ func (s *exactSearch) dfs(d int, tp float64) {
 			return
 		}
 	}
+	// Bounds, cheapest first; each may prune.
 	lb := s.combBound(d, tp)
-	if d > 0 && d <= s.lpDepth {
-		if v, ok := s.lpBound(d); ok && v > lb {
-			lb = v
-		}
+	if s.prune(d, lb) || (s.haveBest && s.wasteInfeasible(d, s.bestT+exactEps)) {
+		return
 	}
-	if s.haveBest {
-		if lb > s.bestT+exactEps {
-			return
-		}
-		if lb >= s.bestT-exactEps {
-			// Only a tie on T is possible: moves and bytes decide.
-			fm, fb := s.forced(d, false)
-			if s.moves+fm > s.bestMoves || (s.moves+fm == s.bestMoves && s.bytesMv+fb >= s.bestBytes) {
+	if d > 0 && s.dualDepth > 0 {
+		s.gam[d] = s.gam[d-1]
+		if v := s.dualBound(d, s.gam[d]); v > lb {
+			lb = v
+			if s.prune(d, lb) {
 				return
 			}
-		}
-		if s.wasteInfeasible(d, s.bestT+exactEps) {
-			return
 		}
 	}
 	if s.seen(d) {
 		return
+	}
+	if d > 0 && d < s.dualDepth {
+		if g := s.dualWeights(d); g != nil {
+			s.gam[d] = g
+			if v := s.dualBound(d, g); v > lb {
+				lb = v
+				if s.prune(d, lb) {
+					return
+				}
+			}
+		}
+	}
+	if d > 0 && d <= s.lpDepth {
+		if v, ok := s.lpBound(d); ok && v > lb {
+			lb = v
+			if s.prune(d, lb) {
+				return
+			}
+		}
 	}
 
 	i := s.order[d]
