@@ -203,7 +203,7 @@ func (a *Applier) round(reqs []*planReq) {
 	// Make the FSM current: after a leadership change, or when entries other than
 	// ours were appended since our last round.
 	if term := rf.CurrentTerm(); term != a.term || rf.LastIndex() != a.lastIndex {
-		if err := rf.Barrier(a.t.cfg.Timeouts.Apply).Error(); err != nil {
+		if err := a.t.wait(context.Background(), rf.Barrier(a.t.cfg.Timeouts.Apply)); err != nil {
 			fail(mapRaftErr(err, a.t.notLeader))
 			return
 		}
@@ -261,7 +261,7 @@ func (a *Applier) round(reqs []*planReq) {
 	var firstErr error
 	committed := false
 	for _, c := range chunks {
-		if err := c.f.Error(); err != nil {
+		if err := a.t.wait(context.Background(), c.f); err != nil {
 			if firstErr == nil {
 				firstErr = mapRaftErr(err, a.t.notLeader)
 			}

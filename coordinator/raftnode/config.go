@@ -165,7 +165,10 @@ func (c *Config) raftConfig() *raft.Config {
 	rc.SnapshotThreshold = c.Timeouts.SnapshotThreshold
 	rc.SnapshotInterval = c.Timeouts.SnapshotInterval
 	rc.TrailingLogs = c.Timeouts.TrailingLogs
-	rc.BatchApplyCh = true
+	// BatchApplyCh stays off: with it, futures buffered in the apply channel of a
+	// replica that shuts down are never answered. The leader loop still gathers
+	// all waiting commands into one AppendEntries (group commit).
+	rc.BatchApplyCh = false
 	rc.LogLevel = c.LogLevel
 	return rc
 }

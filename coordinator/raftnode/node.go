@@ -38,6 +38,7 @@ type Node struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	closing   chan struct{} // closed when Shutdown starts
 }
 
 // New starts a replica with fsm as its state machine. It does not bootstrap or join:
@@ -51,7 +52,7 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 		return nil, fmt.Errorf("config: fsm: must not be nil: %w", interfaces.ErrInvalid)
 	}
 	n := &Node{cfg: cfg, fsm: newLockedFSM(fsm), mux: http.NewServeMux(),
-		client: &http.Client{Timeout: 30 * time.Second}}
+		client: &http.Client{Timeout: 30 * time.Second}, closing: make(chan struct{})}
 	out := cfg.LogOutput
 	if out == nil {
 		out = io.Discard
@@ -231,7 +232,7 @@ func (n *Node) Apply(ctx context.Context, cmd []byte) (any, uint64, error) {
 		return nil, 0, err
 	}
 	f := n.raft.Apply(cmd, n.timeout(ctx))
-	if err := f.Error(); err != nil {
+	if err := n.wait(ctx, f); err != nil {
 		return nil, 0, mapRaftErr(err, n.notLeader)
 	}
 	resp := f.Response()
@@ -249,13 +250,33 @@ func (n *Node) ReadLinearizable(ctx context.Context, fn func(raft.FSM) error) er
 	if n.raft.State() != raft.Leader {
 		return n.notLeader()
 	}
-	if err := n.raft.Barrier(n.timeout(ctx)).Error(); err != nil {
+	if err := n.wait(ctx, n.raft.Barrier(n.timeout(ctx))); err != nil {
 		return mapRaftErr(err, n.notLeader)
 	}
-	if err := n.raft.VerifyLeader().Error(); err != nil {
+	if err := n.wait(ctx, n.raft.VerifyLeader()); err != nil {
 		return mapRaftErr(err, n.notLeader)
 	}
 	return n.fsm.read(fn)
+}
+
+// wait waits for a raft future, but not forever: raft's futures cannot be
+// cancelled, and one handed to a replica that shuts down mid-flight may never be
+// answered. Giving up wraps ErrIndeterminate: the operation may still happen.
+func (n *Node) wait(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	t := time.NewTimer(n.timeout(ctx) + time.Second)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("raft: %w: %w", ctx.Err(), ErrIndeterminate)
+	case <-t.C:
+		return fmt.Errorf("raft: no answer within %v: %w", n.timeout(ctx)+time.Second, ErrIndeterminate)
+	case <-n.closing:
+		return fmt.Errorf("raft: replica shutting down: %w", ErrIndeterminate)
+	}
 }
 
 // ErrTooStale is returned by ReadStale when the replica has not heard from a leader
@@ -317,7 +338,7 @@ func (n *Node) AddVoter(ctx context.Context, id, raftAddr string) error {
 			return nil // already a member: joining twice is harmless
 		}
 	}
-	err = n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.timeout(ctx)).Error()
+	err = n.wait(ctx, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.timeout(ctx)))
 	return mapRaftErr(err, n.notLeader)
 }
 
@@ -341,7 +362,7 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	if !found {
 		return fmt.Errorf("remove: server %q: %w", id, interfaces.ErrNotFound)
 	}
-	err = n.raft.RemoveServer(raft.ServerID(id), 0, n.timeout(ctx)).Error()
+	err = n.wait(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, n.timeout(ctx)))
 	return mapRaftErr(err, n.notLeader)
 }
 
@@ -371,7 +392,7 @@ func (n *Node) Join(ctx context.Context, memberAdmin string) error {
 func (n *Node) Leave(ctx context.Context) error {
 	if n.IsLeader() {
 		// Hand leadership over first so the group keeps a leader.
-		if err := n.raft.LeadershipTransfer().Error(); err != nil && !errors.Is(err, raft.ErrNotLeader) {
+		if err := n.wait(ctx, n.raft.LeadershipTransfer()); err != nil && !errors.Is(err, raft.ErrNotLeader) {
 			n.logger.Warn("leadership transfer before leave failed", "error", err)
 		}
 	}
@@ -469,6 +490,7 @@ func (n *Node) WaitLeader(ctx context.Context) (string, error) {
 // endpoint. It is safe to call more than once.
 func (n *Node) Shutdown() error {
 	n.closeOnce.Do(func() {
+		close(n.closing)
 		if n.raft != nil {
 			n.closeErr = n.raft.Shutdown().Error()
 		}
