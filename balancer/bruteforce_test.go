@@ -61,10 +61,20 @@ func bruteEval(in *exactInstance, assign []int, limit func(j, k int) float64) (t
 	sum := make([][]float64, m)
 	for j := range sum {
 		sum[j] = make([]float64, r)
+		if in.Base != nil {
+			copy(sum[j], in.Base[j])
+		}
 	}
 	gcount := map[[2]int]int{}
+	for g, row := range in.BaseGroups {
+		for j, c := range row {
+			gcount[[2]int{g, j}] = c
+		}
+	}
+	used := make([]bool, m)
 	for i := 0; i < n; i++ {
 		j := assign[i]
+		used[j] = true
 		if in.Allowed != nil && !in.Allowed[i][j] {
 			return 0, 0, 0, false
 		}
@@ -99,7 +109,7 @@ func bruteEval(in *exactInstance, assign []int, limit func(j, k int) float64) (t
 	for j := 0; j < m; j++ {
 		for k := 0; k < r; k++ {
 			lim := limit(j, k)
-			if sum[j][k] > lim+exactEps*math.Max(1, lim) {
+			if used[j] && sum[j][k] > lim+exactEps*math.Max(1, lim) {
 				return 0, 0, 0, false
 			}
 			if in.Cap[j][k] > 0 {

@@ -40,7 +40,8 @@ type exactInstance struct {
 	// resource with capacity 0 takes no load and does not count in T.
 	Cap [][]float64
 	// Limit[j][k] is the most load child j may carry of resource k (capacity less
-	// headroom). +Inf means no limit. Nil means Limit = Cap.
+	// headroom) once it receives a shard (Base alone may exceed it). +Inf means no
+	// limit. Nil means Limit = Cap.
 	Limit [][]float64
 	// Allowed[i][j] says whether shard i may live on child j. Nil means everywhere.
 	Allowed [][]bool
@@ -57,6 +58,11 @@ type exactInstance struct {
 	// no bound.
 	MaxMoves int
 	MaxBytes int64
+	// Base[j][k] is load already on child j that the search does not place (the
+	// shards of in-flight moves); BaseGroups[g][j] counts their shards of group g.
+	// Nil means none.
+	Base       [][]float64
+	BaseGroups [][]int
 	// CountPlacements makes the first placement of an unplaced shard count as a
 	// move (towards the objective and the budget, with its bytes).
 	CountPlacements bool
@@ -214,6 +220,36 @@ func (in *exactInstance) validate() error {
 			}
 		}
 	}
+	if in.Base != nil {
+		if len(in.Base) != in.M {
+			return fmt.Errorf("exact: base: must have %d rows (got %d): %w", in.M, len(in.Base), interfaces.ErrInvalid)
+		}
+		for j, row := range in.Base {
+			if len(row) != in.R {
+				return fmt.Errorf("exact: base[%d]: must have %d resources (got %d): %w", j, in.R, len(row), interfaces.ErrInvalid)
+			}
+			for k, v := range row {
+				if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+					return fmt.Errorf("exact: base[%d][%d]: must be finite and ≥ 0 (got %v): %w", j, k, v, interfaces.ErrInvalid)
+				}
+			}
+		}
+	}
+	if in.BaseGroups != nil {
+		if len(in.BaseGroups) != len(in.GroupMax) {
+			return fmt.Errorf("exact: base_groups: must have %d rows (got %d): %w", len(in.GroupMax), len(in.BaseGroups), interfaces.ErrInvalid)
+		}
+		for g, row := range in.BaseGroups {
+			if len(row) != in.M {
+				return fmt.Errorf("exact: base_groups[%d]: must have %d children (got %d): %w", g, in.M, len(row), interfaces.ErrInvalid)
+			}
+			for j, c := range row {
+				if c < 0 {
+					return fmt.Errorf("exact: base_groups[%d][%d]: must be ≥ 0 (got %d): %w", g, j, c, interfaces.ErrInvalid)
+				}
+			}
+		}
+	}
 	for g, mx := range in.GroupMax {
 		if mx < 0 {
 			return fmt.Errorf("exact: group_max[%d]: must be ≥ 0 (got %d): %w", g, mx, interfaces.ErrInvalid)
@@ -235,6 +271,8 @@ type exactSearch struct {
 	bytes    []int64     // [i]
 	groups   [][]int     // [i]
 	gmax     []int
+	base     []float64 // [j*r+k]: load of shards outside the search
+	gbase    []int     // [g*m+j]: their group counts
 
 	// suffix data by depth d (shards order[d:] remain)
 	remLoad [][]float64 // [d][k]
@@ -308,7 +346,13 @@ func solveExact(in *exactInstance, opt exactOptions) (exactOutcome, error) {
 		return out, nil
 	}
 
-	comb := s.combBound(0, 0)
+	tp0 := 0.0
+	for j := 0; j < s.m; j++ {
+		for k := 0; k < s.r; k++ {
+			tp0 = math.Max(tp0, s.util(j, k, s.base[j*s.r+k]))
+		}
+	}
+	comb := s.combBound(0, tp0)
 	out.RootComb = comb
 	s.rootBound = comb
 	if s.lpDepth >= 0 {
@@ -328,7 +372,7 @@ func solveExact(in *exactInstance, opt exactOptions) (exactOutcome, error) {
 	out.RootDual = s.dualBound(0, s.gam[0])
 	s.seedIncumbent()
 	s.improveIncumbents()
-	s.dfs(0, 0)
+	s.dfs(0, tp0)
 
 	out.Nodes = s.nodes
 	switch {
@@ -398,6 +442,20 @@ func newExactSearch(in *exactInstance, opt exactOptions) *exactSearch {
 		}
 	}
 	s.gmax = in.GroupMax
+	s.base = make([]float64, m*r)
+	s.gbase = make([]int, len(s.gmax)*m)
+	for j := 0; j < m; j++ {
+		for k := 0; k < r; k++ {
+			if in.Base != nil {
+				s.base[j*r+k] = in.Base[j][k]
+			}
+		}
+		for g := range s.gmax {
+			if in.BaseGroups != nil {
+				s.gbase[g*m+j] = in.BaseGroups[g][j]
+			}
+		}
+	}
 	s.feasible = make([][]bool, n)
 	for i := 0; i < n; i++ {
 		s.feasible[i] = make([]bool, m)
@@ -405,12 +463,12 @@ func newExactSearch(in *exactInstance, opt exactOptions) *exactSearch {
 			if in.Allowed != nil && !in.Allowed[i][j] {
 				continue
 			}
-			if s.groupFull(i, j, nil) {
+			if s.groupFull(i, j, s.gbase) {
 				continue
 			}
 			fits := true
 			for k := 0; k < r; k++ {
-				if s.load[i][k] > s.limit[j*r+k]+exactEps*math.Max(1, s.limit[j*r+k]) || (s.capa[j*r+k] == 0 && s.load[i][k] > 0) {
+				if s.base[j*r+k]+s.load[i][k] > s.limit[j*r+k]+exactEps*math.Max(1, s.limit[j*r+k]) || (s.capa[j*r+k] == 0 && s.load[i][k] > 0) {
 					fits = false
 					break
 				}
@@ -506,9 +564,9 @@ func newExactSearch(in *exactInstance, opt exactOptions) *exactSearch {
 		s.sameNext[d] = s.sameShard(s.order[d], s.order[d+1])
 	}
 
-	s.L = make([]float64, m*r)
+	s.L = append([]float64(nil), s.base...)
 	s.count = make([]int, m)
-	s.gcount = make([]int, len(s.gmax)*m)
+	s.gcount = append([]int(nil), s.gbase...)
 	s.assign = make([]int, n)
 	for i := range s.assign {
 		s.assign[i] = -1
@@ -521,7 +579,12 @@ func newExactSearch(in *exactInstance, opt exactOptions) *exactSearch {
 
 func (s *exactSearch) sameChild(a, b int) bool {
 	for k := 0; k < s.r; k++ {
-		if s.capa[a*s.r+k] != s.capa[b*s.r+k] || s.limit[a*s.r+k] != s.limit[b*s.r+k] {
+		if s.capa[a*s.r+k] != s.capa[b*s.r+k] || s.limit[a*s.r+k] != s.limit[b*s.r+k] || s.base[a*s.r+k] != s.base[b*s.r+k] {
+			return false
+		}
+	}
+	for g := range s.gmax {
+		if s.gbase[g*s.m+a] != s.gbase[g*s.m+b] {
 			return false
 		}
 	}
@@ -676,8 +739,8 @@ func (s *exactSearch) record(assign []int, t float64, mv int, by int64) {
 // seedIncumbent offers the current assignment, with unplaced shards added on the
 // least-utilized feasible child, as a first incumbent when it is feasible.
 func (s *exactSearch) seedIncumbent() {
-	L := make([]float64, s.m*s.r)
-	gc := make([]int, len(s.gmax)*s.m)
+	L := append([]float64(nil), s.base...)
+	gc := append([]int(nil), s.gbase...)
 	assign := make([]int, s.n)
 	mv, by := 0, int64(0)
 	put := func(i, j int) bool {

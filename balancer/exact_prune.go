@@ -176,7 +176,7 @@ type lsState struct {
 }
 
 func (s *exactSearch) newLS(assign []int) *lsState {
-	st := &lsState{s: s, assign: assign, L: make([]float64, s.m*s.r), gc: make([]int, len(s.gmax)*s.m)}
+	st := &lsState{s: s, assign: assign, L: append([]float64(nil), s.base...), gc: append([]int(nil), s.gbase...)}
 	for i, j := range assign {
 		for k := 0; k < s.r; k++ {
 			st.L[j*s.r+k] += s.load[i][k]
@@ -345,7 +345,7 @@ func (s *exactSearch) descend(assign []int) {
 // the bottleneck grows least; nil when it gets stuck or breaks a budget.
 func (s *exactSearch) greedyAssign() []int {
 	assign := make([]int, s.n)
-	st := &lsState{s: s, assign: assign, L: make([]float64, s.m*s.r), gc: make([]int, len(s.gmax)*s.m)}
+	st := &lsState{s: s, assign: assign, L: append([]float64(nil), s.base...), gc: append([]int(nil), s.gbase...)}
 	for _, i := range s.order {
 		bj, bu := -1, math.Inf(1)
 		for j := 0; j < s.m; j++ {

@@ -91,6 +91,24 @@ func genExactInstance(t *rapid.T, minN, maxN, maxM int) *exactInstance {
 	if rapid.Bool().Draw(t, "byteBudget") {
 		in.MaxBytes = int64(rapid.IntRange(0, 30).Draw(t, "maxBytes"))
 	}
+	if rapid.IntRange(0, 3).Draw(t, "hasBase") == 0 {
+		in.Base = make([][]float64, m)
+		for j := range in.Base {
+			in.Base[j] = make([]float64, r)
+			for k := range in.Base[j] {
+				in.Base[j][k] = float64(rapid.IntRange(0, 15).Draw(t, "base"))
+			}
+		}
+		if len(in.GroupMax) > 0 {
+			in.BaseGroups = make([][]int, len(in.GroupMax))
+			for g := range in.BaseGroups {
+				in.BaseGroups[g] = make([]int, m)
+				for j := range in.BaseGroups[g] {
+					in.BaseGroups[g][j] = rapid.IntRange(0, 1).Draw(t, "baseGroup")
+				}
+			}
+		}
+	}
 	in.CountPlacements = rapid.Bool().Draw(t, "countPlacements")
 	return in
 }
