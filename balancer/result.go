@@ -131,7 +131,13 @@ func ratio(a, b float64) float64 {
 // that only help as part of a swap or a chain say so.
 func explainMoves(p *Problem, goals []Goal, lm LatencyModel, assign []int32) []interfaces.Move {
 	ev := newState(p, goals, lm, assign)
-	var moves []interfaces.Move
+	n := 0
+	for s, c := range assign {
+		if c != p.Current[s] && c >= 0 {
+			n++
+		}
+	}
+	moves := make([]interfaces.Move, 0, n)
 	for s, c := range assign {
 		from := p.Current[s]
 		if c == from || c < 0 {

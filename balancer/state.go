@@ -44,7 +44,9 @@ type state struct {
 	gd []float64 // scratch: per-goal delta
 	// noBudget disables the move-budget check (greedy's from-scratch phase).
 	noBudget bool
-	start    *startInfo
+	// scratch rows for moveDelta
+	scratchA, scratchB []float64
+	start              *startInfo
 }
 
 func newState(p *Problem, goals []Goal, lm LatencyModel, assign []int32) *state {
@@ -310,10 +312,11 @@ func (st *state) moveChange(ch *change, s int, dst int32, bufA, bufB []float64) 
 // moveDelta returns the per-level change of moving shard s (now on cur) to dst.
 func (st *state) moveDelta(s int, cur, dst int32) levels {
 	_ = cur
-	bufA := make([]float64, st.R)
-	bufB := make([]float64, st.R)
+	if st.scratchA == nil {
+		st.scratchA, st.scratchB = make([]float64, st.R), make([]float64, st.R)
+	}
 	var ch change
-	st.moveChange(&ch, s, dst, bufA, bufB)
+	st.moveChange(&ch, s, dst, st.scratchA, st.scratchB)
 	return st.delta(&ch)
 }
 
