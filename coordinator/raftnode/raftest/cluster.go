@@ -137,6 +137,10 @@ func (c *Cluster) FSM(i int) raft.FSM {
 	return c.fsms[i]
 }
 
+// Stores returns replica i's log, stable and snapshot stores (kept across
+// restarts).
+func (c *Cluster) Stores(i int) *raftnode.Stores { return c.stores[i] }
+
 // Index returns the position of the replica with the given ID, or -1.
 func (c *Cluster) Index(id string) int {
 	for i := range c.nodes {
