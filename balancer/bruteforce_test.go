@@ -109,7 +109,7 @@ func bruteEval(in *exactInstance, assign []int, limit func(j, k int) float64) (t
 	for j := 0; j < m; j++ {
 		for k := 0; k < r; k++ {
 			lim := limit(j, k)
-			if used[j] && sum[j][k] > lim+exactEps*math.Max(1, lim) {
+			if used[j] && exactOver(sum[j][k], lim) {
 				return 0, 0, 0, false
 			}
 			if in.Cap[j][k] > 0 {

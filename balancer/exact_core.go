@@ -30,6 +30,17 @@ const exactEps = 1e-9
 // exactDefaultMaxNodes is the node limit when the caller gives none.
 const exactDefaultMaxNodes = 2_000_000
 
+// Size guards of the dense LPs (tableau entries).
+const (
+	exactMaxDualTableau = 1 << 21
+	exactMaxLPEntries   = 1 << 18
+)
+
+// exactOver reports whether load x exceeds limit lim. The slack (relative
+// 1e-10) absorbs the rounding of sums taken in different orders and is ten times
+// tighter than CheckHard's, so what the search accepts CheckHard accepts too.
+func exactOver(x, lim float64) bool { return x > lim*(1+1e-10) }
+
 // exactInstance is the dense input of the exact core. Indexes: i shard (0..N-1),
 // j child (0..M-1), k resource (0..R-1).
 type exactInstance struct {
@@ -106,6 +117,9 @@ type exactOptions struct {
 	// default (every depth), -1 never (the bound is then not used at all). Deeper
 	// nodes reuse their parent's weights.
 	DualDepth int
+	// Stop, when set, is polled every 1024 nodes; true ends the search as the node
+	// limit does.
+	Stop func() bool
 }
 
 // exactOutcome is the result of a search.
@@ -301,6 +315,7 @@ type exactSearch struct {
 	maxNodes  int64
 	aborted   bool
 	lpDepth   int
+	stop      func() bool
 
 	scratchU []float64
 	scratchC []float64
@@ -402,9 +417,16 @@ func solveExact(in *exactInstance, opt exactOptions) (exactOutcome, error) {
 
 func newExactSearch(in *exactInstance, opt exactOptions) *exactSearch {
 	n, m, r := in.N, in.M, in.R
-	s := &exactSearch{in: in, n: n, m: m, r: r, lpDepth: opt.LPDepth, maxNodes: opt.MaxNodes, dualDepth: opt.DualDepth}
+	s := &exactSearch{in: in, n: n, m: m, r: r, lpDepth: opt.LPDepth, maxNodes: opt.MaxNodes, dualDepth: opt.DualDepth, stop: opt.Stop}
 	if s.dualDepth == 0 {
 		s.dualDepth = n + 1
+	}
+	// The LPs are dense: past these sizes they would cost too much memory/time.
+	if (n+m*r+1)*(n*m+m*r+2) > exactMaxDualTableau {
+		s.dualDepth = -1
+	}
+	if (n+2*m*r+1)*(n*m+2*m*r+2) > exactMaxLPEntries {
+		s.lpDepth = -1
 	}
 	s.gam = make([][]float64, n+1)
 	if s.maxNodes <= 0 {
@@ -468,7 +490,7 @@ func newExactSearch(in *exactInstance, opt exactOptions) *exactSearch {
 			}
 			fits := true
 			for k := 0; k < r; k++ {
-				if s.base[j*r+k]+s.load[i][k] > s.limit[j*r+k]+exactEps*math.Max(1, s.limit[j*r+k]) || (s.capa[j*r+k] == 0 && s.load[i][k] > 0) {
+				if exactOver(s.base[j*r+k]+s.load[i][k], s.limit[j*r+k]) || (s.capa[j*r+k] == 0 && s.load[i][k] > 0) {
 					fits = false
 					break
 				}
@@ -745,7 +767,7 @@ func (s *exactSearch) seedIncumbent() {
 	mv, by := 0, int64(0)
 	put := func(i, j int) bool {
 		for k := 0; k < s.r; k++ {
-			if L[j*s.r+k]+s.load[i][k] > s.limit[j*s.r+k]+exactEps*math.Max(1, s.limit[j*s.r+k]) {
+			if exactOver(L[j*s.r+k]+s.load[i][k], s.limit[j*s.r+k]) {
 				return false
 			}
 		}
@@ -828,7 +850,7 @@ func (s *exactSearch) forced(d int, hard bool) (int, int64) {
 		for k := 0; k < s.r && !must; k++ {
 			x := s.L[j*s.r+k] + s.load[i][k]
 			lim := s.limit[j*s.r+k]
-			if x > lim+exactEps*math.Max(1, lim) {
+			if exactOver(x, lim) {
 				must = true
 			} else if !hard && s.util(j, k, x) > s.bestT+exactEps {
 				must = true
@@ -875,7 +897,7 @@ func (s *exactSearch) dfs(d int, tp float64) {
 		return
 	}
 	s.nodes++
-	if s.nodes > s.maxNodes {
+	if s.nodes > s.maxNodes || (s.stop != nil && s.nodes&1023 == 0 && s.stop()) {
 		s.aborted = true
 		return
 	}
@@ -959,7 +981,7 @@ func (s *exactSearch) dfs(d int, tp float64) {
 		for k := 0; k < s.r; k++ {
 			x := s.L[j*s.r+k] + s.load[i][k]
 			lim := s.limit[j*s.r+k]
-			if x > lim+exactEps*math.Max(1, lim) {
+			if exactOver(x, lim) {
 				ok = false
 				break
 			}

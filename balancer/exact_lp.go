@@ -57,7 +57,7 @@ func (s *exactSearch) lpBound(d int) (bound float64, ok bool) {
 			fits := true
 			for k := 0; k < r; k++ {
 				lim := s.limit[j*r+k]
-				if s.L[j*r+k]+s.load[i][k] > lim+exactEps*math.Max(1, lim) {
+				if exactOver(s.L[j*r+k]+s.load[i][k], lim) {
 					fits = false
 					break
 				}

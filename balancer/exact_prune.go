@@ -66,7 +66,8 @@ func (s *exactSearch) wasteInfeasible(d int, tau float64) bool {
 				continue
 			}
 			cp := s.capa[j*s.r+k]
-			room := math.Min(tau*cp, s.limit[j*s.r+k]+exactEps*math.Max(1, s.limit[j*s.r+k])) - s.L[j*s.r+k]
+			lim := s.limit[j*s.r+k]
+			room := math.Min(tau*cp, lim+1e-9*lim) - s.L[j*s.r+k]
 			if room <= 0 {
 				continue
 			}
@@ -78,9 +79,15 @@ func (s *exactSearch) wasteInfeasible(d int, tau float64) bool {
 			}
 			rooms[p] = room
 		}
+		// tolerances relative to the loads' magnitude (bytes can be ~1e10)
+		total := 0.0
+		for _, w := range items {
+			total += w
+		}
+		tol := 1e-9 * total
 		p, pool := 0, 0.0
 		for _, room := range rooms {
-			for p < len(items) && items[p] <= room+exactEps {
+			for p < len(items) && items[p] <= room+tol {
 				pool += items[p]
 				p++
 			}
@@ -90,7 +97,7 @@ func (s *exactSearch) wasteInfeasible(d int, tau float64) bool {
 				pool -= room
 			}
 		}
-		if p < len(items) || pool > exactEps*math.Max(1, pool) {
+		if p < len(items) || pool > tol {
 			return true
 		}
 	}
@@ -223,7 +230,7 @@ func (st *lsState) after(j, out, in int) float64 {
 			x += s.load[in][k]
 		}
 		lim := s.limit[j*s.r+k]
-		if in >= 0 && x > lim+exactEps*math.Max(1, lim) {
+		if in >= 0 && exactOver(x, lim) {
 			return math.Inf(1)
 		}
 		u = math.Max(u, s.util(j, k, x))
