@@ -30,6 +30,9 @@ type FSM struct {
 	mu     sync.RWMutex
 	st     *state
 	logCap int
+
+	spareMu sync.Mutex
+	spare   []*shardRec // pointer slice of a released snapshot, for reuse
 }
 
 var (

@@ -346,3 +346,24 @@ func TestRestoreRejectsInconsistentState(t *testing.T) {
 		t.Fatalf("Restore of a dangling owner: err = %v, want ErrInvalid naming the owner", err)
 	}
 }
+
+// Released snapshots hand their pointer slice to the next one; a snapshot that is
+// still being persisted must never share it.
+func TestSnapshotBufferReuse(t *testing.T) {
+	f := New()
+	applyAll(t, f, 1, sampleWorkload()...)
+	a, _ := f.Snapshot()
+	wantA := snapshotBytes(t, f) // takes, persists and releases its own snapshot
+	applyAll(t, f, 100, &PutShards{Shards: []interfaces.Shard{{ID: "s7", Job: "j"}, {ID: "s8", Job: "j"}}})
+	b, _ := f.Snapshot() // may reuse the slice released just above, never a's
+	wantB := snapshotBytes(t, f)
+	if gotA := persist(t, a); !bytes.Equal(gotA, wantA) {
+		t.Error("snapshot a changed after later snapshots")
+	}
+	if gotB := persist(t, b); !bytes.Equal(gotB, wantB) {
+		t.Error("snapshot b does not hold the state it was taken at")
+	}
+	if bytes.Equal(wantA, wantB) {
+		t.Fatal("test setup: the state did not change between the snapshots")
+	}
+}
