@@ -64,7 +64,7 @@ func leaderOf(tb testing.TB, tiers []*raftnode.Tier) *raftnode.Tier {
 // applier batches them into ApplyPlan entries. Reported: committed moves per
 // second and the p50/p99 latency from Submit to commit of a plan.
 func BenchmarkCommitMoves(b *testing.B) {
-	for _, tc := range []struct{ workers, perPlan int }{{1, 1}, {16, 16}, {64, 16}} {
+	for _, tc := range []struct{ workers, perPlan int }{{1, 1}, {16, 16}, {64, 16}, {4, 256}} {
 		b.Run(fmt.Sprintf("workers=%d/moves_per_plan=%d", tc.workers, tc.perPlan), func(b *testing.B) {
 			benchCommit(b, tc.workers, tc.perPlan)
 		})
