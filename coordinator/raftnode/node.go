@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/strata-sched/strata/interfaces"
@@ -28,7 +27,7 @@ type Node struct {
 	trans  raft.Transport
 	stream *TCPStreamLayer // nil with an injected transport
 	bolt   *raftboltdb.BoltStore
-	logger hclog.Logger
+	logOut io.Writer
 
 	adminLn   net.Listener
 	adminSrv  *http.Server
@@ -57,7 +56,7 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 	if out == nil {
 		out = io.Discard
 	}
-	n.logger = hclog.New(&hclog.LoggerOptions{Name: "raft." + cfg.ID, Level: hclog.LevelFromString(cfg.LogLevel), Output: out})
+	n.logOut = out
 	ok := false
 	defer func() {
 		if !ok {
@@ -97,7 +96,7 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 		}
 		n.bolt = bs
 		logs, stable = bs, bs
-		fs, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, cfg.Snapshots, n.logger.Named("snapshots"))
+		fs, err := raft.NewFileSnapshotStore(cfg.Dir, cfg.Snapshots, out)
 		if err != nil {
 			return nil, fmt.Errorf("open snapshot store: %w", err)
 		}
@@ -107,15 +106,10 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 			return nil, err
 		}
 		n.stream = sl
-		n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream:  sl,
-			MaxPool: 3,
-			Timeout: 10 * time.Second,
-			Logger:  n.logger.Named("transport"),
-		})
+		n.trans = raft.NewNetworkTransport(sl, 3, 10*time.Second, out)
 	}
 	rc := cfg.raftConfig()
-	rc.Logger = n.logger
+	rc.LogOutput = out
 	r, err := raft.NewRaft(rc, n.fsm, logs, stable, snaps, n.trans)
 	if err != nil {
 		return nil, fmt.Errorf("start raft: %w", err)
@@ -393,7 +387,7 @@ func (n *Node) Leave(ctx context.Context) error {
 	if n.IsLeader() {
 		// Hand leadership over first so the group keeps a leader.
 		if err := n.wait(ctx, n.raft.LeadershipTransfer()); err != nil && !errors.Is(err, raft.ErrNotLeader) {
-			n.logger.Warn("leadership transfer before leave failed", "error", err)
+			fmt.Fprintf(n.logOut, "raftnode %s: leadership transfer before leave failed: %v\n", n.cfg.ID, err)
 		}
 	}
 	var err error
