@@ -54,7 +54,7 @@ type Daemon struct {
 	leader      bool
 	leaderSince time.Time
 	revokeSent  map[interfaces.ShardID]time.Time // in-flight moves: when Revoke was last sent
-	assignSent  map[interfaces.ShardID]time.Time // when Assign was last (re)sent
+	assignSent  map[interfaces.ShardID]assignState // the last Assign sent per shard, and its ack
 	deleted     map[interfaces.ShardID]uint64    // shards deleted here: the wire epoch they had
 	lastRound   roundRecord
 
@@ -63,6 +63,14 @@ type Daemon struct {
 	wake   chan struct{}
 	cancel context.CancelFunc
 	done   sync.WaitGroup
+}
+
+// assignState tracks the last Assign sent for a shard: when, at which wire
+// epoch, and whether the child acked it.
+type assignState struct {
+	at    time.Time
+	epoch uint64
+	acked bool
 }
 
 // roundRecord explains the last control round, for status.
@@ -98,7 +106,7 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		reports:    map[interfaces.ChildID]interfaces.Report{},
 		addrs:      map[interfaces.ChildID]string{},
 		revokeSent: map[interfaces.ShardID]time.Time{},
-		assignSent: map[interfaces.ShardID]time.Time{},
+		assignSent: map[interfaces.ShardID]assignState{},
 		deleted:    map[interfaces.ShardID]uint64{},
 		wake:       make(chan struct{}, 1),
 	}

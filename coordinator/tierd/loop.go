@@ -26,9 +26,7 @@ func (d *Daemon) loop(ctx context.Context) {
 		if !d.trackLeadership(ctx) {
 			continue
 		}
-		d.decide.Lock()
 		d.round(ctx, time.Now())
-		d.decide.Unlock()
 	}
 }
 
@@ -93,11 +91,50 @@ func (d *Daemon) lost(child interfaces.ChildID, now time.Time) bool {
 	return now.Sub(from) > d.cfg.LeaseTTL+d.cfg.Grace
 }
 
-// round is one pass of observe → detect → decide → act → explain.
+// round is one pass of observe → detect → decide → act → explain. The solve runs
+// without d.decide held (it may take a while, and sessions must not wait for it);
+// what it returns is verified against the state at commit time, under the lock.
 func (d *Daemon) round(ctx context.Context, now time.Time) {
 	start := time.Now()
 	defer func() { d.scope.Timer("control_round_seconds").Record(time.Since(start)) }()
+	if d.up != nil && d.up.leaseLeft(now) <= 0 {
+		// Without a lease from our parent our shards may be given away and our
+		// children's leases run out with ours: decide nothing. When the lease
+		// comes back, children get a whole lease before they can be declared lost.
+		d.mu.Lock()
+		d.leaderSince = now
+		d.mu.Unlock()
+		d.record(now, "no-parent-lease", 0, 0, 0, nil)
+		return
+	}
+	d.decide.Lock()
+	view, mode, ok := d.observe(ctx, now)
+	d.decide.Unlock()
+	if !ok {
+		return
+	}
+	if len(view.Shards) == 0 {
+		d.record(now, mode, 0, 0, 0, nil)
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, d.cfg.SolveTimeout)
+	solveStart := time.Now()
+	plan, err := d.policy.Plan(sctx, view)
+	cancel()
+	d.scope.Timer("solve_seconds").Record(time.Since(solveStart))
+	if err != nil {
+		d.logger.Printf("policy %s failed, keeping the current assignment: %v", d.policy.Name(), err)
+		d.record(now, mode, 0, 0, 0, err)
+		return
+	}
+	d.decide.Lock()
+	defer d.decide.Unlock()
+	d.act(ctx, now, mode, plan)
+}
 
+// observe detects lost children, moves in-flight moves along and returns the
+// view to plan from. Called with d.decide held.
+func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, string, bool) {
 	// Detect lost children: after lease + grace their shards may move.
 	mode := "periodic"
 	for _, cu := range d.tier.FSM.Children() {
@@ -108,7 +145,7 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 		c.State = interfaces.ChildFailed
 		if _, err := d.exec(ctx, &fsm.PutChild{Child: c}); err != nil {
 			d.logger.Printf("marking %s failed: %v", c.ID, err)
-			return
+			return nil, mode, false
 		}
 		d.scope.Counter("lease_expiries_total").Inc(1)
 		d.logger.Printf("child %s lost (lease expired); its %d shards will move", c.ID, cu.Shards)
@@ -148,21 +185,16 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 	if d.up != nil {
 		view = d.up.filterView(view)
 	}
-	if len(view.Shards) == 0 {
-		d.record(now, mode, 0, 0, 0, nil)
-		return
+	return view, mode, true
+}
+
+// act verifies the plan against the latest state and carries it out. Called
+// with d.decide held.
+func (d *Daemon) act(ctx context.Context, now time.Time, mode string, plan interfaces.Plan) {
+		moves := d.budget(plan.Moves)
+	if d.up != nil {
+		moves = d.up.dropRevoking(moves)
 	}
-	sctx, cancel := context.WithTimeout(ctx, d.cfg.SolveTimeout)
-	solveStart := time.Now()
-	plan, err := d.policy.Plan(sctx, view)
-	cancel()
-	d.scope.Timer("solve_seconds").Record(time.Since(solveStart))
-	if err != nil {
-		d.logger.Printf("policy %s failed, keeping the current assignment: %v", d.policy.Name(), err)
-		d.record(now, mode, 0, 0, 0, err)
-		return
-	}
-	moves := d.budget(plan.Moves)
 	if len(moves) == 0 {
 		d.record(now, mode, len(plan.Moves), 0, 0, nil)
 		return

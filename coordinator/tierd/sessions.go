@@ -98,7 +98,22 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 	d.reconcileHeld(s, hello.GetHeldEpochs())
 	d.poke()
 
+	// Reports (which renew the lease) are handled on the receive goroutine, at
+	// once; acks and hints, which may wait for a control round, go in order to a
+	// worker goroutine, so they never hold up a renewal.
 	recvErr := make(chan error, 1)
+	work := make(chan *wire.ChildMessage, 8192)
+	go func() {
+		// The stream's context ends when Connect returns.
+		for {
+			select {
+			case m := <-work:
+				d.onChildMessage(ctx, s, m)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	go func() {
 		for {
 			m, err := stream.Recv()
@@ -106,7 +121,16 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 				recvErr <- err
 				return
 			}
-			d.onChildMessage(ctx, s, m)
+			if m.GetReport() != nil {
+				d.onChildMessage(ctx, s, m)
+				continue
+			}
+			select {
+			case work <- m:
+			case <-ctx.Done():
+				recvErr <- ctx.Err()
+				return
+			}
 		}
 	}()
 	for {
@@ -242,7 +266,7 @@ func (d *Daemon) sendAssign(child interfaces.ChildID, shard interfaces.ShardID, 
 	}
 	if s.send(&wire.ParentMessage{Msg: &wire.ParentMessage_Assign{Assign: &wire.Assign{Shard: wire.ShardToWire(st.Spec), Epoch: we}}}) {
 		d.mu.Lock()
-		d.assignSent[shard] = time.Now()
+		d.assignSent[shard] = assignState{at: time.Now(), epoch: we}
 		d.mu.Unlock()
 		return true
 	}
@@ -326,10 +350,17 @@ func (d *Daemon) reconcileReport(s *childSession, r interfaces.Report) {
 		if a.Child != s.id || running[a.Shard] {
 			continue
 		}
+		// Re-send when the child acked it and still does not run it (it fenced
+		// or lost it), or when no ack came for a long while; a child busy with
+		// a burst of assigns is not flooded with copies.
 		d.mu.Lock()
 		last := d.assignSent[a.Shard]
 		d.mu.Unlock()
-		if now.Sub(last) > 2*d.cfg.ReportInterval {
+		wait := 2 * d.cfg.ReportInterval
+		if !last.acked {
+			wait = 4 * d.cfg.LeaseTTL
+		}
+		if now.Sub(last.at) > wait {
 			d.sendAssign(s.id, a.Shard, a.Epoch)
 		}
 	}
@@ -363,6 +394,18 @@ func (d *Daemon) reconcileReport(s *childSession, r interfaces.Report) {
 // the new owner), or lets a revoke asked by our parent finish.
 func (d *Daemon) onAck(ctx context.Context, s *childSession, ack *wire.Ack) {
 	shard := interfaces.ShardID(ack.GetShard())
+	if ack.GetKind() == wire.AckKind_ACK_KIND_ASSIGN {
+		d.mu.Lock()
+		if st, ok := d.assignSent[shard]; ok && st.epoch == ack.GetEpoch() {
+			if ack.GetOk() {
+				st.acked = true
+			} else {
+				st.at = time.Time{} // refused (e.g. no lease yet): try again at the next report
+			}
+			d.assignSent[shard] = st
+		}
+		d.mu.Unlock()
+	}
 	if !ack.GetOk() {
 		d.scope.Counter("acks_failed_total").Inc(1)
 		d.logger.Printf("session %s: %s of %s@%d failed: %s", s.id, ack.GetKind(), shard, ack.GetEpoch(), ack.GetError())

@@ -184,6 +184,23 @@ func (u *uplink) filterView(v *interfaces.View) *interfaces.View {
 	return v
 }
 
+// dropRevoking removes moves of shards our parent is taking back: a plan solved
+// before the revoke arrived must not place them again.
+func (u *uplink) dropRevoking(moves []interfaces.Move) []interfaces.Move {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.revoking) == 0 {
+		return moves
+	}
+	out := moves[:0:0]
+	for _, m := range moves {
+		if _, gone := u.revoking[m.Shard]; !gone {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 func (h uplinkHandler) OnLease(g *wire.LeaseGrant, at time.Time) {
 	ttl := time.Duration(g.GetTtlNanos())
 	margin := ttl / 4

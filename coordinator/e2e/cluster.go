@@ -1,0 +1,320 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/strata-sched/strata/interfaces/wire"
+)
+
+// BuildStrata builds the strata binary into dir and returns its path.
+func BuildStrata(dir string) (string, error) {
+	bin := filepath.Join(dir, "strata")
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/strata")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+// FreePorts returns n TCP ports on 127.0.0.1 that were free a moment ago.
+func FreePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports, nil
+}
+
+// Proc is one daemon process.
+type Proc struct {
+	Name    string
+	Args    []string
+	Config  string
+	Log     string
+	DataDir string
+	GRPC    string // tier replicas: their gRPC address
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+}
+
+// Start starts (or restarts) the process.
+func (p *Proc) Start(bin string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f, err := os.OpenFile(p.Log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, append(p.Args, "--config", p.Config)...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return err
+	}
+	p.cmd = cmd
+	go func() { _ = cmd.Wait(); f.Close() }()
+	return nil
+}
+
+// Kill sends SIGKILL to the process (kill -9) and waits for it to die.
+func (p *Proc) Kill() { p.signal(syscall.SIGKILL) }
+
+// Stop sends SIGTERM and waits up to 10s for a graceful exit, then SIGKILL.
+func (p *Proc) Stop() { p.signal(syscall.SIGTERM) }
+
+func (p *Proc) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+}
+
+// Running reports whether the process is started and alive.
+func (p *Proc) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd != nil && p.cmd.Process.Signal(syscall.Signal(0)) == nil
+}
+
+// Timing is the control timing every tier of a test cluster uses.
+type Timing struct {
+	Interval, LeaseTTL, Grace, ReportInterval time.Duration
+}
+
+// Cluster is a multi-process hierarchy: a global tier, regions (each a Raft
+// group of Replicas) and hosts.
+type Cluster struct {
+	Dir        string
+	Bin        string
+	Global     []*Proc
+	Regions    map[string][]*Proc
+	Hosts      map[string]*Proc // host → process
+	HostRegion map[string]string
+}
+
+// Spec shapes a cluster.
+type Spec struct {
+	Replicas       int
+	Regions        int
+	HostsPerRegion int
+	HostCPU        float64
+	Timing         Timing
+}
+
+func (s Spec) control() string {
+	t := s.Timing
+	return fmt.Sprintf("control:\n  interval: %s\n  lease_ttl: %s\n  grace: %s\n  report_interval: %s\n", t.Interval, t.LeaseTTL, t.Grace, t.ReportInterval)
+}
+
+func tierGroup(dir, tier, instance string, replicas int, parent []string, control string) ([]*Proc, error) {
+	ports, err := FreePorts(2 * replicas)
+	if err != nil {
+		return nil, err
+	}
+	var peers bytes.Buffer
+	procs := make([]*Proc, replicas)
+	for i := 0; i < replicas; i++ {
+		id := fmt.Sprintf("%s-%d", instance, i+1)
+		procs[i] = &Proc{Name: id, GRPC: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
+		fmt.Fprintf(&peers, "  - {id: %s, raft: \"127.0.0.1:%d\", grpc: \"%s\"}\n", id, ports[2*i], procs[i].GRPC)
+	}
+	for i, p := range procs {
+		p.DataDir = filepath.Join(dir, tier, p.Name)
+		if err := os.MkdirAll(p.DataDir, 0o755); err != nil {
+			return nil, err
+		}
+		cfg := fmt.Sprintf("tier: %s\ninstance: %s\nnode_id: %s\ndata_dir: %s\nlisten:\n  raft: \"127.0.0.1:%d\"\n  grpc: \"%s\"\nbootstrap: true\npeers:\n%s%s",
+			tier, instance, p.Name, p.DataDir, ports[2*i], p.GRPC, peers.String(), control)
+		if len(parent) > 0 {
+			cfg += "parent: [" + strings.Join(quote(parent), ", ") + "]\n"
+		}
+		p.Config = filepath.Join(p.DataDir, "config.yaml")
+		p.Log = filepath.Join(p.DataDir, "log.txt")
+		p.Args = []string{tier}
+		if err := os.WriteFile(p.Config, []byte(cfg), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return procs, nil
+}
+
+func quote(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = `"` + s + `"`
+	}
+	return out
+}
+
+// Addrs returns the gRPC addresses of procs.
+func Addrs(procs []*Proc) []string {
+	out := make([]string, len(procs))
+	for i, p := range procs {
+		out[i] = p.GRPC
+	}
+	return out
+}
+
+// NewCluster writes the configs of a cluster under dir; Start launches it.
+func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
+	c := &Cluster{Dir: dir, Bin: bin, Regions: map[string][]*Proc{}, Hosts: map[string]*Proc{}, HostRegion: map[string]string{}}
+	var err error
+	c.Global, err = tierGroup(dir, "global", "global", s.Replicas, nil, s.control())
+	if err != nil {
+		return nil, err
+	}
+	for r := 1; r <= s.Regions; r++ {
+		name := fmt.Sprintf("region-%d", r)
+		c.Regions[name], err = tierGroup(dir, "region", name, s.Replicas, Addrs(c.Global), s.control())
+		if err != nil {
+			return nil, err
+		}
+		for h := 1; h <= s.HostsPerRegion; h++ {
+			host := fmt.Sprintf("%s-host-%d", name, h)
+			p := &Proc{Name: host, DataDir: filepath.Join(dir, "host", host), Args: []string{"host"}}
+			if err := os.MkdirAll(p.DataDir, 0o755); err != nil {
+				return nil, err
+			}
+			cfg := fmt.Sprintf("host: %s\ndata_dir: %s\nparent: [%s]\ncapacity: {cpu: %g, mem: 64Gi, net: 10Gi, tasks: 1000}\nlabels: {region: %s}\ndriver: {kind: synthetic}\n",
+				host, p.DataDir, strings.Join(quote(Addrs(c.Regions[name])), ", "), s.HostCPU, name)
+			p.Config = filepath.Join(p.DataDir, "config.yaml")
+			p.Log = filepath.Join(p.DataDir, "log.txt")
+			if err := os.WriteFile(p.Config, []byte(cfg), 0o644); err != nil {
+				return nil, err
+			}
+			c.Hosts[host] = p
+			c.HostRegion[host] = name
+		}
+	}
+	return c, nil
+}
+
+// All lists every process.
+func (c *Cluster) All() []*Proc {
+	out := append([]*Proc(nil), c.Global...)
+	for _, r := range c.Regions {
+		out = append(out, r...)
+	}
+	for _, h := range c.Hosts {
+		out = append(out, h)
+	}
+	return out
+}
+
+// Start launches every process.
+func (c *Cluster) Start() error {
+	for _, p := range c.All() {
+		if err := p.Start(c.Bin); err != nil {
+			return fmt.Errorf("%s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// Stop stops every process gracefully.
+func (c *Cluster) Stop() {
+	var wg sync.WaitGroup
+	for _, p := range c.All() {
+		wg.Add(1)
+		go func(p *Proc) { defer wg.Done(); p.Stop() }(p)
+	}
+	wg.Wait()
+}
+
+// LedgerPaths lists the hosts' ownership ledgers.
+func (c *Cluster) LedgerPaths() []string {
+	var out []string
+	for _, h := range c.Hosts {
+		out = append(out, filepath.Join(h.DataDir, "ledger.jsonl"))
+	}
+	return out
+}
+
+// Admin dials addr's Admin service.
+func Admin(addr string) (wire.AdminClient, func(), error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	return wire.NewAdminClient(cc), func() { cc.Close() }, nil
+}
+
+// Leader returns the replica of group that leads it, asking each live replica's
+// Status.
+func Leader(ctx context.Context, group []*Proc) (*Proc, error) {
+	for _, p := range group {
+		if !p.Running() {
+			continue
+		}
+		a, done, err := Admin(p.GRPC)
+		if err != nil {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := a.Status(cctx, &wire.StatusRequest{})
+		cancel()
+		done()
+		if err != nil || len(st.Tiers) == 0 || len(st.Tiers[0].Instances) == 0 {
+			continue
+		}
+		addr := st.Tiers[0].Instances[0].LeaderAddress
+		for _, q := range group {
+			if q.GRPC == addr && q.Running() {
+				return q, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("no leader found")
+}
