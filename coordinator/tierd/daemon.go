@@ -53,9 +53,9 @@ type Daemon struct {
 	addrs       map[interfaces.ChildID]string // children's admin (gRPC) addresses, from Hello
 	leader      bool
 	leaderSince time.Time
-	revokeSent  map[interfaces.ShardID]time.Time // in-flight moves: when Revoke was last sent
+	revokeSent  map[interfaces.ShardID]time.Time   // in-flight moves: when Revoke was last sent
 	assignSent  map[interfaces.ShardID]assignState // the last Assign sent per shard, and its ack
-	deleted     map[interfaces.ShardID]uint64    // shards deleted here: the wire epoch they had
+	deleted     map[interfaces.ShardID]uint64      // shards deleted here: the wire epoch they had
 	lastRound   roundRecord
 
 	up *uplink // nil for the top tier

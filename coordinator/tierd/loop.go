@@ -191,7 +191,7 @@ func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, 
 // act verifies the plan against the latest state and carries it out. Called
 // with d.decide held.
 func (d *Daemon) act(ctx context.Context, now time.Time, mode string, plan interfaces.Plan) {
-		moves := d.budget(plan.Moves)
+	moves := d.budget(plan.Moves)
 	if d.up != nil {
 		moves = d.up.dropRevoking(moves)
 	}
