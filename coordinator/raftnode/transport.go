@@ -2,7 +2,6 @@ package raftnode
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -341,9 +340,10 @@ func ReadHello(r *bufio.Reader) (Hello, error) {
 	if _, err := io.ReadFull(r, body); err != nil {
 		return h, fmt.Errorf("hello: body: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&h); err != nil {
+	// Unknown fields are ignored so that a newer replica can say more in a hello
+	// of the same version during a rolling upgrade; an incompatible change bumps
+	// the version byte.
+	if err := json.Unmarshal(body, &h); err != nil {
 		return h, fmt.Errorf("hello: body: %w", err)
 	}
 	if h.RaftAddr == "" {

@@ -42,7 +42,7 @@ func TestHelloRoundTripAndRejects(t *testing.T) {
 		{"zero length", []byte("STRH\x01\x00"), "length 0 out of range"},
 		{"huge length", []byte("STRH\x01\xff\xff\x7f"), "out of range"},
 		{"truncated body", enc[:len(enc)-3], "body"},
-		{"unknown field", append([]byte("STRH\x01\x0d"), []byte(`{"bogus":"x"}`)...), "unknown field"},
+		{"not JSON", append([]byte("STRH\x01\x04"), []byte(`{"id`)...), "body"},
 		{"no raft addr", append([]byte("STRH\x01\x0b"), []byte(`{"id":"n1"}`)...), "raft_addr is empty"},
 	}
 	for _, tt := range tests {
@@ -156,4 +156,21 @@ func TestStreamLayerWrapperSeesEveryConnection(t *testing.T) {
 	if wrapped[true] != 1 || wrapped[false] != 1 {
 		t.Fatalf("wrapper calls by side (dialled: count) = %v, want one each", wrapped)
 	}
+}
+
+// FuzzReadHello: any preamble is either accepted with a raft address or rejected
+// with an error; it never panics or hangs.
+func FuzzReadHello(f *testing.F) {
+	var ok bytes.Buffer
+	_ = WriteHello(&ok, Hello{ID: "n1", RaftAddr: "127.0.0.1:1", AdminAddr: "127.0.0.1:2"})
+	f.Add(ok.Bytes())
+	f.Add([]byte("STRH\x01\x02{}"))
+	f.Add([]byte("STRH\x01\xff\xff\xff\xff\x0f"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := ReadHello(bufio.NewReader(bytes.NewReader(data)))
+		if err == nil && h.RaftAddr == "" {
+			t.Fatalf("accepted a hello without a raft address: %q", data)
+		}
+	})
 }
