@@ -20,6 +20,13 @@ type Options struct {
 	// PlanLogSize bounds the applied-plan log (entries kept, newest win). 0 means
 	// DefaultPlanLogSize; negative keeps none.
 	PlanLogSize int
+	// LeanRestore makes Restore drop the current state before reading the
+	// snapshot, as raft's FSM contract allows, instead of building the new state
+	// beside it and swapping. Peak memory is then about one state instead of
+	// two (see docs/benchmarks.md), but readers block for the whole restore and
+	// a failed restore leaves the FSM empty: the node must treat that error as
+	// fatal (raft's startup path then tries an older snapshot).
+	LeanRestore bool
 }
 
 // FSM is one tier instance's replicated state. It implements raft.FSM and
@@ -30,6 +37,7 @@ type FSM struct {
 	mu     sync.RWMutex
 	st     *state
 	logCap int
+	lean   bool
 
 	spareMu sync.Mutex
 	spare   []*shardRec // pointer slice of a released snapshot, for reuse
@@ -52,7 +60,7 @@ func NewWithOptions(o Options) *FSM {
 	case n < 0:
 		n = 0
 	}
-	return &FSM{st: newState(n, 0), logCap: n}
+	return &FSM{st: newState(n, 0), logCap: n, lean: o.LeanRestore}
 }
 
 // Apply applies one committed log entry and returns its *Result. An entry that

@@ -271,8 +271,22 @@ func (c *crcReader) readFull(p []byte) error {
 // Restore replaces the state with the snapshot read from rc. The new state is
 // built aside and swapped in at the end, so readers see either the old or the new
 // state, never a half-restored one; a corrupt snapshot leaves the old state.
+//
+// With Options.LeanRestore the old state is dropped first and readers wait for
+// the whole restore; a failed restore then leaves the FSM empty.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	if f.lean {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.st = newState(f.logCap, 0) // the old state becomes garbage now
+		st, logCap, err := readSnapshot(rc)
+		if err != nil {
+			return fmt.Errorf("fsm restore (lean: the FSM is now empty): %w", err)
+		}
+		f.st, f.logCap = st, logCap
+		return nil
+	}
 	st, logCap, err := readSnapshot(rc)
 	if err != nil {
 		return fmt.Errorf("fsm restore: %w", err)

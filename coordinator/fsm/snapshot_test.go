@@ -367,3 +367,25 @@ func TestSnapshotBufferReuse(t *testing.T) {
 		t.Fatal("test setup: the state did not change between the snapshots")
 	}
 }
+
+func TestLeanRestore(t *testing.T) {
+	src := New()
+	applyAll(t, src, 1, sampleWorkload()...)
+	good := snapshotBytes(t, src)
+
+	f := NewWithOptions(Options{LeanRestore: true})
+	applyAll(t, f, 1, &PutChild{Child: interfaces.Child{ID: "old", Tier: "host", Capacity: cpu(1)}})
+	if err := f.Restore(nopCloser{bytes.NewReader(good)}); err != nil {
+		t.Fatal(err)
+	}
+	if f.Hash() != src.Hash() {
+		t.Fatal("lean restore differs from the source")
+	}
+	// A failed lean restore leaves the FSM empty (documented), not half-restored.
+	if err := f.Restore(nopCloser{bytes.NewReader(good[:len(good)-3])}); err == nil {
+		t.Fatal("truncated snapshot accepted")
+	}
+	if st := f.Stats(); st.Shards != 0 || st.Children != 0 || st.AppliedIndex != 0 {
+		t.Fatalf("after a failed lean restore the FSM holds %+v, want empty", st)
+	}
+}
