@@ -108,9 +108,11 @@ func (s exactStatus) String() string {
 type exactOptions struct {
 	// MaxNodes bounds the search tree; 0 means exactDefaultMaxNodes.
 	MaxNodes int64
-	// LPDepth says where the LP relaxation is solved: -1 never, 0 at the root
-	// only, d at every node of depth ≤ d. The combinatorial bound is used at every
-	// node regardless.
+	// LPDepth says where gonum's LP relaxation (with the capacity, anti-affinity
+	// and budget rows the dual bound leaves out) is solved: -1 never; 0 at the
+	// root when those rows may bind below the incumbent (lpMayHelp); d ≥ 1 at the
+	// root and at every node of depth ≤ d. The combinatorial bounds are used at
+	// every node regardless.
 	LPDepth int
 	// DualDepth says where the dual (Lagrangian) bound re-solves its weights with
 	// the package's own small simplex: at nodes of depth < DualDepth; 0 means the
@@ -370,14 +372,6 @@ func solveExact(in *exactInstance, opt exactOptions) (exactOutcome, error) {
 	comb := s.combBound(0, tp0)
 	out.RootComb = comb
 	s.rootBound = comb
-	if s.lpDepth >= 0 {
-		if v, ok := s.lpBound(0); ok {
-			out.RootLP = v
-			if v > s.rootBound {
-				s.rootBound = v
-			}
-		}
-	}
 	if s.dualDepth > 0 {
 		s.gam[0] = s.dualWeights(0)
 		if v := s.dualBound(0, s.gam[0]); v > s.rootBound {
@@ -387,6 +381,14 @@ func solveExact(in *exactInstance, opt exactOptions) (exactOutcome, error) {
 	out.RootDual = s.dualBound(0, s.gam[0])
 	s.seedIncumbent()
 	s.improveIncumbents()
+	if s.lpDepth > 0 || (s.lpDepth == 0 && s.lpMayHelp()) {
+		if v, ok := s.lpBound(0); ok {
+			out.RootLP = v
+			if v > s.rootBound {
+				s.rootBound = v
+			}
+		}
+	}
 	s.dfs(0, tp0)
 
 	out.Nodes = s.nodes
@@ -862,6 +864,34 @@ func (s *exactSearch) forced(d int, hard bool) (int, int64) {
 		}
 	}
 	return mv, by
+}
+
+// lpMayHelp reports whether the full LP relaxation at the root can be stronger
+// than the dual bound, which has only the assignment and utilization rows: when
+// the incumbent is not yet proven optimal and there are anti-affinity groups, a
+// move budget, or a limit below the incumbent's utilization.
+func (s *exactSearch) lpMayHelp() bool {
+	if s.haveBest && s.rootBound >= s.bestT-exactEps {
+		return false
+	}
+	if s.in.MaxMoves >= 0 || s.in.MaxBytes >= 0 {
+		return true
+	}
+	for _, gs := range s.groups {
+		if len(gs) > 0 {
+			return true
+		}
+	}
+	t := math.Inf(1)
+	if s.haveBest {
+		t = s.bestT
+	}
+	for jk, lim := range s.limit {
+		if lim < t*s.capa[jk] {
+			return true
+		}
+	}
+	return false
 }
 
 // prune reports whether a node at depth d whose completions all have T ≥ lb can
