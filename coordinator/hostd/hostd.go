@@ -49,9 +49,6 @@ type Daemon struct {
 	logger  *log.Logger
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-
-	mu        sync.Mutex
-	leaseSeen bool
 }
 
 // Start opens the agent's state and connects to the parent.

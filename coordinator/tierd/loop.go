@@ -3,7 +3,6 @@ package tierd
 import (
 	"context"
 	"errors"
-	"sort"
 	"time"
 
 	"github.com/strata-sched/strata/coordinator/fsm"
@@ -294,17 +293,6 @@ func (d *Daemon) record(now time.Time, mode string, planned, accepted, rejected 
 	d.mu.Unlock()
 }
 
-// childIDs returns the ids of children with a live session, sorted.
-func (d *Daemon) childIDs() []interfaces.ChildID {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	ids := make([]interfaces.ChildID, 0, len(d.sessions))
-	for id := range d.sessions {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	return ids
-}
 
 func errSuffix(e string) string {
 	if e == "" {
