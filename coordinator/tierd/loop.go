@@ -293,7 +293,6 @@ func (d *Daemon) record(now time.Time, mode string, planned, accepted, rejected 
 	d.mu.Unlock()
 }
 
-
 func errSuffix(e string) string {
 	if e == "" {
 		return ""
