@@ -239,6 +239,14 @@ func (a *Applier) round(reqs []*planReq) {
 		}
 	}
 
+	if len(acceptedOwner) != len(verdict.Accepted) || rj != len(verdict.Rejected) {
+		// Verify must return every move once, unchanged, in order; anything else
+		// is a bug, and committing blind would misreport results.
+		fail(fmt.Errorf("plan applier: verdict does not match the %d submitted moves (%d accepted, %d rejected, matched %d and %d)",
+			len(all), len(verdict.Accepted), len(verdict.Rejected), len(acceptedOwner), rj))
+		return
+	}
+
 	// Commit the accepted moves in entries of at most MaxBatch moves, pipelined.
 	type chunk struct {
 		moves  []interfaces.Move
