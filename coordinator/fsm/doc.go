@@ -50,8 +50,9 @@
 // record and swaps a pointer in a dense slice, never writing into a record a
 // snapshot may be reading. Snapshot (which raft calls on the FSM goroutine, so
 // Apply waits for it) therefore only copies the slice of pointers — 8 bytes a
-// shard, a memmove of 8 MB for a million shards — plus the children and the plan
-// log, which are small. Persist runs concurrently with later Applies: it sorts its
+// shard, a memmove of 8 MB for a million shards, into the slice of the previous,
+// released snapshot so that no large allocation happens while Apply waits — plus
+// the children and the plan log, which are small. Persist runs concurrently with later Applies: it sorts its
 // private copy of the pointer slice by shard ID and streams records one by one
 // through a bufio.Writer: a magic and version, a meta record, one record per child,
 // one per shard, one per log entry, and an end record with a CRC-32C of all that
@@ -66,7 +67,10 @@
 // order give byte-identical snapshots. Restore decodes into a new state and swaps
 // it in under the lock, so concurrent readers never see a half-restored state; a
 // corrupt snapshot (bad checksum, unsorted or dangling records, counts that do
-// not match) is an error and leaves the old state in place. Shard records in a
+// not match) is an error and leaves the old state in place. The price is that
+// old and new state are both in memory during a restore; Options.LeanRestore
+// drops the old state first instead (readers then wait for the restore, and a
+// failed restore leaves the FSM empty, which the node must treat as fatal). Shard records in a
 // snapshot are checked structurally and for references, but IDs are not re-run
 // through the syntax rules (they were validated when their command was decoded,
 // and the checksum covers them), which keeps restore of 1M shards fast.
