@@ -54,12 +54,13 @@ func jobShards(spec *wire.JobSpec) ([]interfaces.Shard, error) {
 		return nil, fmt.Errorf("job.parallelism: give either shards or parallelism with a shard_template, not both: %w", interfaces.ErrInvalid)
 	case len(spec.GetShards()) > 0:
 		for i, m := range spec.GetShards() {
+			if m.GetJob() == "" {
+				m = cloneShard(m)
+				m.Job = spec.GetId() // a shard names its job by default
+			}
 			s, err := wire.ShardFromWire(m)
 			if err != nil {
 				return nil, fmt.Errorf("job.shards[%d]: %w", i, err)
-			}
-			if s.Job == "" {
-				s.Job = spec.GetId()
 			}
 			if s.Job != spec.GetId() {
 				return nil, fmt.Errorf("job.shards[%d].job: must be the job's id %q (got %q): %w", i, spec.GetId(), s.Job, interfaces.ErrInvalid)

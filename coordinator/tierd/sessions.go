@@ -162,22 +162,12 @@ func sameChild(a, b interfaces.Child) bool {
 }
 
 func (d *Daemon) helloChild(h *wire.Hello) (interfaces.Child, error) {
-	capacity, err := wire.LoadFromWire(h.GetCapacity())
-	if err != nil {
-		return interfaces.Child{}, fmt.Errorf("hello.capacity: %w", err)
+	if h.GetTier() == "" {
+		// A child that names no tier belongs to the one below ours.
+		h = &wire.Hello{ChildId: h.GetChildId(), Tier: d.cfg.ChildTier, Capacity: h.GetCapacity(), Labels: h.GetLabels()}
 	}
-	tier := h.GetTier()
-	if tier == "" {
-		tier = d.cfg.ChildTier
-	}
-	c := interfaces.Child{ID: interfaces.ChildID(h.GetChildId()), Tier: tier, Capacity: capacity, Labels: h.GetLabels()}
-	if len(c.Labels) == 0 {
-		c.Labels = nil
-	}
-	if err := interfaces.ValidateChild(c); err != nil {
-		return interfaces.Child{}, fmt.Errorf("hello: %w", err)
-	}
-	return c, nil
+	c, _, err := wire.HelloFromWire(h)
+	return c, err
 }
 
 // grant sends a LeaseGrant to s and records when. A tier with a parent offers no

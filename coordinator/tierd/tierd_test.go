@@ -1,0 +1,245 @@
+package tierd
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/interfaces/wire"
+)
+
+func start(t *testing.T, tier string, parent []string) *Daemon {
+	t.Helper()
+	d, err := Start(Config{
+		Tier: tier, Instance: tier + "-x", NodeID: "n1", DataDir: t.TempDir(),
+		RaftAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Bootstrap: true, Parent: parent,
+		Interval: 50 * time.Millisecond,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	deadline := time.Now().Add(10 * time.Second)
+	for !d.IsLeader() {
+		if time.Now().After(deadline) {
+			t.Fatal("no leader")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return d
+}
+
+func dial(t *testing.T, addr string) *grpc.ClientConn {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+func code(err error) codes.Code { return status.Code(err) }
+
+func TestConfigValidate(t *testing.T) {
+	base := Config{Tier: "region", Instance: "eu-1", NodeID: "n1", DataDir: "/tmp/x", RaftAddr: "a", GRPCAddr: "b", Parent: []string{"p"}}
+	tests := []struct {
+		mutate func(*Config)
+		want   string
+	}{
+		{func(c *Config) { c.Tier = "" }, "tier: is required"},
+		{func(c *Config) { c.Instance = "bad name" }, "instance: must be"},
+		{func(c *Config) { c.DataDir = "" }, "data_dir: is required"},
+		{func(c *Config) { c.RaftAddr = "" }, "listen.raft: is required"},
+		{func(c *Config) { c.GRPCAddr = "" }, "listen.grpc: is required"},
+		{func(c *Config) { c.LeaseTTL = time.Millisecond }, "control.lease_ttl: must be ≥ 100ms"},
+		{func(c *Config) { c.Parent = nil }, "parent: is required for every tier below global"},
+		{func(c *Config) { c.Tier = "global" }, "parent: the global tier has no parent"},
+		{func(c *Config) { c.MaxMoves = -1 }, "control.max_moves: must be ≥ 0"},
+		{func(c *Config) {
+			c.Bootstrap = true
+			c.Peers = []Peer{{ID: "other", Raft: "x"}}
+		}, "peers: must include this node (n1) when bootstrapping"},
+	}
+	for _, tt := range tests {
+		c := base
+		tt.mutate(&c)
+		err := c.Defaults().Validate()
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, interfaces.ErrInvalid) {
+			t.Errorf("got %v, want an ErrInvalid containing %q", err, tt.want)
+		}
+	}
+	if err := base.Defaults().Validate(); err != nil {
+		t.Errorf("valid config rejected: %v", err)
+	}
+}
+
+func TestSessionRejectsBadHello(t *testing.T) {
+	d := start(t, interfaces.TierGlobal, nil)
+	client := wire.NewSessionClient(dial(t, d.GRPCAddr()))
+	open := func(first *wire.ChildMessage) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := client.Connect(ctx)
+		if err != nil {
+			return err
+		}
+		if err := s.Send(first); err != nil {
+			return err
+		}
+		_, err = s.Recv()
+		return err
+	}
+	hello := func(h *wire.Hello) *wire.ChildMessage { return &wire.ChildMessage{Msg: &wire.ChildMessage_Hello{Hello: h}} }
+	tests := []struct {
+		name string
+		msg  *wire.ChildMessage
+		code codes.Code
+		want string
+	}{
+		{"report first", &wire.ChildMessage{Msg: &wire.ChildMessage_Report{Report: &wire.Report{}}}, codes.InvalidArgument, "first message must be a Hello"},
+		{"negative capacity", hello(&wire.Hello{ChildId: "r1", ProtocolVersion: 1, Capacity: &wire.Load{Cpu: -1}}), codes.InvalidArgument, "hello.capacity.cpu"},
+		{"zero capacity", hello(&wire.Hello{ChildId: "r1", ProtocolVersion: 1, Capacity: &wire.Load{}}), codes.InvalidArgument, "hello.capacity: must be > 0"},
+		{"bad id", hello(&wire.Hello{ChildId: "r 1", ProtocolVersion: 1, Capacity: &wire.Load{Cpu: 1}}), codes.InvalidArgument, "hello.child_id"},
+		{"no common version", hello(&wire.Hello{ChildId: "r1", ProtocolVersion: 99, MinProtocolVersion: 50, Capacity: &wire.Load{Cpu: 1}}), codes.FailedPrecondition, "version"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := open(tt.msg)
+			if code(err) != tt.code || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want %s containing %q", err, tt.code, tt.want)
+			}
+		})
+	}
+	// Nothing was registered by the refused sessions.
+	if n := len(d.Tier().FSM.Children()); n != 0 {
+		t.Errorf("%d children registered by refused sessions", n)
+	}
+}
+
+func TestAdminErrorsChangeNothing(t *testing.T) {
+	d := start(t, interfaces.TierGlobal, nil)
+	a := wire.NewAdminClient(dial(t, d.GRPCAddr()))
+	ctx := context.Background()
+	tmpl := &wire.Shard{Load: &wire.Load{Cpu: 1}}
+	tests := []struct {
+		name string
+		job  *wire.JobSpec
+		code codes.Code
+		want string
+	}{
+		{"no job", nil, codes.InvalidArgument, "job: is required"},
+		{"bad id", &wire.JobSpec{Id: "a b", Parallelism: 1, ShardTemplate: tmpl}, codes.InvalidArgument, "job.id"},
+		{"no shards", &wire.JobSpec{Id: "j"}, codes.InvalidArgument, "needs shards, or parallelism"},
+		{"both", &wire.JobSpec{Id: "j", Parallelism: 1, Shards: []*wire.Shard{{Id: "j/0"}}}, codes.InvalidArgument, "either shards or parallelism"},
+		{"negative load", &wire.JobSpec{Id: "j", Parallelism: 3, ShardTemplate: &wire.Shard{Load: &wire.Load{Mem: -5}}}, codes.InvalidArgument, "load.mem: must be ≥ 0"},
+		{"duplicate shard", &wire.JobSpec{Id: "j", Shards: []*wire.Shard{{Id: "j/0", Load: &wire.Load{Cpu: 1}}, {Id: "j/0", Load: &wire.Load{Cpu: 1}}}}, codes.InvalidArgument, "appears twice"},
+		{"wrong job", &wire.JobSpec{Id: "j", Shards: []*wire.Shard{{Id: "x/0", Job: "x", Load: &wire.Load{Cpu: 1}}}}, codes.InvalidArgument, "must be the job's id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := a.SubmitJob(ctx, &wire.SubmitJobRequest{Job: tt.job})
+			if code(err) != tt.code || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want %s containing %q", err, tt.code, tt.want)
+			}
+		})
+	}
+	jobs, err := a.ListJobs(ctx, &wire.ListJobsRequest{})
+	if err != nil || len(jobs.Jobs) != 0 {
+		t.Fatalf("refused submissions left jobs behind: %v %v", jobs, err)
+	}
+	if _, err := a.SubmitJob(ctx, &wire.SubmitJobRequest{Job: &wire.JobSpec{Id: "j", Parallelism: 4, ShardTemplate: tmpl}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.SubmitJob(ctx, &wire.SubmitJobRequest{Job: &wire.JobSpec{Id: "j", Parallelism: 4, ShardTemplate: tmpl}}); code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("duplicate job: got %v", err)
+	}
+	for name, call := range map[string]func() error{
+		"drain unknown":   func() error { _, err := a.Drain(ctx, &wire.DrainRequest{Child: "nope"}); return err },
+		"undrain unknown": func() error { _, err := a.Undrain(ctx, &wire.UndrainRequest{Child: "nope"}); return err },
+		"explain unknown": func() error { _, err := a.Explain(ctx, &wire.ExplainRequest{Shard: "nope"}); return err },
+		"delete unknown":  func() error { _, err := a.DeleteJob(ctx, &wire.DeleteJobRequest{Job: "nope"}); return err },
+		"shards of unknown job": func() error {
+			_, err := a.ListShards(ctx, &wire.ListShardsRequest{Job: "nope"})
+			return err
+		},
+	} {
+		if err := call(); code(err) != codes.NotFound || !strings.Contains(err.Error(), "nope") {
+			t.Errorf("%s: got %v, want NotFound naming it", name, err)
+		}
+	}
+	jobs, _ = a.ListJobs(ctx, &wire.ListJobsRequest{})
+	if len(jobs.Jobs) != 1 || jobs.Jobs[0].Shards != 4 {
+		t.Errorf("jobs after the errors: %v", jobs)
+	}
+	del, err := a.DeleteJob(ctx, &wire.DeleteJobRequest{Job: "j"})
+	if err != nil || del.ShardsRemoved != 4 {
+		t.Errorf("delete: %v %v", del, err)
+	}
+}
+
+func TestUplinkRefusesStaleEpochs(t *testing.T) {
+	// A region whose parent is unreachable: its uplink handler is driven directly.
+	d := start(t, interfaces.TierRegion, []string{"127.0.0.1:1"})
+	h := uplinkHandler{d.up}
+	spec := &wire.Shard{Id: "j/0", Job: "j", Load: &wire.Load{Cpu: 1}}
+	if a := h.OnAssign(&wire.Assign{Shard: spec, Epoch: 5}); !a.GetOk() {
+		t.Fatalf("assign at epoch 5: %v", a)
+	}
+	if _, ok := d.Tier().FSM.Shard("j/0"); !ok {
+		t.Fatal("assigned shard not in the region's state")
+	}
+	for _, tt := range []struct {
+		name string
+		ack  *wire.Ack
+	}{
+		{"older assign", h.OnAssign(&wire.Assign{Shard: spec, Epoch: 4})},
+		{"older revoke", h.OnRevoke(&wire.Revoke{Shard: "j/0", Epoch: 3})},
+	} {
+		if tt.ack.GetOk() || !strings.Contains(tt.ack.GetError(), "stale epoch") || !strings.Contains(tt.ack.GetError(), "older than the 5 held") {
+			t.Errorf("%s: ack %v, want a refusal naming the stale epoch", tt.name, tt.ack)
+		}
+	}
+	if _, ok := d.Tier().FSM.Shard("j/0"); !ok {
+		t.Error("a stale revoke removed the shard")
+	}
+	// The current epoch's revoke of an unplaced shard completes at once.
+	if a := h.OnRevoke(&wire.Revoke{Shard: "j/0", Epoch: 5}); !a.GetOk() {
+		t.Errorf("revoke at epoch 5: %v", a)
+	}
+	if _, ok := d.Tier().FSM.Shard("j/0"); ok {
+		t.Error("revoked shard still in the region's state")
+	}
+	// A region submits no jobs.
+	a := wire.NewAdminClient(dial(t, d.GRPCAddr()))
+	if _, err := a.SubmitJob(context.Background(), &wire.SubmitJobRequest{Job: &wire.JobSpec{Id: "j", Parallelism: 1, ShardTemplate: spec}}); code(err) != codes.InvalidArgument {
+		t.Errorf("submit to a region: got %v", err)
+	}
+}
+
+func TestWireEpochs(t *testing.T) {
+	d := start(t, interfaces.TierRegion, []string{"127.0.0.1:1"})
+	if _, ok := d.wireEpoch("s", 1); ok {
+		t.Error("wire epoch known without the parent's epoch")
+	}
+	d.up.epochs["s"] = 3
+	w, ok := d.wireEpoch("s", 2)
+	if !ok || w != 3<<16|2 {
+		t.Errorf("wire epoch = %d %v, want %d", w, ok, 3<<16|2)
+	}
+	// A later stay (parent epoch 4) starts above anything of the earlier one.
+	d.up.epochs["s"] = 4
+	if w2, _ := d.wireEpoch("s", 1); w2 <= w {
+		t.Errorf("epoch went down across stays: %d then %d", w, w2)
+	}
+	if _, ok := d.wireEpoch("s", localMask+1); ok {
+		t.Error("local epoch overflow accepted")
+	}
+}
