@@ -83,6 +83,12 @@ type Config struct {
 	Stores *Stores
 	// Snapshots keeps this many snapshots on disk (default 2).
 	Snapshots int
+	// Validate checks a command before it is appended to the log. A committed
+	// entry the FSM cannot decode stops every replica (and again on every restart,
+	// since the entry stays in the log), so commands from outside — the admin
+	// endpoint's /v1/raft/apply — must never reach the log unchecked. StartTier
+	// sets it to fsm.Decode. Errors should wrap interfaces.ErrInvalid.
+	Validate func(cmd []byte) error
 	// EncodeResult turns an FSM response into JSON for /v1/raft/apply; nil uses
 	// encoding/json.
 	EncodeResult func(any) ([]byte, error)

@@ -222,6 +222,11 @@ func (n *Node) Apply(ctx context.Context, cmd []byte) (any, uint64, error) {
 	if len(cmd) == 0 {
 		return nil, 0, fmt.Errorf("apply: command: must not be empty: %w", interfaces.ErrInvalid)
 	}
+	if n.cfg.Validate != nil {
+		if err := n.cfg.Validate(cmd); err != nil {
+			return nil, 0, fmt.Errorf("apply: command rejected before the log: %w", err)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}

@@ -24,6 +24,12 @@ type Tier struct {
 // StartTier starts a replica whose state machine is a fresh fsm.FSM.
 func StartTier(cfg Config, opts fsm.Options) (*Tier, error) {
 	f := fsm.NewWithOptions(opts)
+	if cfg.Validate == nil {
+		cfg.Validate = func(b []byte) error {
+			_, err := fsm.Decode(b)
+			return err
+		}
+	}
 	if cfg.EncodeResult == nil {
 		cfg.EncodeResult = func(v any) ([]byte, error) { return json.Marshal(ResultJSON(v)) }
 	}

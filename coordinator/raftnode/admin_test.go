@@ -1,0 +1,62 @@
+package raftnode_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-sched/strata/coordinator/fsm"
+	"github.com/strata-sched/strata/coordinator/raftnode"
+	"github.com/strata-sched/strata/interfaces"
+)
+
+func TestAdminEndpointRejectsBadInput(t *testing.T) {
+	tr, err := raftnode.StartTier(raftnode.Config{ID: "a", Dir: t.TempDir(), RaftBind: "127.0.0.1:0", AdminBind: "127.0.0.1:0"}, fsm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Shutdown()
+	if err := tr.Bootstrap(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := tr.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := raftnode.NewClient(tr.AdminAddr())
+	tests := []struct {
+		name         string
+		method, path string
+		body         any
+		sentinel     error
+		msg          string
+	}{
+		{"join without id", http.MethodPost, "/v1/raft/join", raftnode.JoinRequest{RaftAddr: "127.0.0.1:1"}, interfaces.ErrInvalid, "join: id: must not be empty"},
+		{"join bad address", http.MethodPost, "/v1/raft/join", raftnode.JoinRequest{ID: "b", RaftAddr: "nowhere"}, interfaces.ErrInvalid, `raft address "nowhere": must be host:port`},
+		{"remove unknown", http.MethodPost, "/v1/raft/remove", raftnode.RemoveRequest{ID: "zz"}, interfaces.ErrNotFound, `server "zz"`},
+		{"unknown body field", http.MethodPost, "/v1/raft/remove", map[string]string{"idd": "x"}, interfaces.ErrInvalid, `unknown field "idd"`},
+		{"garbage command", http.MethodPost, "/v1/raft/apply", raftnode.ApplyRequest{Command: []byte{0xff, 1, 2}}, interfaces.ErrInvalid, ""},
+		{"two children", http.MethodPost, "/v1/tier/children", raftnode.ChildrenRequest{Children: make([]interfaces.Child, 2)}, interfaces.ErrInvalid, "exactly one child"},
+		{"invalid child", http.MethodPost, "/v1/tier/children", raftnode.ChildrenRequest{Children: []interfaces.Child{{ID: "c0"}}}, interfaces.ErrInvalid, "child.tier"},
+		{"assignment without shard", http.MethodGet, "/v1/tier/assignment", nil, interfaces.ErrInvalid, "shard: must not be empty"},
+		{"bad read mode", http.MethodGet, "/v1/tier/assignment?shard=s&read=fast", nil, interfaces.ErrInvalid, `read mode "fast"`},
+		{"move of unknown shard", http.MethodPost, "/v1/tier/move", interfaces.Move{Shard: "s9", From: "c0", To: "c1", Epoch: 1}, interfaces.ErrNotFound, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := c.Call(ctx, tt.method, tt.path, tt.body, nil)
+			var re *raftnode.RemoteError
+			if !errors.Is(err, tt.sentinel) || !errors.As(err, &re) || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("%s %s: %v, want %v containing %q", tt.method, tt.path, err, tt.sentinel, tt.msg)
+			}
+		})
+	}
+	// Test-mode endpoints are off unless asked for.
+	if err := c.SetBlocked(ctx, nil); err == nil {
+		t.Fatal("/v1/test/block answered on a replica not in test mode")
+	}
+}
