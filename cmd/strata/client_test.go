@@ -240,19 +240,25 @@ latency_slo: 50ms
 	}
 	t.Logf("strata explain wc/0:\n%s", out)
 
-	// Move the job to region-2 (drain region-1 at the global tier): explain then
-	// shows the global history naming both regions, region-2's events, and
-	// region-1's as those of a former owner.
+	// Move the job off the region holding wc/0 (drain it at the global tier):
+	// explain then shows the global history naming both regions, the new
+	// region's events, and the old region's as those of a former owner.
+	ex = explainJSON{}
+	cliJSON(t, &ex, "explain", "wc/0", "--addr", addr, "-o", "json")
+	from, to := ex.Placement[0].Child, "region-1"
+	if from == "region-1" {
+		to = "region-2"
+	}
 	ga := adminClient(t, addr)
-	if _, err := ga.Drain(context.Background(), &wire.DrainRequest{Child: "region-1"}); err != nil {
+	if _, err := ga.Drain(context.Background(), &wire.DrainRequest{Child: from}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "every shard moved to region-2", 20*time.Second, func() error {
+	eventually(t, "every shard moved to "+to, 20*time.Second, func() error {
 		if err := checkShardsMatchHosts(t, c, addr, n); err != nil {
 			return err
 		}
 		for s, hosts := range runningOn(c) {
-			if c.HostRegion[hosts[0]] != "region-2" {
+			if c.HostRegion[hosts[0]] != to {
 				return fmt.Errorf("%s runs on %s", s, hosts[0])
 			}
 		}
@@ -260,27 +266,27 @@ latency_slo: 50ms
 	})
 	ex = explainJSON{}
 	cliJSON(t, &ex, "explain", "wc/0", "--addr", addr, "-o", "json")
-	if len(ex.Placement) != 2 || ex.Placement[0].Child != "region-2" || ex.Placement[1].Instance != "region-2" {
+	if len(ex.Placement) != 2 || ex.Placement[0].Child != to || ex.Placement[1].Instance != to {
 		t.Errorf("explain placement after the move: %+v", ex.Placement)
 	}
 	var globalMoved, current, former bool
 	for _, e := range ex.History {
 		switch {
-		case e.Tier == interfaces.TierGlobal && e.From == "region-1" && e.To == "region-2" && strings.Contains(e.Reason, "region-1"):
+		case e.Tier == interfaces.TierGlobal && e.From == from && e.To == to && e.Reason != "":
 			globalMoved = true
-		case e.Instance == "region-2" && !e.Former && e.To != "":
+		case e.Instance == to && !e.Former && e.To != "":
 			current = true
-		case e.Instance == "region-1" && e.Former:
+		case e.Instance == from && e.Former:
 			former = true
-		case e.Instance == "region-1" && !e.Former:
-			t.Errorf("region-1 event not marked former: %+v", e)
+		case e.Instance == from && !e.Former:
+			t.Errorf("%s event not marked former: %+v", from, e)
 		}
 	}
 	if !globalMoved || !current || !former {
-		t.Errorf("history after the move: global move %v, region-2 events %v, former region-1 events %v: %+v", globalMoved, current, former, ex.History)
+		t.Errorf("history after the move: global move %v, %s events %v, former %s events %v: %+v", globalMoved, to, current, from, former, ex.History)
 	}
 	code, out, _ = runCLI("explain", "wc/0", "--addr", addr)
-	if code != 0 || !strings.Contains(out, "region/region-1 (former)") {
+	if code != 0 || !strings.Contains(out, "region/"+from+" (former)") {
 		t.Errorf("explain table after the move: exit %d\n%s", code, out)
 	}
 	t.Logf("strata explain wc/0 after the move:\n%s", out)
