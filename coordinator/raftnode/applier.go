@@ -113,6 +113,11 @@ func (a *Applier) Submit(ctx context.Context, plan interfaces.Plan) (*PlanResult
 	if !a.t.IsLeader() {
 		return nil, a.t.notLeader()
 	}
+	// Malformed moves (over-long reasons, non-finite deltas, ...) are refused here,
+	// so that one bad plan cannot fail the round it would share with others.
+	if _, err := fsm.Encode(&fsm.ApplyPlan{Tier: a.cfg.Tier, Begin: a.cfg.Begin, Moves: plan.Moves}); err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
 	req := &planReq{ctx: ctx, moves: plan.Moves, resp: make(chan planResp, 1)}
 	select {
 	case a.queue <- req:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -189,6 +191,20 @@ func TestApplierSplitsLargePlansAndGroupsConcurrentOnes(t *testing.T) {
 		t.Fatalf("c1 uses %v cpu after filling it with concurrent plans, want exactly its capacity 10", used)
 	}
 	c.MustEnsureSame()
+}
+
+func TestApplierRefusesMalformedPlanAlone(t *testing.T) {
+	c, tier := tierCluster(t, 2)
+	a := raftnode.NewApplier(tier(c.MustLeader()), raftnode.ApplierConfig{Tier: "host"})
+	defer a.Close()
+	bad := interfaces.Plan{Moves: []interfaces.Move{{Shard: "s0", From: "c0", To: "c1", Epoch: 1, Delta: math.NaN()}}}
+	if _, err := a.Submit(context.Background(), bad); !errors.Is(err, interfaces.ErrInvalid) || !strings.Contains(err.Error(), "delta") {
+		t.Fatalf("plan with a NaN delta: %v, want ErrInvalid naming the delta", err)
+	}
+	good := interfaces.Plan{Moves: []interfaces.Move{{Shard: "s1", From: "c0", To: "c1", Epoch: 1}}}
+	if res, err := a.Submit(context.Background(), good); err != nil || len(res.Committed) != 1 {
+		t.Fatalf("good plan after a bad one: %+v %v", res, err)
+	}
 }
 
 func TestApplierOnFollowerSaysNotLeader(t *testing.T) {
