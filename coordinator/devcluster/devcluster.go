@@ -74,7 +74,7 @@ func (o Options) tier(tier, instance, addr string, parent []string) tierd.Config
 	return tierd.Config{
 		Tier: tier, Instance: instance, NodeID: instance + "-1",
 		DataDir:  filepath.Join(o.Dir, tier, instance),
-		RaftAddr: "127.0.0.1:0", GRPCAddr: addr, Bootstrap: true,
+		RaftAddr: "127.0.0.1:0", GRPCAddr: addr, HTTPAddr: "127.0.0.1:0", Bootstrap: true,
 		Parent: parent, Policy: o.Policy,
 		Interval: o.Interval, LeaseTTL: o.LeaseTTL, Grace: o.Grace,
 	}
@@ -131,7 +131,7 @@ func (c *Cluster) StartHost(host, region string) error {
 	}
 	d, err := hostd.Start(hostd.Config{
 		Host: interfaces.ChildID(host), Parents: []string{c.Regions[region].GRPCAddr()},
-		DataDir: dir, Capacity: c.opts.HostCapacity, Driver: drv,
+		DataDir: dir, Capacity: c.opts.HostCapacity, Driver: drv, HTTPAddr: "127.0.0.1:0",
 		Labels: map[string]string{"region": region},
 	}, c.opts.Log)
 	if err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,6 +118,28 @@ func TestHierarchyPlacesDrainsAndRecovers(t *testing.T) {
 		return allRunningOnce(c, n)
 	})
 
+	// Every daemon exports its metrics in the Prometheus format.
+	waitFor(t, "metrics", 10*time.Second, func() error {
+		for _, m := range []struct {
+			addr  string
+			names []string
+		}{
+			{c.Regions["region-1"].HTTPAddr(), []string{"strata_leader", "strata_shards_owned", "strata_moves_committed_total", "strata_sessions", "strata_solve_seconds", "strata_control_round_seconds"}},
+			{c.Hosts["region-1-host-2"].HTTPAddr(), []string{"strata_host_shards_running", "strata_host_cpu_cores", "strata_host_mem_bytes"}},
+		} {
+			body, err := httpGet("http://" + m.addr + "/metrics")
+			if err != nil {
+				return err
+			}
+			for _, n := range m.names {
+				if !strings.Contains(body, "\n"+n) {
+					return fmt.Errorf("%s lacks %s", m.addr, n)
+				}
+			}
+		}
+		return nil
+	})
+
 	// Drain a host: it ends empty and everything still runs once.
 	host := "region-1-host-1"
 	ra := admin(t, c.Regions["region-1"].GRPCAddr())
@@ -176,4 +200,14 @@ func testLog(t *testing.T) io.Writer {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+func httpGet(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
 }

@@ -172,8 +172,12 @@ func (d *Daemon) report() *wire.Report {
 	r := d.agent.Report(d.cfg.Clock.Now())
 	s := d.metrics.Scope
 	s.Gauge("host_shards_running").Update(float64(len(r.Shards)))
-	for _, res := range r.Used.Names() {
-		s.Tagged(map[string]string{"resource": res}).Gauge("host_load").Update(r.Used.Get(res))
+	s.Gauge("host_cpu_cores").Update(r.Used.CPU)
+	s.Gauge("host_mem_bytes").Update(r.Used.Mem)
+	s.Gauge("host_net_bytes_per_second").Update(r.Used.Net)
+	s.Gauge("host_tasks").Update(r.Used.Tasks)
+	for name, v := range r.Used.Extra {
+		s.Tagged(map[string]string{"resource": name}).Gauge("host_extra_load").Update(v)
 	}
 	return wire.ReportToWire(r)
 }
