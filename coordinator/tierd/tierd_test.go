@@ -97,7 +97,9 @@ func TestSessionRejectsBadHello(t *testing.T) {
 		_, err = s.Recv()
 		return err
 	}
-	hello := func(h *wire.Hello) *wire.ChildMessage { return &wire.ChildMessage{Msg: &wire.ChildMessage_Hello{Hello: h}} }
+	hello := func(h *wire.Hello) *wire.ChildMessage {
+		return &wire.ChildMessage{Msg: &wire.ChildMessage_Hello{Hello: h}}
+	}
 	tests := []struct {
 		name string
 		msg  *wire.ChildMessage
