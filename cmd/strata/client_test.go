@@ -93,6 +93,8 @@ func TestClientCommandsEndToEnd(t *testing.T) {
 	defer c.Close()
 	addr := c.Global.GRPCAddr()
 	const n = 12
+	start := time.Now()
+	phase := func(name string) { t.Logf("%6.2fs %s", time.Since(start).Seconds(), name) }
 
 	dir := t.TempDir()
 	jobPath := filepath.Join(dir, "wc.yaml")
@@ -119,6 +121,7 @@ latency_slo: 50ms
 		t.Errorf("resubmit: exit %d, stderr %q", code, errOut)
 	}
 
+	phase("submitted")
 	// List.
 	var jobs []jobListJSON
 	cliJSON(t, &jobs, "job", "list", "--addr", addr, "-o", "json")
@@ -130,6 +133,7 @@ latency_slo: 50ms
 		t.Errorf("job list table: exit %d\n%s", code, out)
 	}
 
+	phase("listed")
 	// Shards: all placed eventually, each on the host that runs it.
 	eventually(t, "all shards placed and running where listed", 25*time.Second, func() error { return checkShardsMatchHosts(t, c, addr, n) })
 	code, out, _ = runCLI("shards", "--addr", addr, "--job", "wc")
@@ -138,6 +142,7 @@ latency_slo: 50ms
 	}
 	t.Logf("strata shards:\n%s", out)
 
+	phase("placed")
 	// Status: the tree holds both regions and each region its hosts (hosts
 	// connect on their own, so wait for all four).
 	eventually(t, "status shows both regions and their four hosts", 15*time.Second, func() error {
@@ -178,6 +183,7 @@ latency_slo: 50ms
 	}
 	t.Logf("strata status:\n%s", out)
 
+	phase("status")
 	// Drain the busiest host: it ends empty and every shard still runs once.
 	var busiest string
 	most := -1
@@ -214,6 +220,7 @@ latency_slo: 50ms
 		t.Errorf("undrain: %+v", undrain)
 	}
 
+	phase("drained")
 	// Explain: the placement at both tiers and the history with reasons.
 	var ex explainJSON
 	cliJSON(t, &ex, "explain", "wc/0", "--addr", addr, "-o", "json")
@@ -240,6 +247,7 @@ latency_slo: 50ms
 	}
 	t.Logf("strata explain wc/0:\n%s", out)
 
+	phase("explained")
 	// Move the job off the region holding wc/0 (drain it at the global tier):
 	// explain then shows the global history naming both regions, the new
 	// region's events, and the old region's as those of a former owner.
@@ -291,6 +299,7 @@ latency_slo: 50ms
 	}
 	t.Logf("strata explain wc/0 after the move:\n%s", out)
 
+	phase("moved to another region")
 	// Errors exit non-zero and say what is wrong.
 	bad := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(bad, []byte("name: wc2\nparallelism: 2\nload:\n  cpu: -1\n"), 0o644); err != nil {
@@ -322,6 +331,7 @@ latency_slo: 50ms
 		}
 	}
 
+	phase("errors")
 	// Delete: the job is gone and its shards stop.
 	code, out, errOut = runCLI("job", "delete", "wc", "--addr", addr)
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("job wc deleted: %d shards removed", n)) {
@@ -338,6 +348,7 @@ latency_slo: 50ms
 		return nil
 	})
 
+	phase("deleted")
 	// A region that is down shows in status as unreachable; status still works.
 	if err := c.Regions["region-2"].Close(); err != nil {
 		t.Logf("closing region-2: %v", err)
