@@ -412,3 +412,84 @@ func TestRemoveChildWithShardMovingOut(t *testing.T) {
 	}
 	checkInvariants(t, f)
 }
+
+func TestApplyCommandCopiesInput(t *testing.T) {
+	f := New()
+	allowed := []interfaces.ChildID{"a"}
+	labels := map[string]string{"zone": "x"}
+	if _, err := f.ApplyCommand(1, &PutShards{Shards: []interfaces.Shard{{ID: "s", Job: "j",
+		Constraints: interfaces.ShardConstraints{Allowed: allowed, Labels: labels}}}}); err != nil {
+		t.Fatal(err)
+	}
+	allowed[0] = "zz"
+	labels["zone"] = "changed"
+	st, _ := f.Shard("s")
+	if st.Spec.Constraints.Allowed[0] != "a" || st.Spec.Constraints.Labels["zone"] != "x" {
+		t.Fatalf("the FSM shares the caller's slices/maps: %+v", st.Spec.Constraints)
+	}
+	if _, err := f.ApplyCommand(2, &Assign{Shard: "s"}); !errors.Is(err, interfaces.ErrInvalid) {
+		t.Fatalf("invalid command: err = %v, want ErrInvalid", err)
+	}
+	if f.AppliedIndex() != 1 {
+		t.Fatalf("an invalid command moved the applied index to %d", f.AppliedIndex())
+	}
+}
+
+// Readers on other goroutines while Raft's goroutine applies and snapshots; run
+// with -race to check the locking.
+func TestConcurrentReadsDuringApply(t *testing.T) {
+	f := New()
+	applyAll(t, f, 1, sampleWorkload()[:4]...)
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for g := 0; g < 3; g++ {
+		go func() {
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				_ = f.View("t", "i")
+				_, _ = f.Shard("s1")
+				_ = f.History("s1")
+				_ = f.Hash()
+				_ = f.VerifyPlan([]interfaces.Move{{Shard: "s1", From: "a", To: "b", Epoch: 1}})
+				if st := f.Stats(); st.Shards < 3 {
+					errs <- fmt.Errorf("a reader saw %d shards", st.Shards)
+					return
+				}
+			}
+		}()
+	}
+	idx := uint64(100)
+	for i := 0; i < 200; i++ {
+		from, to := interfaces.ChildID("a"), interfaces.ChildID("b")
+		if i%2 == 0 {
+			from, to = to, from
+		}
+		if i == 0 {
+			applyAll(t, f, idx, &Assign{Shard: "s1", Child: "a"})
+			idx++
+			continue
+		}
+		r := applyAll(t, f, idx, &Move{Move: interfaces.Move{Shard: "s1", From: from, To: to, Epoch: interfaces.Epoch(i)}})
+		idx++
+		if err := r[0].Err(); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 0 {
+			b := snapshotBytes(t, f)
+			if err := f.Restore(nopCloser{bytesReader(b)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(done)
+	for g := 0; g < 3; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

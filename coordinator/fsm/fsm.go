@@ -103,19 +103,23 @@ func mustDecode(l *raft.Log) Command {
 	return c
 }
 
-// ApplyCommand applies c at index as if it had been committed there, without
-// encoding it. It validates c first (an invalid command returns an error and
-// changes nothing). The simulator and tests use it; daemons go through Raft.
+// ApplyCommand applies c at index as if it had been committed there. It goes
+// through Encode and Decode exactly like a Raft entry, so the result is the same
+// as on a replica and the state never shares slices or maps with the caller's
+// command. An invalid command returns an error and changes nothing. The simulator
+// and tests use it; daemons go through Raft.
 func (f *FSM) ApplyCommand(index uint64, c Command) (*Result, error) {
-	if c == nil {
-		return nil, fmt.Errorf("command: is required: %w", interfaces.ErrInvalid)
+	b, err := Encode(c)
+	if err != nil {
+		return nil, err
 	}
-	if err := c.validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", c.Type(), err)
+	dc, err := Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("fsm: an encoded command does not decode (a bug): %w", err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.st.apply(index, c), nil
+	return f.st.apply(index, dc), nil
 }
 
 // AppliedIndex is the Raft index of the last command applied (or restored).

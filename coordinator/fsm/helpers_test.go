@@ -1,6 +1,9 @@
 package fsm
 
-import "io"
+import (
+	"bytes"
+	"io"
+)
 
 type nopCloser struct{ io.Reader }
 
@@ -13,3 +16,5 @@ type tb interface {
 	Fatalf(format string, args ...any)
 	Errorf(format string, args ...any)
 }
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
