@@ -212,7 +212,9 @@ func (a *Applier) round(reqs []*planReq) {
 			fail(mapRaftErr(err, a.t.notLeader))
 			return
 		}
-		a.term = term
+		// Entries appended after the barrier are concurrent with this round; the
+		// FSM's compare-and-set still guards owners and epochs against them.
+		a.term, a.lastIndex = term, rf.LastIndex()
 	}
 
 	// One Verify over all moves of the round, in submission order.
