@@ -497,10 +497,17 @@ func (d *dec) snapShard(children map[interfaces.ChildID]*childRec, jobs map[stri
 	r.inputRate = d.finite("shard.input_rate", "")
 	r.stateBytes = d.varint("shard.state_bytes", "")
 	r.slo = d.dur("shard.latency_slo", "")
-	var c interfaces.ShardConstraints
-	d.constraints(&c)
-	if !zeroConstraints(&c) {
-		r.cons = &c
+	// Most shards have no constraints: five zero bytes (empty pinned, allowed,
+	// labels, anti-affinity, max-per-child).
+	if d.err == nil && len(d.b)-d.off >= 5 && d.b[d.off]|d.b[d.off+1]|d.b[d.off+2]|d.b[d.off+3]|d.b[d.off+4] == 0 {
+		d.off += 5
+	} else {
+		var c interfaces.ShardConstraints
+		d.constraints(&c)
+		if !zeroConstraints(&c) {
+			r.cons = new(interfaces.ShardConstraints)
+			*r.cons = c
+		}
 	}
 	if owner := d.bytes("shard.owner", ""); len(owner) > 0 {
 		// Share the child's ID string instead of allocating one per shard.
