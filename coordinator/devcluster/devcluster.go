@@ -31,6 +31,10 @@ type Options struct {
 	Interval, LeaseTTL, Grace time.Duration
 	// Policy of the global and region tiers (default "local").
 	Policy string
+	// RegionPolicy and RegionPolicyConfig, when set, replace the regions' policy
+	// (e.g. an external "plugin").
+	RegionPolicy       string
+	RegionPolicyConfig interfaces.PolicyConfig
 	// Log receives every daemon's log; nil discards.
 	Log io.Writer
 }
@@ -98,7 +102,11 @@ func Start(o Options) (*Cluster, error) {
 	}
 	for r := 1; r <= o.Regions; r++ {
 		name := fmt.Sprintf("region-%d", r)
-		d, err := tierd.Start(o.tier(interfaces.TierRegion, name, "127.0.0.1:0", []string{c.Global.GRPCAddr()}), o.Log)
+		cfg := o.tier(interfaces.TierRegion, name, "127.0.0.1:0", []string{c.Global.GRPCAddr()})
+		if o.RegionPolicy != "" {
+			cfg.Policy, cfg.PolicyConfig = o.RegionPolicy, o.RegionPolicyConfig
+		}
+		d, err := tierd.Start(cfg, o.Log)
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("%s: %w", name, err)

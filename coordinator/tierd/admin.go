@@ -273,7 +273,7 @@ func (d *Daemon) Status(ctx context.Context, _ *wire.StatusRequest) (*wire.Statu
 	}
 	inst := &wire.InstanceStatus{
 		Instance: d.cfg.Instance, LeaderId: leaderID, LeaderAddress: addr,
-		Term: d.tier.Raft().CurrentTerm(), StateIndex: d.tier.FSM.AppliedIndex(), Policy: d.policy.Name(),
+		Term: d.tier.Raft().CurrentTerm(), StateIndex: d.tier.FSM.AppliedIndex(), Policy: d.policyStatus(),
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -15,7 +15,9 @@ import (
 	"github.com/uber-go/tally/v4"
 	"google.golang.org/grpc"
 
+	"github.com/strata-sched/strata/balancer"
 	"github.com/strata-sched/strata/coordinator/fsm"
+	"github.com/strata-sched/strata/coordinator/plugin"
 	"github.com/strata-sched/strata/coordinator/raftnode"
 	"github.com/strata-sched/strata/coordinator/session"
 	"github.com/strata-sched/strata/coordinator/telemetry"
@@ -57,6 +59,8 @@ type Daemon struct {
 	assignSent  map[interfaces.ShardID]assignState // the last Assign sent per shard, and its ack
 	deleted     map[interfaces.ShardID]uint64      // shards deleted here: the wire epoch they had
 	lastRound   roundRecord
+	// lastRejections are the moves the last verification refused, with why.
+	lastRejections []balancer.Rejection
 
 	up *uplink // nil for the top tier
 
@@ -214,7 +218,18 @@ func (d *Daemon) Close() error {
 	if d.metrics != nil {
 		_ = d.metrics.Close()
 	}
+	if p, ok := d.policy.(*plugin.Policy); ok {
+		_ = p.Close()
+	}
 	return d.tier.Shutdown()
+}
+
+// policyStatus names the policy and, for an external plugin, its health.
+func (d *Daemon) policyStatus() string {
+	if p, ok := d.policy.(*plugin.Policy); ok {
+		return p.Name() + ": " + p.Status().Describe()
+	}
+	return d.policy.Name()
 }
 
 // leaderGRPC returns the gRPC address of the current leader, from the configured
@@ -245,3 +260,10 @@ func (d *Daemon) poke() {
 }
 
 var _ session.Handler = (*uplinkHandler)(nil)
+
+// LastRejections returns the moves the last verification refused, with why.
+func (d *Daemon) LastRejections() []balancer.Rejection {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]balancer.Rejection(nil), d.lastRejections...)
+}

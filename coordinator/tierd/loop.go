@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/strata-sched/strata/coordinator/fsm"
+	"github.com/strata-sched/strata/coordinator/plugin"
 	"github.com/strata-sched/strata/interfaces"
 )
 
@@ -202,6 +203,16 @@ func (d *Daemon) act(ctx context.Context, now time.Time, mode string, plan inter
 	rejected := len(verdict.Rejected)
 	if rejected > 0 {
 		d.scope.Counter("moves_rejected_total").Inc(int64(rejected))
+		for i, r := range verdict.Rejected {
+			if i == 3 {
+				d.logger.Printf("… and %d more rejected moves", rejected-i)
+				break
+			}
+			d.logger.Printf("policy %s: rejected: %v", d.policy.Name(), r.Err())
+		}
+		d.mu.Lock()
+		d.lastRejections = verdict.Rejected
+		d.mu.Unlock()
 	}
 
 	// Act: direct commits for first placements and moves off failed children;
@@ -291,6 +302,15 @@ func (d *Daemon) record(now time.Time, mode string, planned, accepted, rejected 
 	d.mu.Lock()
 	d.scope.Gauge("sessions").Update(float64(len(d.sessions)))
 	d.mu.Unlock()
+	if p, ok := d.policy.(*plugin.Policy); ok {
+		st := p.Status()
+		healthy := 0.0
+		if st.Healthy {
+			healthy = 1
+		}
+		d.scope.Gauge("plugin_healthy").Update(healthy)
+		d.scope.Gauge("plugin_failures").Update(float64(st.Failures))
+	}
 }
 
 func errSuffix(e string) string {

@@ -1,0 +1,18 @@
+// Package plugin runs a tier policy that lives in another process, behind the
+// gRPC TierPolicy service (interfaces/wire/plugin.proto), so a policy can be
+// written in any language.
+//
+// Policy is an interfaces.Policy that calls the plugin with a time-out and falls
+// back to a built-in policy whenever the plugin is unreachable, slow, crashed or
+// answers with an error. After a failure the plugin is marked unhealthy and is
+// not called again until a back-off has passed; the first call after it that
+// succeeds marks it healthy again. The plugin's plans are not trusted: the tier
+// verifies them exactly like a built-in policy's (balancer.Verify at commit time),
+// and a plan that names unknown shards or children, or breaks a hard constraint,
+// is rejected with the reason.
+//
+// It registers the policy name "plugin" in the tiers registry, with the keys
+// address (required), fallback (a built-in policy name, default "local"),
+// timeout (default 2s) and retry (default 5s); every other key is passed to the
+// plugin as its configuration.
+package plugin

@@ -1,0 +1,183 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/tiers"
+)
+
+// Name is the registered name of the plugin policy.
+const Name = "plugin"
+
+func init() { tiers.MustRegister(Name, New) }
+
+// Policy calls an external TierPolicy plugin and falls back to a built-in policy.
+type Policy struct {
+	address  string
+	timeout  time.Duration
+	retry    time.Duration
+	config   interfaces.PolicyConfig
+	fallback interfaces.Policy
+	now      func() time.Time
+
+	mu        sync.Mutex
+	conn      *grpc.ClientConn
+	remote    *wire.RemotePolicy
+	healthy   bool
+	lastErr   error
+	nextTry   time.Time
+	failures  int
+	successes int
+}
+
+var _ interfaces.Policy = (*Policy)(nil)
+
+// New builds the policy from its configuration (see the package doc).
+func New(cfg interfaces.PolicyConfig) (interfaces.Policy, error) {
+	p := &Policy{timeout: 2 * time.Second, retry: 5 * time.Second, config: interfaces.PolicyConfig{}, now: time.Now}
+	fallback := tiers.DefaultPolicy
+	keys := make([]string, 0, len(cfg))
+	for k := range cfg {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := cfg[k]
+		switch k {
+		case "address":
+			p.address = v
+		case "fallback":
+			fallback = v
+		case "timeout", "retry":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("policy plugin: key %q: must be a positive duration such as 500ms (got %q): %w", k, v, interfaces.ErrInvalid)
+			}
+			if k == "timeout" {
+				p.timeout = d
+			} else {
+				p.retry = d
+			}
+		default:
+			p.config[k] = v
+		}
+	}
+	if p.address == "" {
+		return nil, fmt.Errorf("policy plugin: key \"address\" is required (the plugin's gRPC address): %w", interfaces.ErrInvalid)
+	}
+	if fallback == Name {
+		return nil, fmt.Errorf("policy plugin: key \"fallback\": must be a built-in policy, not %q: %w", Name, interfaces.ErrInvalid)
+	}
+	fb, err := tiers.New(fallback, nil)
+	if err != nil {
+		return nil, fmt.Errorf("policy plugin: key \"fallback\": %w", err)
+	}
+	p.fallback = fb
+	conn, err := grpc.NewClient(p.address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("policy plugin: key \"address\": %w", err)
+	}
+	p.conn = conn
+	return p, nil
+}
+
+// Name describes the policy: the plugin's address and the fallback.
+func (p *Policy) Name() string {
+	return fmt.Sprintf("plugin(%s, fallback %s)", p.address, p.fallback.Name())
+}
+
+// Status tells whether the plugin is healthy, the last error, and the counts of
+// plans it produced and calls that failed.
+type Status struct {
+	Address   string
+	Healthy   bool
+	LastError string
+	Successes int
+	Failures  int
+}
+
+// Status reports the plugin's health.
+func (p *Policy) Status() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Status{Address: p.address, Healthy: p.healthy, Successes: p.successes, Failures: p.failures}
+	if p.lastErr != nil {
+		s.LastError = p.lastErr.Error()
+	}
+	return s
+}
+
+// Plan asks the plugin, within the time-out; on any failure, or while the plugin
+// is in its back-off after one, it plans with the fallback.
+func (p *Policy) Plan(ctx context.Context, v *interfaces.View) (interfaces.Plan, error) {
+	p.mu.Lock()
+	wait := p.failures > 0 && !p.healthy && p.now().Before(p.nextTry)
+	remote := p.remote
+	p.mu.Unlock()
+	if !wait {
+		plan, err := p.callPlugin(ctx, remote, v)
+		if err == nil {
+			return plan, nil
+		}
+		p.fail(err)
+	}
+	return p.fallback.Plan(ctx, v)
+}
+
+func (p *Policy) callPlugin(ctx context.Context, remote *wire.RemotePolicy, v *interfaces.View) (interfaces.Plan, error) {
+	cctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	if remote == nil {
+		r, err := wire.DialPolicy(cctx, p.conn, p.config)
+		if err != nil {
+			return interfaces.Plan{}, err
+		}
+		p.mu.Lock()
+		p.remote = r
+		p.mu.Unlock()
+		remote = r
+	}
+	plan, err := remote.Plan(cctx, v)
+	if err != nil {
+		return interfaces.Plan{}, err
+	}
+	p.mu.Lock()
+	p.healthy = true
+	p.successes++
+	p.mu.Unlock()
+	return plan, nil
+}
+
+func (p *Policy) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.healthy = false
+	p.failures++
+	p.lastErr = err
+	p.remote = nil // negotiate again: the plugin may have been replaced
+	p.nextTry = p.now().Add(p.retry)
+}
+
+// Close releases the connection to the plugin.
+func (p *Policy) Close() error { return p.conn.Close() }
+
+// Describe is a one-line status for people: "healthy" or "unhealthy: why".
+func (s Status) Describe() string {
+	if s.Healthy {
+		return "healthy"
+	}
+	if s.LastError == "" {
+		return "not called yet"
+	}
+	return "unhealthy: " + strings.TrimSpace(s.LastError)
+}
