@@ -119,6 +119,11 @@ type exactOptions struct {
 	// default (every depth), -1 never (the bound is then not used at all). Deeper
 	// nodes reuse their parent's weights.
 	DualDepth int
+	// DualGap, when > 0, skips re-solving the dual weights at nodes deeper than 2
+	// whose bound is more than this fraction below the incumbent; ≤ 0 (the
+	// default) re-solves everywhere, which measured as fast or faster on the
+	// benchmark instances.
+	DualGap float64
 	// Stop, when set, is polled every 1024 nodes; true ends the search as the node
 	// limit does.
 	Stop func() bool
@@ -323,6 +328,7 @@ type exactSearch struct {
 	scratchC []float64
 
 	dualDepth int
+	dualGap   float64 // re-solve the dual only when the bound is within this fraction of the incumbent
 	gam       [][]float64 // [d]: dual weights in force at depth d
 
 	sortedRem [][][]float64 // [d][k]: remaining positive loads of resource k, ascending
@@ -419,7 +425,7 @@ func solveExact(in *exactInstance, opt exactOptions) (exactOutcome, error) {
 
 func newExactSearch(in *exactInstance, opt exactOptions) *exactSearch {
 	n, m, r := in.N, in.M, in.R
-	s := &exactSearch{in: in, n: n, m: m, r: r, lpDepth: opt.LPDepth, maxNodes: opt.MaxNodes, dualDepth: opt.DualDepth, stop: opt.Stop}
+	s := &exactSearch{in: in, n: n, m: m, r: r, lpDepth: opt.LPDepth, maxNodes: opt.MaxNodes, dualDepth: opt.DualDepth, stop: opt.Stop, dualGap: opt.DualGap}
 	if s.dualDepth == 0 {
 		s.dualDepth = n + 1
 	}
@@ -959,7 +965,7 @@ func (s *exactSearch) dfs(d int, tp float64) {
 	if s.seen(d) {
 		return
 	}
-	if d > 0 && d < s.dualDepth {
+	if d > 0 && d < s.dualDepth && (s.dualGap <= 0 || !s.haveBest || d <= 2 || lb >= s.bestT*(1-s.dualGap)) {
 		if g := s.dualWeights(d); g != nil {
 			s.gam[d] = g
 			if v := s.dualBound(d, g); v > lb {
