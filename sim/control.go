@@ -156,6 +156,15 @@ func detect(st *Projection, cfg StepConfig) (Mode, string) {
 			evac++
 		}
 	}
+	live := 0
+	for _, ch := range st.children {
+		if ch.State == interfaces.ChildActive {
+			live++
+		}
+	}
+	if (unplaced > 0 || evac > 0) && live == 0 {
+		return ModeIdle, fmt.Sprintf("%d unplaced shards, %d on failed or draining children, but no active child to move them to", unplaced, evac)
+	}
 	if unplaced > 0 || evac > 0 {
 		return ModeEmergency, fmt.Sprintf("%d unplaced shards, %d on failed or draining children", unplaced, evac)
 	}

@@ -174,3 +174,14 @@ func (p viewSpy) Plan(ctx context.Context, v *interfaces.View) (interfaces.Plan,
 	*p.seen = v
 	return p.fixedPolicy.Plan(ctx, v)
 }
+
+func TestControlStepNoActiveChild(t *testing.T) {
+	calls := 0
+	v := testView(interfaces.ChildFailed, map[string]string{"s1": "c"})
+	v.Children[0].State = interfaces.ChildFailed
+	v.Children[1].State = interfaces.ChildDraining
+	res, err := ControlStep(context.Background(), fixedPolicy{calls: &calls}, v, stepCfg)
+	if err != nil || res.Mode != ModeIdle || calls != 0 || !strings.Contains(res.Why, "no active child") {
+		t.Fatalf("mode %s why %q calls %d err %v", res.Mode, res.Why, calls, err)
+	}
+}

@@ -233,28 +233,27 @@ type engine struct {
 	rounds  int
 
 	// Accumulators.
-	utilHist  [nres]*linHist
-	latHist   logHist
-	ivLat     logHist // since the last sample
-	sloHist   []*logHist
-	sumMOM    [nres]float64
-	sumMOLB   [nres]float64
-	nTicks    int
-	lagPeak   float64
-	lagNow    float64
-	sum       Summary
-	ivMoves   int
-	ivBytes   int64
-	series    []Sample
-	asserts   []AssertionResult
-	scratch   []float64
-	lastMaxU  [nres]float64
-	lastMean  [nres]float64
-	lastLB    [nres]float64
-	hasCap    [nres]bool
-	solveNS   int64
-	failedCnt int
-	idx       map[interfaces.ShardID]int32
+	utilHist [nres]*linHist
+	latHist  logHist
+	ivLat    logHist // since the last sample
+	sloHist  []*logHist
+	sumMOM   [nres]float64
+	sumMOLB  [nres]float64
+	nTicks   int
+	lagPeak  float64
+	lagNow   float64
+	sum      Summary
+	ivMoves  int
+	ivBytes  int64
+	series   []Sample
+	asserts  []AssertionResult
+	scratch  []float64
+	lastMaxU [nres]float64
+	lastMean [nres]float64
+	lastLB   [nres]float64
+	hasCap   [nres]bool
+	solveNS  int64
+	idx      map[interfaces.ShardID]int32
 }
 
 func splitmix(x uint64) uint64 {
@@ -528,12 +527,10 @@ func (e *engine) process(t time.Duration, tick time.Duration) {
 	w, m := e.w, e.sc.Model
 	dt := tick.Seconds()
 	var used, capSum, maxU, maxShard, maxCap [nres]float64
-	live := 0
 	for h := range w.hostName {
 		if w.hostState[h] == interfaces.ChildFailed {
 			continue
 		}
-		live++
 		ho := h * nres
 		rho := 0.0
 		for r := 0; r < nres; r++ {
@@ -627,7 +624,6 @@ func (e *engine) process(t time.Duration, tick time.Duration) {
 		}
 	}
 	e.checkTick(t)
-	_ = live
 }
 
 func (e *engine) addLat(ms, w float64) {

@@ -127,7 +127,13 @@ func (e *engine) handle(ctx context.Context, ev event) error {
 
 // trigger schedules an event-driven round of region r (-1: the global tier) at t
 // unless one is already pending then.
+//
+// t is rounded up to a tick boundary: the events of a tick are applied together,
+// so all the triggers of one tick (several shards landing, say) share one round.
 func (e *engine) trigger(r int32, t time.Duration) {
+	if tick := e.sc.Tick.D(); t%tick != 0 {
+		t += tick - t%tick
+	}
 	key := [2]int64{int64(r), int64(t)}
 	if e.pending[key] {
 		return

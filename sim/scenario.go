@@ -133,20 +133,19 @@ type Workload struct {
 // JobSpec generates the shards of one job. Sizes sets how shard sizes spread: every
 // shard's load, input rate and state scale with its size weight (mean 1).
 type JobSpec struct {
-	Name       string    `yaml:"name"`
-	Shards     int       `yaml:"shards"`
-	Load       LoadSpec  `yaml:"load"`
-	InputRate  float64   `yaml:"input_rate"`
-	StateBytes Quantity  `yaml:"state_bytes"`
-	Sizes      SizeSpec  `yaml:"sizes"`
-	Arrive     Duration  `yaml:"arrive"`
-	Leave      Duration  `yaml:"leave"`
-	LatencySLO Duration  `yaml:"latency_slo"`
-	Regions    []string  `yaml:"regions"`
-	Pinned     string    `yaml:"pinned"`
-	Spread     string    `yaml:"anti_affinity"`
-	MaxPerHost int       `yaml:"max_per_child"`
-	sizes      []float64 // filled by the generator
+	Name       string   `yaml:"name"`
+	Shards     int      `yaml:"shards"`
+	Load       LoadSpec `yaml:"load"`
+	InputRate  float64  `yaml:"input_rate"`
+	StateBytes Quantity `yaml:"state_bytes"`
+	Sizes      SizeSpec `yaml:"sizes"`
+	Arrive     Duration `yaml:"arrive"`
+	Leave      Duration `yaml:"leave"`
+	LatencySLO Duration `yaml:"latency_slo"`
+	Regions    []string `yaml:"regions"`
+	Pinned     string   `yaml:"pinned"`
+	Spread     string   `yaml:"anti_affinity"`
+	MaxPerHost int      `yaml:"max_per_child"`
 }
 
 // SizeSpec is the distribution of shard sizes in a job: "equal", "uniform"
