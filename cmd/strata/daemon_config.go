@@ -23,6 +23,7 @@ import (
 // tierFile is the configuration of "strata global" and "strata region".
 type tierFile struct {
 	Tier      string       `yaml:"tier"`
+	Chain     []string     `yaml:"chain"`
 	Instance  string       `yaml:"instance"`
 	NodeID    string       `yaml:"node_id"`
 	DataDir   string       `yaml:"data_dir"`
@@ -196,7 +197,7 @@ func (f tierFile) tierConfig() (tierd.Config, error) {
 		return tierd.Config{}, fmt.Errorf("tier: is required (global, region, or a custom tier's name): %w", interfaces.ErrInvalid)
 	}
 	c := tierd.Config{
-		Tier: f.Tier, Instance: f.Instance, NodeID: f.NodeID, DataDir: f.DataDir,
+		Tier: f.Tier, Chain: f.Chain, Instance: f.Instance, NodeID: f.NodeID, DataDir: f.DataDir,
 		RaftAddr: f.Listen.Raft, GRPCAddr: f.Listen.GRPC, HTTPAddr: f.Listen.HTTP, AdminAddr: f.Listen.Admin,
 		Bootstrap: f.Bootstrap, Peers: f.Peers, Parent: f.Parent,
 		Policy: f.Policy.Name, PolicyConfig: f.Policy.Config,

@@ -21,6 +21,11 @@ type Config struct {
 	Tier      string
 	Instance  string
 	ChildTier string
+	// Chain lists the tiers from the top down; default global → region → host.
+	// A custom tier is inserted by name (global → region → rack → host). The
+	// chain decides the tier of this instance's children (the next one) and of
+	// its parent (the previous one).
+	Chain []string
 	// NodeID is this replica's Raft ID; DataDir holds its Raft data.
 	NodeID  string
 	DataDir string
@@ -77,15 +82,63 @@ func (c Config) Defaults() Config {
 	if c.Policy == "" {
 		c.Policy = "local"
 	}
+	if len(c.Chain) == 0 {
+		c.Chain = DefaultChain()
+	}
 	if c.ChildTier == "" {
-		switch c.Tier {
-		case interfaces.TierGlobal:
-			c.ChildTier = interfaces.TierRegion
-		default:
-			c.ChildTier = interfaces.TierHost
+		for i, t := range c.Chain {
+			if t == c.Tier && i+1 < len(c.Chain) {
+				c.ChildTier = c.Chain[i+1]
+			}
 		}
 	}
 	return c
+}
+
+// DefaultChain is global → region → host.
+func DefaultChain() []string {
+	return []string{interfaces.TierGlobal, interfaces.TierRegion, interfaces.TierHost}
+}
+
+// ValidateChain checks a tier chain: it starts with the global tier, ends with
+// hosts, names every tier once (a repeat would be a cycle) and each name is a
+// valid identifier.
+func ValidateChain(chain []string) error {
+	bad := func(rule string) error {
+		return fmt.Errorf("chain %s: %s: %w", ChainString(chain), rule, interfaces.ErrInvalid)
+	}
+	if len(chain) < 2 {
+		return bad("needs at least global and host")
+	}
+	if chain[0] != interfaces.TierGlobal {
+		return bad(fmt.Sprintf("must start with %s (got %q)", interfaces.TierGlobal, chain[0]))
+	}
+	if chain[len(chain)-1] != interfaces.TierHost {
+		return bad(fmt.Sprintf("must end with %s (got %q)", interfaces.TierHost, chain[len(chain)-1]))
+	}
+	seen := map[string]bool{}
+	for i, t := range chain {
+		if err := interfaces.ValidateID(fmt.Sprintf("chain[%d]", i), t); err != nil {
+			return err
+		}
+		if seen[t] {
+			return bad(fmt.Sprintf("tier %q appears twice (a cycle)", t))
+		}
+		seen[t] = true
+	}
+	return nil
+}
+
+// ChainString prints a chain as "global → region → host".
+func ChainString(chain []string) string {
+	out := ""
+	for i, t := range chain {
+		if i > 0 {
+			out += " → "
+		}
+		out += t
+	}
+	return out
 }
 
 // Validate checks c (after Defaults), naming the field and the rule.
@@ -102,7 +155,26 @@ func (c Config) Validate() error {
 	if err := interfaces.ValidateID("node_id", c.NodeID); err != nil {
 		return err
 	}
+	if err := ValidateChain(c.Chain); err != nil {
+		return err
+	}
+	pos := -1
+	for i, t := range c.Chain {
+		if t == c.Tier {
+			pos = i
+		}
+	}
 	switch {
+	case pos < 0:
+		return bad("tier", fmt.Sprintf("unknown tier %q: the chain is %s", c.Tier, ChainString(c.Chain)))
+	case pos == len(c.Chain)-1:
+		return bad("tier", "hosts run 'strata host', not a tier daemon")
+	case c.Tier == interfaces.TierGlobal && len(c.Parent) > 0:
+		return bad("parent", "the global tier has no parent")
+	case pos > 0 && len(c.Parent) == 0:
+		return bad("parent", fmt.Sprintf("tier %s has no parent: give the gRPC addresses of the %s tier's replicas", c.Tier, c.Chain[pos-1]))
+	case c.ChildTier != c.Chain[pos+1]:
+		return bad("child_tier", fmt.Sprintf("must be %s, the next tier of the chain %s", c.Chain[pos+1], ChainString(c.Chain)))
 	case c.DataDir == "":
 		return bad("data_dir", "is required")
 	case c.RaftAddr == "":
@@ -117,10 +189,6 @@ func (c Config) Validate() error {
 		return bad("control.grace", "must be ≥ 0")
 	case c.MaxMoves < 0:
 		return bad("control.max_moves", "must be ≥ 0")
-	case c.Tier == interfaces.TierGlobal && len(c.Parent) > 0:
-		return bad("parent", "the global tier has no parent")
-	case c.Tier != interfaces.TierGlobal && len(c.Parent) == 0:
-		return bad("parent", "is required for every tier below global")
 	}
 	if c.Bootstrap {
 		found := false

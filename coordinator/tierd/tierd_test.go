@@ -60,7 +60,12 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.RaftAddr = "" }, "listen.raft: is required"},
 		{func(c *Config) { c.GRPCAddr = "" }, "listen.grpc: is required"},
 		{func(c *Config) { c.LeaseTTL = time.Millisecond }, "control.lease_ttl: must be ≥ 100ms"},
-		{func(c *Config) { c.Parent = nil }, "parent: is required for every tier below global"},
+		{func(c *Config) { c.Parent = nil }, "parent: tier region has no parent: give the gRPC addresses of the global tier's replicas"},
+		{func(c *Config) { c.Tier = "rack" }, `tier: unknown tier "rack": the chain is global → region → host`},
+		{func(c *Config) { c.Chain = []string{"global", "region", "rack", "region", "host"} }, `tier "region" appears twice (a cycle)`},
+		{func(c *Config) { c.Chain = []string{"region", "host"} }, "must start with global"},
+		{func(c *Config) { c.Chain = []string{"global", "region"} }, "must end with host"},
+		{func(c *Config) { c.Tier = "host" }, "hosts run 'strata host'"},
 		{func(c *Config) { c.Tier = "global" }, "parent: the global tier has no parent"},
 		{func(c *Config) { c.MaxMoves = -1 }, "control.max_moves: must be ≥ 0"},
 		{func(c *Config) {
@@ -110,6 +115,7 @@ func TestSessionRejectsBadHello(t *testing.T) {
 		{"negative capacity", hello(&wire.Hello{ChildId: "r1", ProtocolVersion: 1, Capacity: &wire.Load{Cpu: -1}}), codes.InvalidArgument, "hello.capacity.cpu"},
 		{"zero capacity", hello(&wire.Hello{ChildId: "r1", ProtocolVersion: 1, Capacity: &wire.Load{}}), codes.InvalidArgument, "hello.capacity: must be > 0"},
 		{"bad id", hello(&wire.Hello{ChildId: "r 1", ProtocolVersion: 1, Capacity: &wire.Load{Cpu: 1}}), codes.InvalidArgument, "hello.child_id"},
+		{"tier not next in the chain", hello(&wire.Hello{ChildId: "h1", Tier: "host", ProtocolVersion: 1, Capacity: &wire.Load{Cpu: 1}}), codes.FailedPrecondition, "a host cannot be a child of global"},
 		{"no common version", hello(&wire.Hello{ChildId: "r1", ProtocolVersion: 99, MinProtocolVersion: 50, Capacity: &wire.Load{Cpu: 1}}), codes.FailedPrecondition, "version"},
 	}
 	for _, tt := range tests {
