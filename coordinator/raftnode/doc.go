@@ -27,5 +27,16 @@
 // 127.0.0.1 in proctest; the test node binary they run in testnode.
 //
 // The FSM is any raft.FSM; Node wraps it in a read/write lock so that reads on the
-// admin and application paths never race with Apply, Snapshot or Restore.
+// admin and application paths never race with Apply, Snapshot or Restore. Commands
+// from outside are checked with Config.Validate before they reach the log (for a
+// Tier: fsm.Decode), because a committed entry the FSM cannot decode stops every
+// replica.
+//
+// Goroutines: raft's own (run loop, FSM, snapshots, one replicator per follower);
+// the stream layer's accept loop plus one short-lived goroutine per inbound
+// connection for its hello; the admin HTTP server and its per-request goroutines;
+// the Applier's loop (one, owns the round state); and one waiter per raft future
+// (Node.wait), which lets callers give up on a future raft may never answer when
+// the replica shuts down mid-flight. Every wait selects on a timeout and on
+// shutdown.
 package raftnode
