@@ -328,7 +328,7 @@ type exactSearch struct {
 	scratchC []float64
 
 	dualDepth int
-	dualGap   float64 // re-solve the dual only when the bound is within this fraction of the incumbent
+	dualGap   float64     // re-solve the dual only when the bound is within this fraction of the incumbent
 	gam       [][]float64 // [d]: dual weights in force at depth d
 
 	sortedRem [][][]float64 // [d][k]: remaining positive loads of resource k, ascending
