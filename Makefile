@@ -87,3 +87,12 @@ proto-check: tools
 
 clean:
 	rm -rf $(BIN) $(TOOLS)
+
+# The container image strata:dev (deploy/Dockerfile): the static binary is built on
+# the host, then copied onto an empty base. IMAGE=name:tag overrides the tag.
+.PHONY: image
+IMAGE ?= strata:dev
+image:
+	mkdir -p deploy/build/empty
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o deploy/build/strata ./cmd/strata
+	docker build -t $(IMAGE) -f deploy/Dockerfile deploy
