@@ -134,6 +134,9 @@ type childNode struct {
 	Address               string             `json:"address,omitempty"`
 	Instance              *tierNode          `json:"instance,omitempty"`
 	Error                 string             `json:"error,omitempty"`
+	// notFollowed: the address was not asked (a cycle, or too deep), as
+	// opposed to asked and unreachable.
+	notFollowed bool
 }
 
 // maxTreeDepth bounds the walk so that a misconfigured cycle cannot loop.
@@ -171,9 +174,9 @@ func walkFrom(ctx context.Context, conns *adminConns, addr string, depth int, se
 				switch {
 				case ch.Address == "":
 				case seen[ch.Address]:
-					ch.Error = fmt.Sprintf("address %s already visited (a cycle in the tree?)", ch.Address)
+					ch.Error, ch.notFollowed = fmt.Sprintf("address %s already visited (a cycle in the tree?)", ch.Address), true
 				case depth+1 >= maxTreeDepth:
-					ch.Error = fmt.Sprintf("tree deeper than %d levels; not followed", maxTreeDepth)
+					ch.Error, ch.notFollowed = fmt.Sprintf("tree deeper than %d levels; not followed", maxTreeDepth), true
 				default:
 					sub, err := walkFrom(ctx, conns, ch.Address, depth+1, seen)
 					if err != nil {

@@ -106,7 +106,9 @@ func collectShards(ctx context.Context, conns *adminConns, addr, job string) (ro
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	warnings = unreachable(roots)
+	for _, u := range unreachable(roots) {
+		warnings = append(warnings, "unreachable tier instance "+u)
+	}
 	// placements[n][shard] is the placement of shard at tier instance n.
 	placements := map[*tierNode]map[string]*wire.Placement{}
 	failed := map[*tierNode]bool{}
@@ -167,9 +169,6 @@ func collectShards(ctx context.Context, conns *adminConns, addr, job string) (ro
 				break
 			}
 			row.Placement = append(row.Placement, placementFromWire(p))
-			if p.GetInFlight() {
-				row.State = shardInFlight
-			}
 			ch := node.findChild(p.GetChild())
 			for len(levels) <= depth {
 				levels = append(levels, "")
@@ -177,10 +176,16 @@ func collectShards(ctx context.Context, conns *adminConns, addr, job string) (ro
 			if ch != nil && levels[depth] == "" {
 				levels[depth] = ch.Tier
 			}
+			if p.GetInFlight() {
+				// The target is told only once the move commits: the path
+				// ends here for now.
+				row.State = shardInFlight
+				break
+			}
 			if ch == nil || ch.Instance == nil {
 				if ch != nil && ch.Error != "" {
 					row.State = shardUnknown
-				} else if !p.GetInFlight() {
+				} else {
 					row.Host = p.GetChild()
 				}
 				break

@@ -90,6 +90,8 @@ func printStatusTable(w io.Writer, roots []*tierNode) error {
 			switch {
 			case ch.Instance != nil:
 				leader, term, index, policy = leaderText(ch.Instance), strconv.FormatUint(ch.Instance.Term, 10), strconv.FormatUint(ch.Instance.StateIndex, 10), ch.Instance.Policy
+			case ch.notFollowed:
+				leader = "not followed"
 			case ch.Error != "":
 				leader = "unreachable"
 			}
