@@ -225,6 +225,7 @@ type engine struct {
 	hostLive []bool  // not failed
 	proc     []int32 // host a shard processes on this tick, -1 none
 	maxShard [nres]float64
+	nActive  int // active shards at the last load pass
 
 	jf      []float64 // rate factor per job
 	pending map[[2]int64]bool
@@ -472,10 +473,12 @@ func (e *engine) loads(t time.Duration) {
 	}
 	hl, cur, base, proc, live := e.hostLoad, e.cur, w.baseLoad, e.proc, e.hostLive
 	var mx [nres]float64
+	nact := 0
 	for i, act := range w.active {
 		if !act {
 			continue
 		}
+		nact++
 		f := e.jf[w.shardJob[i]] * w.hot[i]
 		o := i * nres
 		c0, c1, c2, c3 := base[o]*f, base[o+1], base[o+2]*f, base[o+3]
@@ -495,6 +498,7 @@ func (e *engine) loads(t time.Duration) {
 		}
 	}
 	e.maxShard = mx
+	e.nActive = nact
 }
 
 // accumulate recomputes the hosts' loads after events changed owners.
@@ -504,7 +508,11 @@ func (e *engine) accumulate() {
 	for h, st := range w.hostState {
 		e.hostLive[h] = st != interfaces.ChildFailed
 	}
+	nact := 0
 	for i, act := range w.active {
+		if act {
+			nact++
+		}
 		h := e.host[i]
 		if !act || h < 0 || e.moveKind[i] != moveNone || !e.hostLive[h] {
 			e.proc[i] = -1
@@ -516,6 +524,7 @@ func (e *engine) accumulate() {
 			e.hostLoad[ho+r] += e.cur[o+r]
 		}
 	}
+	e.nActive = nact
 }
 
 // process advances one tick: each live host's utilization gives its modeled
@@ -605,7 +614,7 @@ func (e *engine) process(t time.Duration, tick time.Duration) {
 	if backlogSum > e.lagPeak {
 		e.lagPeak = backlogSum
 	}
-	e.sum.ShardTicks += int64(len(w.active))
+	e.sum.ShardTicks += int64(e.nActive)
 	e.nTicks++
 	for r := 0; r < nres; r++ {
 		e.lastMaxU[r], e.lastMean[r], e.lastLB[r] = maxU[r], 0, 0

@@ -296,3 +296,69 @@ func TestEventOrder(t *testing.T) {
 		}
 	}
 }
+
+const dynamicScenario = `name: dynamic
+duration: 20m
+tick: 1s
+control_interval: 30s
+sample_every: 1m
+model: {floor: 0.1}
+topology:
+  regions:
+    - {name: eu, hosts: 2, capacity: {cpu: 10}}
+workload:
+  jobs:
+    - {name: base, shards: 10, load: {cpu: 1}, input_rate: 10}
+    - {name: late, shards: 4, load: {cpu: 1}, input_rate: 10, arrive: 5m, leave: 15m}
+  spikes:
+    - {at: 2m, for: 1m, job: base, factor: 1.5}
+events:
+  - {at: 8m, kind: add_hosts, region: eu, count: 2, capacity: {cpu: 10}}
+policies:
+  - {name: g, solver: simtest-greedy}
+assertions:
+  - {kind: no_loss}
+`
+
+// TestJobsAndAddedHosts: a job that arrives is placed, one that leaves stops
+// counting, added hosts receive load, and a spike raises utilization only
+// while it lasts.
+func TestJobsAndAddedHosts(t *testing.T) {
+	sc := mustParse(t, dynamicScenario)
+	res := mustRun(t, sc, Options{})
+	p := res.Policies[0]
+	if !p.Assertions[0].Passed {
+		t.Fatal(p.Assertions[0].Message)
+	}
+	// 10 shards for 20 minutes and 4 for 10 minutes, at one tick per second.
+	if want := int64(10*1200 + 4*600); p.Summary.ShardTicks != want {
+		t.Errorf("shard-ticks %d, want %d", p.Summary.ShardTicks, want)
+	}
+	at := func(sec float64) Sample {
+		for _, s := range p.Series {
+			if s.T == sec {
+				return s
+			}
+		}
+		t.Fatalf("no sample at %vs", sec)
+		return Sample{}
+	}
+	if m := at(60).UtilMean[0]; math.Abs(m-0.5) > 1e-9 {
+		t.Errorf("mean cpu before the spike %v, want 10/20", m)
+	}
+	if m := at(180).UtilMean[0]; math.Abs(m-0.75) > 1e-9 {
+		t.Errorf("mean cpu during the spike %v, want 15/20", m)
+	}
+	if m := at(360).UtilMean[0]; math.Abs(m-0.7) > 1e-9 {
+		t.Errorf("mean cpu with the late job %v, want 14/20", m)
+	}
+	if m := at(600).UtilMean[0]; math.Abs(m-0.35) > 1e-9 {
+		t.Errorf("mean cpu with 2 more hosts %v, want 14/40", m)
+	}
+	if s := at(600); s.UtilMin[0] == 0 {
+		t.Error("the added hosts received no load")
+	}
+	if m := at(1200).UtilMean[0]; math.Abs(m-0.25) > 1e-9 {
+		t.Errorf("mean cpu after the late job left %v, want 10/40", m)
+	}
+}
