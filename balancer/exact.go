@@ -99,6 +99,22 @@ func (exactSolver) Solve(p *Problem, o Options) (Result, error) {
 	res.Solver = SolverExact
 	res.Optimal = false
 	res.Iterations = int(out.Nodes)
+	// Every child gets a reason: one that would take the shard on its own is
+	// excluded by the constraints acting together.
+	why := ConstraintUnplaced + ": no complete assignment meets every hard constraint together (capacity, anti-affinity, move budget); proven by the exact search"
+	if out.Status == exactUnknown {
+		why = ConstraintUnplaced + ": the exact search found no complete assignment meeting every hard constraint within its limits"
+	}
+	for _, inf := range res.Infeasible {
+		if inf.Excluded == nil {
+			continue
+		}
+		for _, id := range p.ChildIDs {
+			if _, ok := inf.Excluded[id]; !ok {
+				inf.Excluded[id] = why
+			}
+		}
+	}
 	return res, nil
 }
 
