@@ -140,7 +140,8 @@ type Cluster struct {
 	Bin        string
 	Global     []*Proc
 	Regions    map[string][]*Proc
-	Hosts      map[string]*Proc // host → process
+	Racks      map[string][]*Proc // rack → its replicas (custom rack tier only)
+	Hosts      map[string]*Proc   // host → process
 	HostRegion map[string]string
 }
 
@@ -151,6 +152,20 @@ type Spec struct {
 	HostsPerRegion int
 	HostCPU        float64
 	Timing         Timing
+	// RacksPerRegion, when > 0, inserts a custom "rack" tier between region and
+	// host (chain global → region → rack → host): each rack is a Raft group of
+	// RackReplicas replicas with HostsPerRegion hosts; regions then plan with
+	// RegionPolicy (e.g. "spread").
+	RacksPerRegion int
+	RackReplicas   int
+	RegionPolicy   string
+}
+
+func (s Spec) chain() string {
+	if s.RacksPerRegion > 0 {
+		return "chain: [global, region, rack, host]\n"
+	}
+	return ""
 }
 
 func (s Spec) control() string {
@@ -159,6 +174,10 @@ func (s Spec) control() string {
 }
 
 func tierGroup(dir, tier, instance string, replicas int, parent []string, control string) ([]*Proc, error) {
+	return tierGroupPolicy(dir, tier, instance, replicas, parent, control, "")
+}
+
+func tierGroupPolicy(dir, tier, instance string, replicas int, parent []string, control, extra string) ([]*Proc, error) {
 	ports, err := FreePorts(2 * replicas)
 	if err != nil {
 		return nil, err
@@ -180,6 +199,7 @@ func tierGroup(dir, tier, instance string, replicas int, parent []string, contro
 		if len(parent) > 0 {
 			cfg += "parent: [" + strings.Join(quote(parent), ", ") + "]\n"
 		}
+		cfg += extra
 		p.Config = filepath.Join(p.DataDir, "config.yaml")
 		p.Log = filepath.Join(p.DataDir, "log.txt")
 		p.Args = []string{tier}
@@ -209,42 +229,77 @@ func Addrs(procs []*Proc) []string {
 
 // NewCluster writes the configs of a cluster under dir; Start launches it.
 func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
-	c := &Cluster{Dir: dir, Bin: bin, Regions: map[string][]*Proc{}, Hosts: map[string]*Proc{}, HostRegion: map[string]string{}}
+	c := &Cluster{Dir: dir, Bin: bin, Regions: map[string][]*Proc{}, Racks: map[string][]*Proc{}, Hosts: map[string]*Proc{}, HostRegion: map[string]string{}}
 	var err error
-	c.Global, err = tierGroup(dir, "global", "global", s.Replicas, nil, s.control())
+	c.Global, err = tierGroupPolicy(dir, "global", "global", s.Replicas, nil, s.control(), s.chain())
 	if err != nil {
 		return nil, err
 	}
 	for r := 1; r <= s.Regions; r++ {
 		name := fmt.Sprintf("region-%d", r)
-		c.Regions[name], err = tierGroup(dir, "region", name, s.Replicas, Addrs(c.Global), s.control())
+		extra := s.chain()
+		if s.RegionPolicy != "" {
+			extra += "policy: {name: " + s.RegionPolicy + "}\n"
+		}
+		c.Regions[name], err = tierGroupPolicy(dir, "region", name, s.Replicas, Addrs(c.Global), s.control(), extra)
 		if err != nil {
 			return nil, err
 		}
+		// The parents of hosts: the region, or each rack of it.
+		parents := map[string][]string{name: Addrs(c.Regions[name])}
+		if s.RacksPerRegion > 0 {
+			parents = map[string][]string{}
+			for k := 1; k <= s.RacksPerRegion; k++ {
+				rack := fmt.Sprintf("%s-rack-%d", name, k)
+				c.Racks[rack], err = tierGroupPolicy(dir, "rack", rack, s.RackReplicas, Addrs(c.Regions[name]), s.control(), s.chain())
+				if err != nil {
+					return nil, err
+				}
+				for _, p := range c.Racks[rack] {
+					p.Args = []string{"tier"}
+				}
+				parents[rack] = Addrs(c.Racks[rack])
+			}
+		}
+		for parentName, parentAddrs := range parents {
+			if err := c.addHosts(dir, s, name, parentName, parentAddrs); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return c, nil
+}
+
+func (c *Cluster) addHosts(dir string, s Spec, region, parentName string, parentAddrs []string) error {
+	{
+		name := parentName
 		for h := 1; h <= s.HostsPerRegion; h++ {
 			host := fmt.Sprintf("%s-host-%d", name, h)
 			p := &Proc{Name: host, DataDir: filepath.Join(dir, "host", host), Args: []string{"host"}}
 			if err := os.MkdirAll(p.DataDir, 0o755); err != nil {
-				return nil, err
+				return err
 			}
 			cfg := fmt.Sprintf("host: %s\ndata_dir: %s\nparent: [%s]\ncapacity: {cpu: %g, mem: 64Gi, net: 10Gi, tasks: 1000}\nlabels: {region: %s}\ndriver: {kind: synthetic}\n",
-				host, p.DataDir, strings.Join(quote(Addrs(c.Regions[name])), ", "), s.HostCPU, name)
+				host, p.DataDir, strings.Join(quote(parentAddrs), ", "), s.HostCPU, region)
 			p.Config = filepath.Join(p.DataDir, "config.yaml")
 			p.Log = filepath.Join(p.DataDir, "log.txt")
 			if err := os.WriteFile(p.Config, []byte(cfg), 0o644); err != nil {
-				return nil, err
+				return err
 			}
 			c.Hosts[host] = p
-			c.HostRegion[host] = name
+			c.HostRegion[host] = region
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // All lists every process.
 func (c *Cluster) All() []*Proc {
 	out := append([]*Proc(nil), c.Global...)
 	for _, r := range c.Regions {
+		out = append(out, r...)
+	}
+	for _, r := range c.Racks {
 		out = append(out, r...)
 	}
 	for _, h := range c.Hosts {
