@@ -341,6 +341,11 @@ latency_slo: 50ms
 	if code != 0 || strings.TrimSpace(out) != "no jobs" {
 		t.Errorf("job list after delete: exit %d, %q", code, out)
 	}
+	// The global tier keeps a deleted shard's history; explain still shows it.
+	code, out, errOut = runCLI("explain", "wc/0", "--addr", addr)
+	if code != 0 || !strings.Contains(out, "shard wc/0: no longer in the cluster; its history remains") || !strings.Contains(out, "global/global") {
+		t.Errorf("explain of a deleted shard: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
 	eventually(t, "the deleted job's shards stop", 15*time.Second, func() error {
 		if r := runningOn(c); len(r) != 0 {
 			return fmt.Errorf("%d shards still run", len(r))

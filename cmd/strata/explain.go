@@ -55,6 +55,9 @@ type explainEventJSON struct {
 
 // explainJSON is the output of "strata explain".
 type explainJSON struct {
+	ShardID string `json:"shard_id"`
+	// Shard is the spec; absent when the cluster keeps only the shard's history
+	// (e.g. its job was deleted).
 	Shard *explainShardJSON `json:"shard,omitempty"`
 	// Placement is where the shard is now, top tier down.
 	Placement []placementJSON `json:"placement"`
@@ -124,7 +127,7 @@ func explainShard(ctx context.Context, conns *adminConns, addr, shard string, li
 	if err != nil {
 		return nil, err
 	}
-	res := &explainJSON{Placement: []placementJSON{}, History: []explainEventJSON{}}
+	res := &explainJSON{ShardID: shard, Placement: []placementJSON{}, History: []explainEventJSON{}}
 	asked := map[*tierNode]bool{}
 	ask := func(n *tierNode) (*wire.ExplainResponse, error) {
 		asked[n] = true
@@ -247,6 +250,9 @@ func shardSpecJSON(s *wire.Shard) *explainShardJSON {
 }
 
 func printExplain(w io.Writer, res *explainJSON) error {
+	if res.Shard == nil {
+		fmt.Fprintf(w, "shard %s: no longer in the cluster; its history remains\n", res.ShardID)
+	}
 	if s := res.Shard; s != nil {
 		fmt.Fprintf(w, "shard %s (job %s)\n", s.ID, s.Job)
 		l := &wire.Load{Cpu: s.Load[interfaces.CPU], Mem: s.Load[interfaces.Mem], Net: s.Load[interfaces.Net], Tasks: s.Load[interfaces.Tasks], Extra: map[string]float64{}}
