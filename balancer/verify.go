@@ -247,6 +247,9 @@ type viewState struct {
 // an assignment or move naming an unknown shard, or two in-flight moves of one shard.
 // An unassigned shard's epoch is unknown to a View and reads as 0.
 func NewViewState(v *interfaces.View) (PlanState, error) {
+	if v == nil {
+		return nil, fmt.Errorf("view: is required: %w", interfaces.ErrInvalid)
+	}
 	st := &viewState{
 		children: make(map[interfaces.ChildID]interfaces.Child, len(v.Children)),
 		shards:   make(map[interfaces.ShardID]*interfaces.Shard, len(v.Shards)),

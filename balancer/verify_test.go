@@ -167,6 +167,9 @@ func TestNewViewStateRejectsInconsistentViews(t *testing.T) {
 		{"move of unknown shard", func(v *interfaces.View) { v.InFlight = append(v.InFlight, interfaces.Move{Shard: "zz"}) }, "view.in_flight[1]"},
 		{"two moves in flight", func(v *interfaces.View) { v.InFlight = append(v.InFlight, v.InFlight[0]) }, "view.in_flight[1]"},
 	}
+	if _, err := balancer.VerifyView(nil, nil); !errors.Is(err, interfaces.ErrInvalid) {
+		t.Errorf("nil view: err = %v, want ErrInvalid", err)
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			v := verifyView()
