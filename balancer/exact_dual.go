@@ -15,7 +15,11 @@ import "math"
 // use). The first inequality holds because T is the largest U; the second because
 // each shard's share of the weighted sum is at least its smallest possible one.
 // So g(γ) is a valid lower bound for ANY γ, whatever the numerical quality of the
-// procedure that chose γ: round-off can only make it weaker, never wrong.
+// procedure that chose γ: round-off can only make it weaker, never wrong. Once
+// an incumbent exists, the minimum over j only runs over the children that can
+// still take shard i without exceeding the incumbent (canTake): the bound then
+// holds for every completion that could beat or tie the incumbent, which is all
+// the pruning test needs.
 //
 // The best γ is the optimal dual of the LP relaxation (minimize t subject to the
 // assignment and utilization rows), which a small dense simplex below finds; its
@@ -40,7 +44,7 @@ func (s *exactSearch) dualBound(d int, gamma []float64) float64 {
 	for _, i := range s.order[d:] {
 		best := math.Inf(1)
 		for j := 0; j < s.m; j++ {
-			if !s.feasible[i][j] {
+			if !s.canTake(i, j) {
 				continue
 			}
 			c := 0.0
@@ -59,6 +63,30 @@ func (s *exactSearch) dualBound(d int, gamma []float64) float64 {
 		v += best
 	}
 	return v
+}
+
+// canTake reports whether shard i can still join child j at the current node in
+// a completion that could beat or tie the incumbent: it is feasible there, its
+// groups are not full there, and adding it keeps the child within its limits
+// and at or below the incumbent's bottleneck. Any such completion puts every
+// remaining shard on a child where canTake held at this node (loads only grow),
+// so restricting the relaxation to these pairs keeps it a valid bound for the
+// completions that matter; the others are pruned anyway.
+func (s *exactSearch) canTake(i, j int) bool {
+	if !s.feasible[i][j] || s.groupFull(i, j, s.gcount) {
+		return false
+	}
+	tau := math.Inf(1)
+	if s.haveBest {
+		tau = s.bestT + exactEps
+	}
+	for k := 0; k < s.r; k++ {
+		x := s.L[j*s.r+k] + s.load[i][k]
+		if exactOver(x, s.limit[j*s.r+k]) || s.util(j, k, x) > tau {
+			return false
+		}
+	}
+	return true
 }
 
 // exactSimplexMaxPivots bounds the pivots of one LP solve.
@@ -85,7 +113,7 @@ func (s *exactSearch) dualWeights(d int) []float64 {
 	for a, i := range rem {
 		first[a] = -1
 		for j := 0; j < m; j++ {
-			if s.feasible[i][j] {
+			if s.canTake(i, j) {
 				if first[a] < 0 {
 					first[a] = len(xs)
 				}
