@@ -1,0 +1,312 @@
+package examples
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// strataBin is the cmd/strata binary built once by TestMain.
+var strataBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "strata-examples-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	root, err := moduleRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	strataBin = filepath.Join(dir, "strata")
+	build := exec.Command("go", "build", "-o", strataBin, "./cmd/strata")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building cmd/strata: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// moduleRoot walks up from the working directory to the go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// daemonCase is one daemon to start: the command line (with "{config}" where the
+// config file's path goes) and the config file's contents.
+type daemonCase struct {
+	name   string
+	args   []string
+	config []byte
+}
+
+// The files in this directory that are not daemon configs.
+var notDaemonConfigs = map[string]bool{"job.yaml": true}
+
+// wantExamples are the files the brief asks for; the test fails if one is missing.
+var wantExamples = []string{
+	"global-1.yaml", "global-2.yaml", "global-3.yaml",
+	"region-eu-1-1.yaml", "region-eu-1-2.yaml", "region-eu-1-3.yaml",
+	"host-synthetic.yaml", "host-exec.yaml", "host-callback.yaml",
+}
+
+// fileCases returns a case per daemon config matching pattern; the command comes
+// from the file itself: "host" when it has a host key, else its tier.
+func fileCases(t *testing.T, pattern string) []daemonCase {
+	t.Helper()
+	files, err := filepath.Glob(pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []daemonCase
+	for _, f := range files {
+		if notDaemonConfigs[filepath.Base(f)] {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd, err := commandOf(data)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		cases = append(cases, daemonCase{name: f, args: []string{cmd, "--config", "{config}"}, config: data})
+	}
+	return cases
+}
+
+// commandOf picks the daemon command for a config from its top-level keys.
+func commandOf(data []byte) (string, error) {
+	var top map[string]any
+	if err := yaml.Unmarshal(data, &top); err != nil {
+		return "", err
+	}
+	if _, ok := top["host"]; ok {
+		return "host", nil
+	}
+	switch tier, _ := top["tier"].(string); tier {
+	case "global", "region":
+		return tier, nil
+	case "":
+		return "", fmt.Errorf("neither a host nor a tier key")
+	default:
+		return "tier", nil
+	}
+}
+
+func TestExamplesExist(t *testing.T) {
+	for _, f := range wantExamples {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("example %s: %v", f, err)
+		}
+	}
+}
+
+func TestExamplesStart(t *testing.T) {
+	cases := fileCases(t, "*.yaml")
+	if len(cases) != len(wantExamples) {
+		t.Errorf("found %d daemon configs, want %d", len(cases), len(wantExamples))
+	}
+	runCases(t, cases)
+}
+
+func TestComposeConfigsStart(t *testing.T) {
+	cases := fileCases(t, "../compose/config/*.yaml")
+	// 3 global, 3 region, 3 host replicas.
+	if len(cases) != 9 {
+		t.Fatalf("found %d compose configs, want 9", len(cases))
+	}
+	runCases(t, cases)
+}
+
+func runCases(t *testing.T, cases []daemonCase) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := localize(c.config, t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Run("starts", func(t *testing.T) { expectRunning(t, c.args, cfg) })
+			t.Run("unknown key rejected", func(t *testing.T) {
+				bad := append(append([]byte{}, cfg...), []byte("\nno_such_key: 1\n")...)
+				expectConfigError(t, c.args, bad, `unknown key "no_such_key"`)
+			})
+		})
+	}
+}
+
+// localize rewrites what cannot work on a test machine: every listen address
+// (listen.* and driver.callback.listen) becomes 127.0.0.1:0 and data_dir a
+// temporary directory. Everything else, unknown keys included, is kept.
+func localize(data []byte, dataDir string) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("not a YAML mapping")
+	}
+	top := doc.Content[0]
+	if v := mapValue(top, "data_dir"); v != nil {
+		v.Value = dataDir
+	}
+	if l := mapValue(top, "listen"); l != nil && l.Kind == yaml.MappingNode {
+		for i := 1; i < len(l.Content); i += 2 {
+			l.Content[i].Value = "127.0.0.1:0"
+		}
+	}
+	if d := mapValue(top, "driver"); d != nil {
+		if cb := mapValue(d, "callback"); cb != nil {
+			if v := mapValue(cb, "listen"); v != nil {
+				v.Value = "127.0.0.1:0"
+			}
+		}
+	}
+	return yaml.Marshal(&doc)
+}
+
+func mapValue(m *yaml.Node, key string) *yaml.Node {
+	if m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// daemon is a started strata process.
+type daemon struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan error
+}
+
+func start(t *testing.T, args []string, config []byte) *daemon {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, config, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	argv := make([]string, len(args))
+	for i, a := range args {
+		argv[i] = strings.ReplaceAll(a, "{config}", path)
+	}
+	d := &daemon{cmd: exec.Command(strataBin, argv...), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	d.cmd.Stderr = d.stderr
+	d.cmd.Stdout = d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(func() {
+		if d.cmd.ProcessState == nil {
+			_ = d.cmd.Process.Kill()
+			<-d.done
+		}
+	})
+	return d
+}
+
+// expectRunning starts the daemon, checks it is still up after a second with no
+// error printed, then stops it with SIGTERM and checks it exits cleanly.
+func expectRunning(t *testing.T, args []string, config []byte) {
+	d := start(t, args, config)
+	select {
+	case err := <-d.done:
+		t.Fatalf("strata %s exited early (%v):\n%s", args[0], err, d.stderr.String())
+	case <-time.After(1500 * time.Millisecond):
+	}
+	out := d.stderr.String()
+	if strings.Contains(out, "strata: ") {
+		t.Errorf("strata %s printed an error:\n%s", args[0], out)
+	}
+	want := "serving on"
+	if args[0] == "host" {
+		want = "connecting to"
+	}
+	if !strings.Contains(out, want) {
+		t.Errorf("strata %s did not print %q within 1.5s:\n%s", args[0], want, out)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-d.done:
+		if err != nil {
+			t.Errorf("strata %s after SIGTERM: %v\n%s", args[0], err, d.stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("strata %s still running 15s after SIGTERM:\n%s", args[0], d.stderr.String())
+	}
+}
+
+// expectConfigError starts the daemon and expects it to exit at once, non-zero,
+// with want in its error.
+func expectConfigError(t *testing.T, args []string, config []byte, want string) {
+	d := start(t, args, config)
+	select {
+	case err := <-d.done:
+		if err == nil {
+			t.Fatalf("strata %s exited 0 on a bad config", args[0])
+		}
+		if out := d.stderr.String(); !strings.Contains(out, want) {
+			t.Errorf("strata %s: error does not contain %q:\n%s", args[0], want, out)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("strata %s kept running on a bad config:\n%s", args[0], d.stderr.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's writes and the test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
