@@ -33,7 +33,7 @@ Every key but name and parallelism is optional; unknown keys are errors.
 
   name: wordcount          # the job id; shards are named <name>/0 .. <name>/N-1
   parallelism: 8           # number of shards (1 .. 1048576)
-  labels: {team: data}     # labels of the job
+  labels: {team: data}     # labels of the job (sent; "job list" does not show them yet)
   load:                    # demand of EACH shard
     cpu: 0.5               # cores
     mem: 512Mi             # bytes; units Ki Mi Gi Ti (×1024) or k K M G T (×1000)
