@@ -19,7 +19,7 @@ func init() { commands = append(commands, newDevCmd) }
 func newDevCmd(g *globalOptions) *cobra.Command {
 	var (
 		dataDir        string
-		addr           string
+		addr, raftAddr string
 		regions, hosts int
 		shards         int
 		policy         string
@@ -50,7 +50,7 @@ strata shards, strata explain …) reach it at --addr, their default. Ctrl-C sto
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
-			c, err := devcluster.Start(devcluster.Options{Dir: dir, GlobalAddr: addr, Regions: regions, HostsPerRegion: hosts, Policy: policy})
+			c, err := devcluster.Start(devcluster.Options{Dir: dir, GlobalAddr: addr, GlobalRaftAdmin: raftAddr, Regions: regions, HostsPerRegion: hosts, Policy: policy})
 			if err != nil {
 				return err
 			}
@@ -74,6 +74,7 @@ strata shards, strata explain …) reach it at --addr, their default. Ctrl-C sto
 	f := cmd.Flags()
 	f.StringVar(&dataDir, "data-dir", "", "keep the cluster's data here (default: a temporary directory, removed on exit)")
 	f.StringVar(&addr, "addr", devAdminAddr, "address of the global tier's Admin API")
+	f.StringVar(&raftAddr, "raft-admin", devRaftAdminAddr, "address of the global replica's Raft admin endpoint (strata raft)")
 	f.IntVar(&regions, "regions", 2, "number of regions")
 	f.IntVar(&hosts, "hosts", 4, "hosts per region")
 	f.IntVar(&shards, "shards", 64, "shards of the sample job (0: none)")

@@ -60,6 +60,10 @@ func newTable(w io.Writer) *tabwriter.Writer {
 // else the local "strata dev" cluster.
 const devAdminAddr = "127.0.0.1:7400"
 
+// devRaftAdminAddr is where the dev cluster's global replica serves its Raft
+// admin endpoint ("strata raft").
+const devRaftAdminAddr = "127.0.0.1:7401"
+
 func addrFlag(cmd *cobra.Command, addr *string) {
 	def := os.Getenv("STRATA_ADDR")
 	if def == "" {

@@ -21,13 +21,14 @@ func newRaftCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "raft",
 		Short: "Inspect and change the membership of a tier's Raft group",
-		Long: `Inspect and change the membership of a tier's Raft group through the admin
-endpoint of any of its replicas (--addr). Changes are forwarded to the leader.`,
+		Long: `Inspect and change the membership of a tier's Raft group through the Raft admin
+endpoint of any of its replicas (--addr: the replica's listen.admin address, which a
+tier daemon serves when its config sets it; the dev cluster's global tier serves it
+on 127.0.0.1:7401). Changes are forwarded to the leader.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	addrFlag(cmd, &addr)
-	cmd.PersistentFlags().AddFlag(cmd.Flags().Lookup("addr"))
+	cmd.PersistentFlags().StringVar(&addr, "addr", devRaftAdminAddr, "Raft admin address of a replica (its listen.admin)")
 	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the group")
 	client := func() (*raftnode.Client, context.Context, context.CancelFunc, error) {
 		if _, _, err := net.SplitHostPort(addr); err != nil {

@@ -20,9 +20,11 @@ type Options struct {
 	// Dir holds every daemon's data; required.
 	Dir string
 	// GlobalAddr is the global tier's gRPC (Admin) address; "127.0.0.1:0" picks
-	// a free port.
-	GlobalAddr string
-	Regions    int
+	// a free port. GlobalRaftAdmin, when set, is where the global replica serves
+	// its Raft admin endpoint ("strata raft").
+	GlobalAddr      string
+	GlobalRaftAdmin string
+	Regions         int
 	// HostsPerRegion hosts, each with HostCapacity.
 	HostsPerRegion int
 	HostCapacity   interfaces.Load
@@ -92,7 +94,9 @@ func Start(o Options) (*Cluster, error) {
 	o = o.withDefaults()
 	c := &Cluster{Regions: map[string]*tierd.Daemon{}, Hosts: map[string]*hostd.Daemon{}, HostRegion: map[string]string{}, opts: o}
 	var err error
-	c.Global, err = tierd.Start(o.tier(interfaces.TierGlobal, "global", o.GlobalAddr, nil), o.Log)
+	gcfg := o.tier(interfaces.TierGlobal, "global", o.GlobalAddr, nil)
+	gcfg.AdminAddr = o.GlobalRaftAdmin
+	c.Global, err = tierd.Start(gcfg, o.Log)
 	if err != nil {
 		return nil, fmt.Errorf("global: %w", err)
 	}
