@@ -164,12 +164,15 @@ type hostOverrides struct {
 func newHostDaemonCmd(g *globalOptions) *cobra.Command {
 	var o hostOverrides
 	cmd := &cobra.Command{
-		Use:   "host --config FILE",
-		Short: "Run a host agent: runs the shards its region assigns, through a driver",
+		Use:   "host --config FILE | host drain|undrain HOST",
+		Short: "Run a host agent (--config), or drain and undrain a host",
 		Long: `Run a host agent: it connects to the leader of its parent tier, runs the shards
 assigned to it through its driver (synthetic, exec or callback), keeps what it owns in
 a local bbolt file so a restart resumes without asking anyone, and stops its shards
-when its lease expires. SIGTERM or SIGINT stops it gracefully.`,
+when its lease expires. SIGTERM or SIGINT stops it gracefully.
+
+"strata host drain HOST" and "strata host undrain HOST" act on a running cluster
+(see their --help).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var f hostFile
@@ -199,6 +202,7 @@ when its lease expires. SIGTERM or SIGINT stops it gracefully.`,
 	fl.StringVar(&o.http, "listen-http", "", "override listen.http")
 	fl.StringSliceVar(&o.parent, "parent", nil, "override parent (the region's gRPC addresses, comma-separated)")
 	_ = cmd.MarkFlagRequired("config")
+	addHostAdminCommands(g, cmd)
 	return cmd
 }
 

@@ -19,39 +19,9 @@ import (
 // drain and undrain to an already registered "host" command (files initialise
 // in name order: daemons.go before host.go) and registers a "host" of its own
 // only when there is none. TestHostCommandIsOne checks the result.
-func init() {
-	probe := &globalOptions{stdout: io.Discard, stderr: io.Discard}
-	for i, ctor := range commands {
-		if c := ctor(probe); c != nil && c.Name() == "host" {
-			orig := ctor
-			commands[i] = func(g *globalOptions) *cobra.Command {
-				cmd := orig(g)
-				addHostAdminCommands(g, cmd)
-				return cmd
-			}
-			return
-		}
-	}
-	commands = append(commands, newHostCmd)
-}
-
 // addHostAdminCommands adds "drain" and "undrain" to a "host" command.
 func addHostAdminCommands(g *globalOptions, host *cobra.Command) {
 	host.AddCommand(newHostStateCmd(g, true), newHostStateCmd(g, false))
-}
-
-func newHostCmd(g *globalOptions) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "host",
-		Short: "Drain and undrain hosts",
-		Long: `Drain and undrain hosts. The host is found by walking the tier tree from the
-global tier (--addr) to the tier instance (a region) that has it as a child;
-the change is made there.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
-	}
-	addHostAdminCommands(g, cmd)
-	return cmd
 }
 
 // hostStateJSON is the output of "host drain" and "host undrain".
