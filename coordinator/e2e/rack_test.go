@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -148,6 +150,17 @@ func TestRackTier(t *testing.T) {
 			if k > (n+1)/2 {
 				t.Errorf("job %s has %d of its %d shards on %s: not spread", job, k, n, rack)
 			}
+		}
+	}
+
+	// strata status walks the tree down to the racks and their hosts.
+	out, err := exec.Command(strataBin, "status", "--addr", c.Global[0].GRPC).CombinedOutput()
+	if err != nil {
+		t.Fatalf("strata status: %v\n%s", err, out)
+	}
+	for _, want := range []string{`region-1-rack-1\s+rack\s+active`, `region-1-rack-2\s+rack\s+active`, `region-1-rack-2-host-1\s+host\s+active`} {
+		if !regexp.MustCompile(want).Match(out) {
+			t.Errorf("strata status lacks %q:\n%s", want, out)
 		}
 	}
 
