@@ -192,6 +192,15 @@ func buildWorkload(w *world, sc *Scenario, rng *rand.Rand, replay *replaySeries)
 		w.jobArrive = append(w.jobArrive, 0)
 		w.jobLeave = append(w.jobLeave, 0)
 		w.jobSLO = append(w.jobSLO, 0)
+		seen := make(map[interfaces.ShardID]bool, len(w.shardID))
+		for _, id := range w.shardID {
+			seen[id] = true
+		}
+		for _, id := range replay.shards {
+			if seen[interfaces.ShardID(id)] {
+				return fmt.Errorf("workload.replay: shard %q of the replayed series is also a generated shard of workload.jobs: %w", id, interfaces.ErrInvalid)
+			}
+		}
 		for _, id := range replay.shards {
 			w.addShard(interfaces.ShardID(id), ji, [nres]float64{}, 0, int64(r.StateBytes), interfaces.ShardConstraints{}, interfaces.ShardConstraints{})
 		}

@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +95,25 @@ func TestAzureTraceShipped(t *testing.T) {
 	}
 	if len(a.bins) < 55 || len(a.bins) > 60 || peak < 3 || empty == 0 {
 		t.Errorf("%d bins, peak %.2f, %d empty", len(a.bins), peak, empty)
+	}
+}
+
+func TestReplayShardCollision(t *testing.T) {
+	dir := t.TempDir()
+	csv := "time,shard,cpu,mem,net,input_rate\n0,j-00001,1,0,0,10\n"
+	if err := os.WriteFile(filepath.Join(dir, "r.csv"), []byte(csv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(goodScenario, "events:", "  replay: {file: r.csv}\nevents:", 1)
+	if err := os.WriteFile(filepath.Join(dir, "s.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := LoadScenario(filepath.Join(dir, "s.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(context.Background(), sc, Options{})
+	if err == nil || !errors.Is(err, interfaces.ErrInvalid) || !strings.Contains(err.Error(), `"j-00001"`) {
+		t.Fatalf("a replayed shard named like a generated one: %v", err)
 	}
 }
