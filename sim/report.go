@@ -349,11 +349,11 @@ func WriteHTML(w io.Writer, rep Report, r *Result) error {
 				n string
 				g func(Sample) float64
 			}{
-				{"max", func(s Sample) float64 { return s.UtilMax[q] }},
-				{"p99", func(s Sample) float64 { return s.UtilP99[q] }},
-				{"p50", func(s Sample) float64 { return s.UtilP50[q] }},
-				{"min", func(s Sample) float64 { return s.UtilMin[q] }},
 				{"lower bound", func(s Sample) float64 { return s.LB[q] }},
+				{"min", func(s Sample) float64 { return s.UtilMin[q] }},
+				{"p50", func(s Sample) float64 { return s.UtilP50[q] }},
+				{"p99", func(s Sample) float64 { return s.UtilP99[q] }},
+				{"max (drawn last)", func(s Sample) float64 { return s.UtilMax[q] }},
 			} {
 				xs, ys := seriesOf(p, f.g)
 				ls = append(ls, line{name: f.n, color: palette[k], dashed: f.n == "lower bound", xs: xs, ys: ys})
