@@ -59,6 +59,7 @@ type Daemon struct {
 	assignSent  map[interfaces.ShardID]assignState // the last Assign sent per shard, and its ack
 	deleted     map[interfaces.ShardID]uint64      // shards deleted here: the wire epoch they had
 	lastRound   roundRecord
+	plans       map[string]pendingPlan // what-if plans by token (Plan, ApplyPlan)
 	// lastRejections are the moves the last verification refused, with why.
 	lastRejections []balancer.Rejection
 

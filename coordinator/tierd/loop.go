@@ -199,8 +199,17 @@ func (d *Daemon) act(ctx context.Context, now time.Time, mode string, plan inter
 		d.record(now, mode, len(plan.Moves), 0, 0, nil)
 		return
 	}
+	accepted, rejected, err := d.commitMoves(ctx, moves, "policy "+d.policy.Name())
+	d.record(now, mode, len(plan.Moves), accepted, rejected, err)
+}
+
+// commitMoves verifies moves against the latest state and carries out the
+// accepted ones: a direct commit (then Assign) for first placements and moves off
+// failed children; revoke → ack → commit for moves off live children. Called
+// with d.decide held.
+func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, defaultReason string) (accepted, rejected int, err error) {
 	verdict := d.tier.FSM.VerifyPlan(moves)
-	rejected := len(verdict.Rejected)
+	rejected = len(verdict.Rejected)
 	if rejected > 0 {
 		d.scope.Counter("moves_rejected_total").Inc(int64(rejected))
 		for i, r := range verdict.Rejected {
@@ -208,19 +217,16 @@ func (d *Daemon) act(ctx context.Context, now time.Time, mode string, plan inter
 				d.logger.Printf("… and %d more rejected moves", rejected-i)
 				break
 			}
-			d.logger.Printf("policy %s: rejected: %v", d.policy.Name(), r.Err())
+			d.logger.Printf("%s: rejected: %v", defaultReason, r.Err())
 		}
 		d.mu.Lock()
 		d.lastRejections = verdict.Rejected
 		d.mu.Unlock()
 	}
-
-	// Act: direct commits for first placements and moves off failed children;
-	// revoke → ack → commit for moves off live children.
 	var direct, revoke []interfaces.Move
 	for _, m := range verdict.Accepted {
 		if m.Reason == "" {
-			m.Reason = "policy " + d.policy.Name()
+			m.Reason = defaultReason
 		}
 		src, ok := d.tier.FSM.Child(m.From)
 		if m.From == "" || !ok || src.State == interfaces.ChildFailed {
@@ -229,12 +235,10 @@ func (d *Daemon) act(ctx context.Context, now time.Time, mode string, plan inter
 			revoke = append(revoke, m)
 		}
 	}
-	accepted := 0
 	if len(direct) > 0 {
 		res, err := d.exec(ctx, &fsm.ApplyPlan{Tier: d.cfg.Tier, Moves: direct})
 		if err != nil {
-			d.record(now, mode, len(plan.Moves), 0, rejected, err)
-			return
+			return accepted, rejected, err
 		}
 		for i, op := range res.Ops {
 			if op.Err != nil {
@@ -249,8 +253,7 @@ func (d *Daemon) act(ctx context.Context, now time.Time, mode string, plan inter
 	if len(revoke) > 0 {
 		res, err := d.exec(ctx, &fsm.ApplyPlan{Tier: d.cfg.Tier, Begin: true, Moves: revoke})
 		if err != nil {
-			d.record(now, mode, len(plan.Moves), accepted, rejected, err)
-			return
+			return accepted, rejected, err
 		}
 		for i, op := range res.Ops {
 			if op.Err != nil {
@@ -261,7 +264,7 @@ func (d *Daemon) act(ctx context.Context, now time.Time, mode string, plan inter
 			d.sendRevoke(revoke[i].From, revoke[i].Shard, revoke[i].Epoch)
 		}
 	}
-	d.record(now, mode, len(plan.Moves), accepted, rejected, nil)
+	return accepted, rejected, nil
 }
 
 // budget keeps every first placement and every move off a failed or draining

@@ -1,0 +1,151 @@
+package tierd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/strata-sched/strata/coordinator/fsm"
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/tiers"
+)
+
+// A what-if plan: Plan solves the live state with the requested changes (children
+// treated as draining, extra constraints, another policy) and commits nothing; it
+// returns a token bound to the state index it saw. ApplyPlan carries out exactly
+// that plan — the drains it assumed, then its moves, each verified again — and
+// refuses when the state has changed since.
+
+// planTTL is how long a plan token stays valid.
+const planTTL = 10 * time.Minute
+
+type pendingPlan struct {
+	index   uint64
+	drain   []interfaces.ChildID
+	moves   []interfaces.Move
+	created time.Time
+}
+
+// Plan returns the plan the policy would make for this instance under the
+// requested changes, without applying anything.
+func (d *Daemon) Plan(ctx context.Context, req *wire.AdminPlanRequest) (*wire.AdminPlanResponse, error) {
+	if resp, ok, err := forward(ctx, d, func(c wire.AdminClient) (*wire.AdminPlanResponse, error) { return c.Plan(ctx, req) }); ok {
+		return resp, err
+	}
+	policy := d.policy
+	if name := req.GetPolicy(); name != "" {
+		p, err := tiers.New(name, nil)
+		if err != nil {
+			return nil, wire.ToStatus(fmt.Errorf("policy: %w", err))
+		}
+		policy = p
+	}
+	d.decide.Lock()
+	index := d.tier.FSM.AppliedIndex()
+	view := d.tier.FSM.View(d.cfg.Tier, d.cfg.Instance)
+	d.decide.Unlock()
+	drain := make([]interfaces.ChildID, 0, len(req.GetDrainChildren()))
+	for _, id := range req.GetDrainChildren() {
+		found := false
+		for i := range view.Children {
+			if string(view.Children[i].ID) == id {
+				found = true
+				if view.Children[i].State == interfaces.ChildActive {
+					view.Children[i].State = interfaces.ChildDraining
+				}
+			}
+		}
+		if !found {
+			return nil, wire.ToStatus(fmt.Errorf("drain_children: child %q of %s/%s: %w", id, d.cfg.Tier, d.cfg.Instance, interfaces.ErrNotFound))
+		}
+		drain = append(drain, interfaces.ChildID(id))
+	}
+	for i, c := range req.GetConstraints() {
+		dc, err := wire.ConstraintFromWire(c)
+		if err != nil {
+			return nil, wire.ToStatus(fmt.Errorf("constraints[%d]: %w", i, err))
+		}
+		view.Constraints = append(view.Constraints, dc)
+	}
+	view.Now = time.Now()
+	view.Seed = req.GetSeed()
+	if view.Seed == 0 {
+		view.Seed = int64(index)
+	}
+	d.mu.Lock()
+	view.Reports = make(map[interfaces.ChildID]interfaces.Report, len(d.reports))
+	for k, v := range d.reports {
+		view.Reports[k] = v
+	}
+	d.mu.Unlock()
+	sctx, cancel := context.WithTimeout(ctx, d.cfg.SolveTimeout)
+	plan, err := policy.Plan(sctx, view)
+	cancel()
+	if err != nil {
+		return nil, wire.ToStatus(fmt.Errorf("policy %s: %w", policy.Name(), err))
+	}
+	token, err := newToken()
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	d.mu.Lock()
+	if d.plans == nil {
+		d.plans = map[string]pendingPlan{}
+	}
+	for t, p := range d.plans {
+		if time.Since(p.created) > planTTL {
+			delete(d.plans, t)
+		}
+	}
+	d.plans[token] = pendingPlan{index: index, drain: drain, moves: plan.Moves, created: time.Now()}
+	d.mu.Unlock()
+	return &wire.AdminPlanResponse{Plan: wire.PlanToWire(plan), Token: token, StateIndex: index}, nil
+}
+
+// ApplyPlan carries out a plan made by Plan, if the state has not changed since.
+func (d *Daemon) ApplyPlan(ctx context.Context, req *wire.ApplyPlanRequest) (*wire.ApplyPlanResponse, error) {
+	if resp, ok, err := forward(ctx, d, func(c wire.AdminClient) (*wire.ApplyPlanResponse, error) { return c.ApplyPlan(ctx, req) }); ok {
+		return resp, err
+	}
+	d.mu.Lock()
+	p, ok := d.plans[req.GetToken()]
+	d.mu.Unlock()
+	if !ok || time.Since(p.created) > planTTL {
+		return nil, wire.ToStatus(fmt.Errorf("plan token %q: unknown or expired (tokens live %v on the leader that made them): %w", req.GetToken(), planTTL, interfaces.ErrNotFound))
+	}
+	d.decide.Lock()
+	defer d.decide.Unlock()
+	if now := d.tier.FSM.AppliedIndex(); now != p.index {
+		return nil, wire.ToStatus(fmt.Errorf("the state changed since the plan was made (index %d, now %d); plan again: %w", p.index, now, interfaces.ErrConflict))
+	}
+	d.mu.Lock()
+	delete(d.plans, req.GetToken())
+	d.mu.Unlock()
+	for _, id := range p.drain {
+		c, ok := d.tier.FSM.Child(id)
+		if !ok || c.State != interfaces.ChildActive {
+			continue
+		}
+		c.State = interfaces.ChildDraining
+		if _, err := d.exec(ctx, &fsm.PutChild{Child: c}); err != nil {
+			return nil, wire.ToStatus(err)
+		}
+	}
+	accepted, _, err := d.commitMoves(ctx, p.moves, "plan applied by an operator")
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	d.poke()
+	return &wire.ApplyPlanResponse{MovesCommitted: int64(accepted), StateIndex: d.tier.FSM.AppliedIndex()}, nil
+}
+
+func newToken() (string, error) {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
