@@ -88,6 +88,18 @@ type Decision struct {
 	Record Record
 
 	bounce map[interfaces.ShardID][]interfaces.ChildID // children each shard may not go back to
+	rules  string                                      // rulesKey of the round
+}
+
+// rulesKey summarizes what besides the error decides whether a solve can find
+// moves: the anti-bounce rules and the number of active children.
+func rulesKey(d *Decision, active int) string {
+	ids := make([]string, 0, len(d.bounce))
+	for id, ex := range d.bounce {
+		ids = append(ids, string(id)+">"+joinIDs(ex))
+	}
+	sort.Strings(ids)
+	return fmt.Sprintf("%d|%s", active, strings.Join(ids, ";"))
 }
 
 // Solve reports whether the caller should run its policy this round.
@@ -177,7 +189,8 @@ type Controller struct {
 	guard       bool
 	failures    int // consecutive failed solves
 	stuck       bool
-	stuckErr    float64
+	stuckErr    float64 // the error of the fruitless round
+	stuckRules  string  // its anti-bounce rules and active children: a change retries
 	history     []Record
 }
 
@@ -392,10 +405,11 @@ func (c *Controller) Step(in Input) (Decision, error) {
 		return finish(ModeHold, fmt.Sprintf("within the dead band: error %.4f < %.4f", m.Error, cfg.DeadBand))
 	case c.round <= c.coolRound || now.Before(c.coolUntil):
 		return finish(ModeHold, fmt.Sprintf("cooling down after the moves of a recent round (error %.4f: %s)", m.Error, m.Worst))
-	case c.stuck && math.Abs(m.Error-c.stuckErr) < cfg.DeadBand/2+1e-12:
+	case c.stuck && math.Abs(m.Error-c.stuckErr) < cfg.DeadBand/2+1e-12 && c.stuckRules == rulesKey(&d, activeChildren):
 		return finish(ModeHold, fmt.Sprintf("the last solve found no move at this error (%.4f): waiting for the load to change", m.Error))
 	}
 	c.stuck = false
+	d.rules = rulesKey(&d, activeChildren)
 	need := float64(m.Need)
 	out := cfg.Kp*need + cfg.Ki*c.integrator
 	if out < float64(cfg.MaxMoves) { // conditional integration: no windup while saturated
@@ -607,7 +621,7 @@ func (c *Controller) Observe(r RoundResult) error {
 		c.failures = 0
 	}
 	if d.Mode == ModePeriodic && r.SolveErr == nil && r.Planned == 0 {
-		c.stuck, c.stuckErr = true, d.Record.Error
+		c.stuck, c.stuckErr, c.stuckRules = true, d.Record.Error, d.rules
 	}
 	if len(r.Applied) > 0 {
 		c.coolRound = d.Round + uint64(c.cfg.CooldownRounds)
