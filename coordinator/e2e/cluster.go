@@ -173,11 +173,9 @@ func (s Spec) control() string {
 	return fmt.Sprintf("control:\n  interval: %s\n  lease_ttl: %s\n  grace: %s\n  report_interval: %s\n", t.Interval, t.LeaseTTL, t.Grace, t.ReportInterval)
 }
 
-func tierGroup(dir, tier, instance string, replicas int, parent []string, control string) ([]*Proc, error) {
-	return tierGroupPolicy(dir, tier, instance, replicas, parent, control, "")
-}
-
-func tierGroupPolicy(dir, tier, instance string, replicas int, parent []string, control, extra string) ([]*Proc, error) {
+// tierGroup writes the configs of one tier instance's replicas; extra is appended
+// to each (chain, policy).
+func tierGroup(dir, tier, instance string, replicas int, parent []string, control, extra string) ([]*Proc, error) {
 	ports, err := FreePorts(2 * replicas)
 	if err != nil {
 		return nil, err
@@ -231,7 +229,7 @@ func Addrs(procs []*Proc) []string {
 func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 	c := &Cluster{Dir: dir, Bin: bin, Regions: map[string][]*Proc{}, Racks: map[string][]*Proc{}, Hosts: map[string]*Proc{}, HostRegion: map[string]string{}}
 	var err error
-	c.Global, err = tierGroupPolicy(dir, "global", "global", s.Replicas, nil, s.control(), s.chain())
+	c.Global, err = tierGroup(dir, "global", "global", s.Replicas, nil, s.control(), s.chain())
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +239,7 @@ func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 		if s.RegionPolicy != "" {
 			extra += "policy: {name: " + s.RegionPolicy + "}\n"
 		}
-		c.Regions[name], err = tierGroupPolicy(dir, "region", name, s.Replicas, Addrs(c.Global), s.control(), extra)
+		c.Regions[name], err = tierGroup(dir, "region", name, s.Replicas, Addrs(c.Global), s.control(), extra)
 		if err != nil {
 			return nil, err
 		}
@@ -251,7 +249,7 @@ func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 			parents = map[string][]string{}
 			for k := 1; k <= s.RacksPerRegion; k++ {
 				rack := fmt.Sprintf("%s-rack-%d", name, k)
-				c.Racks[rack], err = tierGroupPolicy(dir, "rack", rack, s.RackReplicas, Addrs(c.Regions[name]), s.control(), s.chain())
+				c.Racks[rack], err = tierGroup(dir, "rack", rack, s.RackReplicas, Addrs(c.Regions[name]), s.control(), s.chain())
 				if err != nil {
 					return nil, err
 				}
