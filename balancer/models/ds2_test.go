@@ -80,7 +80,7 @@ func TestDS2PublishedExample(t *testing.T) {
 		t.Fatalf("windows: %d (%v)", len(wins), wins)
 	}
 	type opWant struct {
-		current, advised                   int
+		current, advised                    int
 		exact, targetIn, targetOut, select_ float64
 	}
 	want := [][3]opWant{
