@@ -80,6 +80,9 @@ func (greedySolver) Solve(p *Problem, o Options) (Result, error) {
 		isForced := make([]bool, N)
 		for _, s := range forced {
 			isForced[s] = true
+			if !pl2.stillForced(s) {
+				continue
+			}
 			if d := scratch[s]; d >= 0 && pl2.feasibleMove(&ch, s, int(d)) {
 				pl2.move(s, d)
 				continue

@@ -34,6 +34,8 @@ func (localSolver) Name() string { return SolverLocal }
 //     changes; the search ends at a local optimum (a full pass without a move) or
 //     when a budget (time, deadline, iterations) runs out — the plan at that
 //     moment is the best found (anytime);
+//     Small problems (N·M ≤ 400) also try every pair of single moves at a
+//     local optimum;
 //  3. kicks (iterated local search, small problems by default): a few seeded
 //     random feasible moves, then improve again; the best plan is kept.
 //
@@ -53,14 +55,16 @@ func (localSolver) Solve(p *Problem, o Options) (Result, error) {
 	}
 	ls := &localSearch{pl: pl, clk: clk, o: &o, k: k, goals: goals,
 		rng: rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))}
-	infeasible, partial := pl.repair(4*k, clk)
+	_, partial := pl.repair(4*k, clk)
 	if !partial {
 		partial = ls.improve()
 	}
 	if !partial {
 		partial = ls.kick()
 	}
-	res, err := Finish(p, o, SolverLocal, ls.result(), clk.started, partial, infeasible)
+	// Explain what still breaks a constraint in the final assignment (kicks may
+	// have placed shards the repair could not).
+	res, err := Finish(p, o, SolverLocal, st.assign, clk.started, partial, pl.explainForced(4*k))
 	res.Iterations = ls.iters
 	return res, err
 }
@@ -73,17 +77,9 @@ type localSearch struct {
 	k      int
 	rng    *rand.Rand
 	iters  int
-	best   []int32 // set by kick when it ran
 	cands  []int32
 	sorted []int32
 	other  []int32
-}
-
-func (ls *localSearch) result() []int32 {
-	if ls.best != nil {
-		return ls.best
-	}
-	return ls.pl.st.assign
 }
 
 // budgetOut reports whether the iteration, time or deadline budget has run out.
@@ -106,6 +102,13 @@ func (ls *localSearch) improve() bool {
 		h := pl.hot.top()
 		if pl.hot.key[h] == negInf {
 			if movesSinceClear == 0 {
+				// A local optimum for moves and swaps; small problems also try
+				// every pair of moves before giving up.
+				if ls.pairStep() {
+					movesSinceClear++
+					ls.iters++
+					continue
+				}
 				return false
 			}
 			movesSinceClear = 0
@@ -183,7 +186,14 @@ func (ls *localSearch) step(h int) bool {
 	st := pl.st
 	p := st.p
 	R := st.R
-	cands := ls.coldest(h, ls.k)
+	// Small problems search the whole neighbourhood: every child, every swap,
+	// and the best of moves and swaps.
+	small := st.N*st.M <= pairLimit
+	k := ls.k
+	if small {
+		k = st.M
+	}
+	cands := ls.coldest(h, k)
 	hr := ls.hotResource(h)
 	var ch change
 	bestS, bestC := -1, -1
@@ -204,7 +214,7 @@ func (ls *localSearch) step(h int) bool {
 			ls.sorted = append(ls.sorted, s32)
 		}
 	}
-	if len(ls.sorted) > 2*window+1 {
+	if !small && len(ls.sorted) > 2*window+1 {
 		sorted := ls.sorted
 		slices.SortFunc(sorted, func(x, y int32) int {
 			a, b := p.Load[int(x)*R+hr], p.Load[int(y)*R+hr]
@@ -265,14 +275,18 @@ func (ls *localSearch) step(h int) bool {
 			consider(s, int(c))
 		}
 	}
-	if bestS >= 0 {
+	if bestS >= 0 && !small {
 		pl.move(bestS, int32(bestC))
 		return true
 	}
 	// Two-way swaps with the few coldest children.
 	sw := len(cands)
-	if sw > 4 {
+	if sw > 4 && !small {
 		sw = 4
+	}
+	win := window
+	if small {
+		win = st.N
 	}
 	bx, by := -1, -1
 	byLoad := func(x, y int32) int {
@@ -312,7 +326,7 @@ func (ls *localSearch) step(h int) bool {
 			lx := p.Load[x*R+hr]
 			want := lx - target
 			i := sort.Search(len(other), func(i int) bool { return p.Load[int(other[i])*R+hr] >= want })
-			lo, hi := i-window, i+window
+			lo, hi := i-win, i+win
 			if lo < 0 {
 				lo = 0
 			}
@@ -342,7 +356,162 @@ func (ls *localSearch) step(h int) bool {
 		pl.move(by, a)
 		return true
 	}
+	if bestS >= 0 {
+		pl.move(bestS, int32(bestC))
+		return true
+	}
 	return false
+}
+
+// pairLimit bounds N·M for the pair-move neighbourhood, which scores every pair
+// of single moves ((N·M)² candidates).
+const pairLimit = 400
+
+// pairStep applies the best improving pair of single moves (either of which may
+// be worse alone, e.g. when a move budget or a full child blocks every single
+// move and swap). Only for problems with N·M ≤ pairLimit. It reports whether it
+// changed anything.
+func (ls *localSearch) pairStep() bool {
+	pl := ls.pl
+	st := pl.st
+	if st.N*st.M > pairLimit {
+		return false
+	}
+	n := st.nLevels
+	var ch change
+	var bestD levels
+	b1, c1, b2, c2 := -1, -1, -1, -1
+	for s := 0; s < st.N; s++ {
+		if !ls.movable(s) || st.assign[s] < 0 {
+			continue
+		}
+		from := st.assign[s]
+		for c := 0; c < st.M; c++ {
+			if !pl.feasibleMove(&ch, s, c) {
+				continue
+			}
+			d1 := st.delta(&ch)
+			pl.move(s, int32(c))
+			for t := 0; t < st.N; t++ {
+				if t == s || !ls.movable(t) || st.assign[t] < 0 {
+					continue
+				}
+				for c2x := 0; c2x < st.M; c2x++ {
+					if !pl.feasibleMove(&ch, t, c2x) {
+						continue
+					}
+					d := st.delta(&ch)
+					for i := 0; i < n; i++ {
+						d[i] += d1[i]
+					}
+					if better(&d, n) && (b1 < 0 || lexLess(&d, &bestD, n)) {
+						b1, c1, b2, c2, bestD = s, c, t, c2x, d
+					}
+				}
+			}
+			pl.move(s, from)
+		}
+	}
+	if b1 < 0 {
+		return false
+	}
+	pl.move(b1, int32(c1))
+	pl.move(b2, int32(c2))
+	return true
+}
+
+// randomMoves perturbs the assignment with 1-3 random feasible moves or swaps.
+func (ls *localSearch) randomMoves(ch *change) {
+	pl := ls.pl
+	st := pl.st
+	steps := 1 + ls.rng.IntN(3)
+	for j := 0; j < steps; j++ {
+		s := ls.rng.IntN(st.N)
+		if !ls.movable(s) || st.assign[s] < 0 {
+			continue
+		}
+		if ls.rng.IntN(2) == 0 {
+			c := ls.rng.IntN(st.M)
+			if pl.feasibleMove(ch, s, c) {
+				pl.move(s, int32(c))
+			}
+		} else {
+			y := ls.rng.IntN(st.N)
+			if ls.movable(y) && pl.feasibleSwap(ch, s, y) {
+				a, b := st.assign[s], st.assign[y]
+				pl.move(s, b)
+				pl.move(y, a)
+			}
+		}
+	}
+}
+
+// ruinRecreate takes up to 8 random movable shards off their children and puts
+// them back one by one, in random order, each on its best feasible child
+// (large-neighbourhood search: it reaches placements that every single move,
+// swap or pair would pass through an infeasible state to get to). When a shard
+// fits nowhere, every ruined shard goes back where it was.
+func (ls *localSearch) ruinRecreate() {
+	pl := ls.pl
+	st := pl.st
+	k := 1 + ls.rng.IntN(min(st.N, 8))
+	// Shards that still break a constraint, listed before the ruin.
+	var forced []int
+	isForced := make([]bool, st.N)
+	for _, s := range ls.rng.Perm(st.N) {
+		if ls.movable(s) && pl.stillForced(s) {
+			forced = append(forced, s)
+			isForced[s] = true
+		}
+	}
+	var ruined []int
+	var from []int32
+	for _, s := range ls.rng.Perm(st.N) {
+		if len(ruined) == k {
+			break
+		}
+		if ls.movable(s) && st.assign[s] >= 0 && !isForced[s] {
+			ruined = append(ruined, s)
+			from = append(from, st.assign[s])
+			pl.move(s, -1)
+		}
+	}
+	ls.rng.Shuffle(len(ruined), func(i, j int) {
+		ruined[i], ruined[j] = ruined[j], ruined[i]
+		from[i], from[j] = from[j], from[i]
+	})
+	// Shards that still break a constraint get the freed room first.
+	type placed struct {
+		s    int
+		from int32
+	}
+	var fixed []placed
+	for _, s := range forced {
+		if !pl.stillForced(s) {
+			continue
+		}
+		if c, _ := pl.bestDestination(s, st.M); c >= 0 {
+			fixed = append(fixed, placed{s, st.assign[s]})
+			pl.move(s, int32(c))
+		}
+	}
+	for i, s := range ruined {
+		c, _ := pl.bestDestination(s, st.M)
+		if c < 0 {
+			// Undo everything, in reverse.
+			for j := range ruined[:i] {
+				pl.move(ruined[j], -1)
+			}
+			for j := len(fixed) - 1; j >= 0; j-- {
+				pl.move(fixed[j].s, fixed[j].from)
+			}
+			for j, s2 := range ruined {
+				pl.move(s2, from[j])
+			}
+			return
+		}
+		pl.move(s, int32(c))
+	}
 }
 
 // kicks returns the number of perturbation restarts to run.
@@ -356,6 +525,8 @@ func (ls *localSearch) kicks() int {
 	}
 	st := ls.pl.st
 	switch {
+	case st.N*st.M <= 128:
+		return 200
 	case st.N <= 64 && st.M <= 16:
 		return 60
 	case st.N*st.M <= 20000:
@@ -364,8 +535,9 @@ func (ls *localSearch) kicks() int {
 	return 0
 }
 
-// kick runs iterated local search: perturb the best plan with a few random
-// feasible moves, improve, keep the result when it is better. It reports whether
+// kick runs iterated local search: perturb the best plan (alternately with a
+// few random feasible moves and with a ruin-and-recreate of a few shards),
+// improve, keep the result when it is better. It reports whether
 // a budget ended it early.
 func (ls *localSearch) kick() bool {
 	n := ls.kicks()
@@ -377,45 +549,23 @@ func (ls *localSearch) kick() bool {
 	p := st.p
 	best := append([]int32(nil), st.assign...)
 	bestObj := evaluate(p, ls.goals, ls.o.Latency, best)
+	bestForced := pl.forcedCount()
 	var ch change
-	for i := 0; i < n; i++ {
-		if ls.budgetOut() {
-			ls.best = best
-			return true
-		}
-		steps := 1 + ls.rng.IntN(3)
-		for j := 0; j < steps; j++ {
-			s := ls.rng.IntN(st.N)
-			if !ls.movable(s) || st.assign[s] < 0 {
-				continue
-			}
-			if ls.rng.IntN(2) == 0 {
-				c := ls.rng.IntN(st.M)
-				if pl.feasibleMove(&ch, s, c) {
-					pl.move(s, int32(c))
-				}
-			} else {
-				y := ls.rng.IntN(st.N)
-				if ls.movable(y) && pl.feasibleSwap(&ch, s, y) {
-					a, b := st.assign[s], st.assign[y]
-					pl.move(s, b)
-					pl.move(y, a)
-				}
-			}
-		}
-		if ls.improve() {
-			// Budget ran out mid-improvement: keep the better of the two.
-			if obj := evaluate(p, ls.goals, ls.o.Latency, st.assign); Compare(obj, bestObj, 1e-12) < 0 {
-				best = append(best[:0], st.assign...)
-			}
-			ls.best = best
-			return true
-		}
+	// better reports whether the current assignment beats the best: fewer shards
+	// breaking a constraint first, then the objective.
+	better := func() (bool, Objective, int) {
+		f := pl.forcedCount()
 		obj := evaluate(p, ls.goals, ls.o.Latency, st.assign)
-		if Compare(obj, bestObj, 1e-12) < 0 {
-			best = append(best[:0], st.assign...)
-			bestObj = obj
-			continue
+		if f != bestForced {
+			return f < bestForced, obj, f
+		}
+		return Compare(obj, bestObj, 1e-12) < 0, obj, f
+	}
+	restore := func() {
+		for s := range best {
+			if st.assign[s] != best[s] {
+				pl.move(s, -1)
+			}
 		}
 		for s := range best {
 			if st.assign[s] != best[s] {
@@ -423,6 +573,25 @@ func (ls *localSearch) kick() bool {
 			}
 		}
 	}
-	ls.best = best
+	for i := 0; i < n; i++ {
+		if ls.budgetOut() {
+			restore()
+			return true
+		}
+		if i%2 == 1 {
+			ls.ruinRecreate()
+		} else {
+			ls.randomMoves(&ch)
+		}
+		cut := ls.improve()
+		if ok, obj, f := better(); ok {
+			best = append(best[:0], st.assign...)
+			bestObj, bestForced = obj, f
+		}
+		restore()
+		if cut {
+			return true
+		}
+	}
 	return false
 }

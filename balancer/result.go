@@ -152,7 +152,7 @@ func explainMoves(p *Problem, goals []Goal, lm LatencyModel, assign []int32) []i
 		}
 		// Marginal delta: undoing the move changes the objective by -delta.
 		d := ev.moveDelta(s, c, from)
-		lvl, forced := ev.forcedReason(s, from)
+		forced := ev.forcedReason(s, from)
 		switch {
 		case forced != "":
 			m.Goal = forced
@@ -165,7 +165,7 @@ func explainMoves(p *Problem, goals []Goal, lm LatencyModel, assign []int32) []i
 				}
 			}
 		default:
-			lvl = -1
+			lvl := -1
 			for i := range d {
 				if d[i] > levelTol {
 					lvl = i

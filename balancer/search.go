@@ -380,6 +380,31 @@ func sortBySize(xs []int, size func(int) float64) {
 	copy(xs, tmp)
 }
 
+// stillForced reports whether shard s still breaks a hard constraint where it
+// is: unplaced, on a drained child, off its pin or allowed set, above an
+// anti-affinity limit, or on a child above its usable capacity.
+func (pl *placer) stillForced(s int) bool {
+	st := pl.st
+	p := st.p
+	c := int(st.assign[s])
+	if c < 0 || p.Drained(c) || !p.AllowedOn(s, c) {
+		return true
+	}
+	if p.Groups != nil {
+		for _, g := range p.Groups[s] {
+			if st.groupCnt[int64(g)*int64(st.M)+int64(c)] > p.GroupLimit[g] {
+				return true
+			}
+		}
+	}
+	for r := 0; r < st.R; r++ {
+		if st.load[c*st.R+r] > st.limit[c*st.R+r] {
+			return true
+		}
+	}
+	return false
+}
+
 // repair moves every forced shard to its best feasible child (coldest first),
 // largest first. Shards that fit nowhere stay where they are (or unplaced) and
 // are explained. It returns the explanations.
@@ -388,13 +413,121 @@ func (pl *placer) repair(k int, clk *clock) (infeasible []interfaces.Infeasible,
 		if clk != nil && clk.expired() {
 			return infeasible, true
 		}
+		if !pl.stillForced(s) {
+			continue // earlier repairs made room where it is
+		}
 		dst, _ := pl.bestDestination(s, k)
-		if dst < 0 {
-			inf, _ := pl.st.explain(s)
-			infeasible = append(infeasible, inf)
+		if dst >= 0 {
+			pl.move(s, int32(dst))
 			continue
 		}
-		pl.move(s, int32(dst))
+		if pl.eject(s, k) {
+			continue
+		}
+		inf, _ := pl.st.explain(s)
+		infeasible = append(infeasible, inf)
 	}
 	return infeasible, false
+}
+
+// ejectChildren bounds how many children eject tries to make room on.
+const ejectChildren = 16
+
+// eject makes room for shard s, which fits nowhere as things are: on one of the
+// coldest children that may host it, it moves one other shard to that shard's
+// best feasible child elsewhere, when s then fits. It reports success; on
+// failure nothing changed.
+func (pl *placer) eject(s, k int) bool {
+	st := pl.st
+	p := st.p
+	var ch change
+	tried := 0
+	done := false
+	var cands []int
+	pl.cold.bestFirst(&pl.front, func(c int) bool {
+		if pl.cold.key[c] == negInf || tried >= ejectChildren {
+			return false
+		}
+		if int32(c) != st.assign[s] && st.canHost(s, c) {
+			tried++
+			cands = append(cands, c)
+		}
+		return true
+	})
+	for _, c := range cands {
+		members := append([]int32(nil), pl.members[c]...)
+		for _, t32 := range members {
+			t := int(t32)
+			if t == s || p.IsLocked(t) || p.PinOf(t) >= 0 {
+				continue
+			}
+			// Where t would go, with c excluded.
+			best := -1
+			var bestD levels
+			pl.cold.bestFirst(&pl.front, func(d int) bool {
+				if pl.cold.key[d] == negInf {
+					return false
+				}
+				if d == c || !pl.feasibleMove(&ch, t, d) {
+					return true
+				}
+				dl := st.delta(&ch)
+				if best < 0 || lexLess(&dl, &bestD, st.nLevels) {
+					best, bestD = d, dl
+				}
+				return true
+			})
+			if best < 0 {
+				continue
+			}
+			pl.move(t, int32(best))
+			if pl.feasibleMove(&ch, s, c) {
+				pl.move(s, int32(c))
+				done = true
+				break
+			}
+			pl.move(t, int32(c))
+		}
+		if done {
+			return true
+		}
+	}
+	return false
+}
+
+// explainForced makes a last attempt to move every unlocked shard that still
+// breaks a hard constraint where it is (best feasible child, else making room),
+// and explains those that stay.
+func (pl *placer) explainForced(k int) []interfaces.Infeasible {
+	var out []interfaces.Infeasible
+	for s := 0; s < pl.st.N; s++ {
+		if pl.st.p.IsLocked(s) || !pl.stillForced(s) {
+			continue
+		}
+		if dst, _ := pl.bestDestination(s, k); dst >= 0 {
+			pl.move(s, int32(dst))
+			continue
+		}
+		if pl.eject(s, k) {
+			continue
+		}
+	}
+	for s := 0; s < pl.st.N; s++ {
+		if !pl.st.p.IsLocked(s) && pl.stillForced(s) {
+			inf, _ := pl.st.explain(s)
+			out = append(out, inf)
+		}
+	}
+	return out
+}
+
+// forcedCount counts the unlocked shards that still break a hard constraint.
+func (pl *placer) forcedCount() int {
+	n := 0
+	for s := 0; s < pl.st.N; s++ {
+		if !pl.st.p.IsLocked(s) && pl.stillForced(s) {
+			n++
+		}
+	}
+	return n
 }

@@ -460,33 +460,33 @@ func (st *state) levelGoal(lvl, s int, from, c int32) Goal {
 
 // forcedReason says which hard constraint forced shard s off child from in the
 // start assignment (p.Current), or "" when none did.
-func (st *state) forcedReason(s int, from int32) (int, string) {
+func (st *state) forcedReason(s int, from int32) string {
 	p := st.p
 	if from < 0 {
-		return 0, ConstraintUnplaced
+		return ConstraintUnplaced
 	}
 	c := int(from)
 	if p.Drained(c) {
-		return 0, ConstraintDrain
+		return ConstraintDrain
 	}
 	if pin := p.PinOf(s); pin >= 0 && pin != c {
-		return 0, ConstraintPin
+		return ConstraintPin
 	}
 	if !p.AllowedOn(s, c) {
-		return 0, ConstraintAllowed
+		return ConstraintAllowed
 	}
 	start := st.startInfo()
 	if p.Groups != nil {
 		for _, g := range p.Groups[s] {
 			if start.groupCnt[int64(g)*int64(st.M)+int64(c)] > p.GroupLimit[g] {
-				return 0, ConstraintAntiAffinity
+				return ConstraintAntiAffinity
 			}
 		}
 	}
 	if start.over[c] {
-		return 0, ConstraintCapacity
+		return ConstraintCapacity
 	}
-	return 0, ""
+	return ""
 }
 
 type startInfo struct {
