@@ -169,6 +169,25 @@ func TestBudgetRisesWithTheError(t *testing.T) {
 	}
 }
 
+// TestBudgetFormula checks the PI output against the documented formula on a
+// tier worked out by hand: h00 carries 24 unit shards, h01..h03 8 each, all of
+// capacity 16. mean = LB = 48/64 = 0.75; h00 is at 1.5, max/LB = 2.0, so the
+// imbalance error is 2.0 − 1.10 = 0.90; to reach 1.10 × 0.75 × 16 = 13.2 h00
+// must shed 10.8 load = 11 unit shards; first round: I = 11, budget =
+// ceil(1.0·11 + 0.25·11) = 14.
+func TestBudgetFormula(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.InitialConcurrency = cfg.MaxConcurrency
+	c := mustNew(t, cfg)
+	d, err := c.Step(Input{Now: t0, View: skewed(16)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(d.Record.Imbalance-0.9) > 1e-9 || d.Record.Need != 11 || c.Integrator() != 11 || d.MaxMoves != 14 {
+		t.Errorf("imbalance error %v need %d integrator %v budget %d; want 0.9, 11, 11, 14", d.Record.Imbalance, d.Record.Need, c.Integrator(), d.MaxMoves)
+	}
+}
+
 func TestAntiWindup(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.IntegralMax = 10

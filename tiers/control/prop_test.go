@@ -12,8 +12,9 @@ import (
 )
 
 // genBalanced draws a tier where every child holds the same multiset of shard
-// loads (permuted), each perturbed by at most ±noise: max/LB stays within the
-// dead band.
+// loads (permuted), each perturbed by at most ±1%, and child 0's loads scaled
+// so that its max/mean is a drawn ratio in [1, 1.12]: with the noise, max/LB
+// is often above the target (1.10) but stays within the dead band (1.15).
 func genBalanced(t *rapid.T) *interfaces.View {
 	n := rapid.IntRange(2, 8).Draw(t, "children")
 	per := rapid.IntRange(4, 12).Draw(t, "shards_per_child")
@@ -22,11 +23,16 @@ func genBalanced(t *rapid.T) *interfaces.View {
 		base[i] = rapid.Float64Range(0.5, 2).Draw(t, fmt.Sprintf("load%d", i))
 	}
 	noise := rapid.Float64Range(0, 0.01).Draw(t, "noise")
+	ratio := rapid.Float64Range(1, 1.12).Draw(t, "ratio")
+	skew := ratio * float64(n-1) / (float64(n) - ratio) // n·skew/(n−1+skew) = ratio
 	var loads []float64
 	var owner []int
 	for c := 0; c < n; c++ {
 		for i := 0; i < per; i++ {
 			f := 1 + noise*(2*rapid.Float64Range(0, 1).Draw(t, "jitter")-1)
+			if c == 0 {
+				f *= skew
+			}
 			loads = append(loads, base[(i+c)%per]*f)
 			owner = append(owner, c)
 		}
