@@ -310,3 +310,202 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// k8sObject is the part of a Kubernetes manifest the test reads.
+type k8sObject struct {
+	Kind     string `yaml:"kind"`
+	Metadata struct {
+		Name      string `yaml:"name"`
+		Namespace string `yaml:"namespace"`
+	} `yaml:"metadata"`
+	Data map[string]string `yaml:"data"`
+	Spec struct {
+		ClusterIP           string `yaml:"clusterIP"`
+		ServiceName         string `yaml:"serviceName"`
+		Replicas            int    `yaml:"replicas"`
+		PodManagementPolicy string `yaml:"podManagementPolicy"`
+		Template            struct {
+			Spec struct {
+				Containers []struct {
+					Args []string `yaml:"args"`
+					Env  []struct {
+						Name      string `yaml:"name"`
+						ValueFrom struct {
+							FieldRef struct {
+								FieldPath string `yaml:"fieldPath"`
+							} `yaml:"fieldRef"`
+						} `yaml:"valueFrom"`
+					} `yaml:"env"`
+					VolumeMounts []struct {
+						Name      string `yaml:"name"`
+						MountPath string `yaml:"mountPath"`
+					} `yaml:"volumeMounts"`
+				} `yaml:"containers"`
+				Volumes []struct {
+					Name      string `yaml:"name"`
+					ConfigMap struct {
+						Name string `yaml:"name"`
+					} `yaml:"configMap"`
+				} `yaml:"volumes"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+func readManifests(t *testing.T) []k8sObject {
+	t.Helper()
+	files, err := filepath.Glob("../k8s/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []k8sObject
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		for {
+			var o k8sObject
+			if err := dec.Decode(&o); err != nil {
+				if err.Error() == "EOF" {
+					break
+				}
+				t.Fatalf("%s: %v", f, err)
+			}
+			if o.Kind == "" {
+				t.Fatalf("%s: a document without kind", f)
+			}
+			objs = append(objs, o)
+		}
+	}
+	return objs
+}
+
+// TestKubernetesManifests starts the pod command of every StatefulSet and
+// DaemonSet with its ConfigMap, as pod 0 would run it, and checks that each
+// StatefulSet's peers are its own pods' stable DNS names.
+func TestKubernetesManifests(t *testing.T) {
+	objs := readManifests(t)
+	configMaps := map[string]map[string]string{}
+	headless := map[string]bool{}
+	for _, o := range objs {
+		switch {
+		case o.Kind == "ConfigMap":
+			configMaps[o.Metadata.Name] = o.Data
+		case o.Kind == "Service" && o.Spec.ClusterIP == "None":
+			headless[o.Metadata.Name] = true
+		}
+	}
+	var cases []daemonCase
+	workloads := 0
+	for _, o := range objs {
+		if o.Kind != "StatefulSet" && o.Kind != "DaemonSet" {
+			continue
+		}
+		workloads++
+		ps := o.Spec.Template.Spec
+		if len(ps.Containers) != 1 {
+			t.Fatalf("%s/%s: want one container, got %d", o.Kind, o.Metadata.Name, len(ps.Containers))
+		}
+		c := ps.Containers[0]
+		// The values the downward API would give pod 0 on a node "node-a".
+		fields := map[string]string{"metadata.name": o.Metadata.Name + "-0", "status.podIP": "127.0.0.1", "spec.nodeName": "node-a"}
+		env := map[string]string{}
+		for _, e := range c.Env {
+			v, ok := fields[e.ValueFrom.FieldRef.FieldPath]
+			if !ok {
+				t.Fatalf("%s: env %s: unexpected fieldRef %q", o.Metadata.Name, e.Name, e.ValueFrom.FieldRef.FieldPath)
+			}
+			env[e.Name] = v
+		}
+		// The config file: --config=<mountPath>/<key> of a ConfigMap volume.
+		var config []byte
+		args := make([]string, len(c.Args))
+		for i, a := range c.Args {
+			for k, v := range env {
+				a = strings.ReplaceAll(a, "$("+k+")", v)
+			}
+			if strings.Contains(a, "$(") {
+				t.Fatalf("%s: argument %q names an undefined variable", o.Metadata.Name, c.Args[i])
+			}
+			name, value, isFlag := strings.Cut(a, "=")
+			switch {
+			case isFlag && name == "--config":
+				config = configFromMounts(t, o, value, configMaps)
+				a = "--config={config}"
+			case isFlag && strings.HasPrefix(name, "--listen-"):
+				a = name + "=127.0.0.1:0"
+			}
+			args[i] = a
+		}
+		if config == nil {
+			t.Fatalf("%s: no --config=FILE argument", o.Metadata.Name)
+		}
+		if o.Kind == "StatefulSet" {
+			if !headless[o.Spec.ServiceName] {
+				t.Errorf("%s: serviceName %q is not a headless Service of the manifests", o.Metadata.Name, o.Spec.ServiceName)
+			}
+			if o.Spec.Replicas != 3 {
+				t.Errorf("%s: replicas %d, want 3", o.Metadata.Name, o.Spec.Replicas)
+			}
+			if o.Spec.PodManagementPolicy != "Parallel" {
+				t.Errorf("%s: podManagementPolicy %q, want Parallel (no replica is ready before a quorum runs)", o.Metadata.Name, o.Spec.PodManagementPolicy)
+			}
+			checkPeers(t, o, config)
+		}
+		cases = append(cases, daemonCase{name: "k8s/" + o.Metadata.Name, args: args, config: config})
+	}
+	// global, region eu-1, hosts.
+	if workloads != 3 {
+		t.Fatalf("found %d workloads, want 3", workloads)
+	}
+	runCases(t, cases)
+}
+
+func configFromMounts(t *testing.T, o k8sObject, path string, configMaps map[string]map[string]string) []byte {
+	t.Helper()
+	ps := o.Spec.Template.Spec
+	for _, m := range ps.Containers[0].VolumeMounts {
+		if filepath.Dir(path) != m.MountPath {
+			continue
+		}
+		for _, v := range ps.Volumes {
+			if v.Name == m.Name && v.ConfigMap.Name != "" {
+				cm, ok := configMaps[v.ConfigMap.Name]
+				if !ok {
+					t.Fatalf("%s: ConfigMap %q is not in the manifests", o.Metadata.Name, v.ConfigMap.Name)
+				}
+				data, ok := cm[filepath.Base(path)]
+				if !ok {
+					t.Fatalf("%s: ConfigMap %q has no key %q", o.Metadata.Name, v.ConfigMap.Name, filepath.Base(path))
+				}
+				return []byte(data)
+			}
+		}
+	}
+	t.Fatalf("%s: --config=%s is not in a ConfigMap volume", o.Metadata.Name, path)
+	return nil
+}
+
+// checkPeers: the peers of a StatefulSet's config are exactly its pods, by ID and
+// by stable DNS name through its headless Service.
+func checkPeers(t *testing.T, o k8sObject, config []byte) {
+	t.Helper()
+	var f struct {
+		Peers []struct{ ID, Raft, GRPC string } `yaml:"peers"`
+	}
+	if err := yaml.Unmarshal(config, &f); err != nil {
+		t.Fatalf("%s: %v", o.Metadata.Name, err)
+	}
+	if len(f.Peers) != o.Spec.Replicas {
+		t.Errorf("%s: %d peers for %d replicas", o.Metadata.Name, len(f.Peers), o.Spec.Replicas)
+	}
+	for i, p := range f.Peers {
+		pod := fmt.Sprintf("%s-%d", o.Metadata.Name, i)
+		host := fmt.Sprintf("%s.%s.%s.svc.cluster.local", pod, o.Spec.ServiceName, o.Metadata.Namespace)
+		if p.ID != pod || p.Raft != host+":7300" || p.GRPC != host+":7400" {
+			t.Errorf("%s: peers[%d] = %+v, want id %s at %s:7300/7400", o.Metadata.Name, i, p, pod, host)
+		}
+	}
+}
