@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-sched/strata/coordinator/devcluster")
+	"github.com/strata-sched/strata/coordinator/devcluster"
+)
 
 func TestPlanCommand(t *testing.T) {
 	c, err := devcluster.Start(devcluster.Options{Dir: t.TempDir(), Regions: 2, HostsPerRegion: 2,
