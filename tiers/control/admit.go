@@ -42,8 +42,8 @@ type Rejection struct {
 func (d *Decision) Admit(v *interfaces.View, plan interfaces.Plan) (accepted []interfaces.Move, rejected []Rejection) {
 	bytes := map[interfaces.ShardID]int64{}
 	if v != nil {
-		for _, s := range v.Shards {
-			bytes[s.ID] = s.StateBytes
+		for i := range v.Shards {
+			bytes[v.Shards[i].ID] = v.Shards[i].StateBytes
 		}
 	}
 	evac := make(map[interfaces.ShardID]bool, len(d.Evacuate))

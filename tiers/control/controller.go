@@ -226,6 +226,31 @@ func (c *Controller) History() []Record {
 	return out
 }
 
+// Status is the controller's state for an operator's status page.
+type Status struct {
+	Round       uint64    `json:"round"`
+	Guard       bool      `json:"mass_failure_guard"`
+	Concurrency int       `json:"move_concurrency"`
+	Integrator  float64   `json:"integrator"`
+	CoolRound   uint64    `json:"cooldown_through_round,omitempty"`
+	CoolUntil   time.Time `json:"cooldown_until,omitempty"`
+	AntiBounce  int       `json:"shards_remembered"`
+	Failures    int       `json:"consecutive_solve_failures"`
+	// Last is the last round's record (zero before the first round); its
+	// Alerts are the alerts in force.
+	Last Record `json:"last"`
+}
+
+// Status returns the controller's state and its last round's record.
+func (c *Controller) Status() Status {
+	st := Status{Round: c.round, Guard: c.guard, Concurrency: c.concurrency, Integrator: c.integrator,
+		CoolRound: c.coolRound, CoolUntil: c.coolUntil, AntiBounce: len(c.recent), Failures: c.failures}
+	if n := len(c.history); n > 0 {
+		st.Last = c.history[n-1]
+	}
+	return st
+}
+
 // SmoothedP99 returns a child's EWMA-smoothed p99 (0 when it never reported one).
 func (c *Controller) SmoothedP99(id interfaces.ChildID) time.Duration {
 	if s, ok := c.reports[id]; ok {
@@ -367,12 +392,12 @@ func (c *Controller) Step(in Input) (Decision, error) {
 	}
 
 	// Emergency: shards to (re)place.
-	for i, s := range view.Shards {
+	for i := range view.Shards {
 		if p.inFlight[i] {
 			continue
 		}
 		if o := p.owner[i]; o < 0 || !p.active(o) {
-			d.Evacuate = append(d.Evacuate, s.ID)
+			d.Evacuate = append(d.Evacuate, view.Shards[i].ID)
 		}
 	}
 	evac := make(map[interfaces.ShardID]bool, len(d.Evacuate))
@@ -499,7 +524,8 @@ func (c *Controller) antiBounce(d *Decision, p *projection, evac map[interfaces.
 	}
 	var order []string
 	groups := map[string]*group{}
-	for i, s := range p.v.Shards {
+	for i := range p.v.Shards {
+		s := &p.v.Shards[i]
 		ls := c.recent[s.ID]
 		if len(ls) == 0 || evac[s.ID] || p.owner[i] < 0 {
 			continue

@@ -360,6 +360,9 @@ func TestMassFailureGuard(t *testing.T) {
 	if len(d.Alerts) == 0 || d.Alerts[0].Code != AlertMassFailure || !strings.Contains(d.Alerts[0].String(), "mass_failure: 4 of 10 children silent") {
 		t.Fatalf("alerts %v, want mass_failure: 4 of 10 children silent", d.Alerts)
 	}
+	if st := c.Status(); !st.Guard || len(st.Last.Alerts) != 1 || !strings.HasPrefix(st.Last.Alerts[0], "mass_failure: 4 of 10") {
+		t.Errorf("status does not show the guard and its alert: %+v", st)
+	}
 	plan := interfaces.Plan{Moves: []interfaces.Move{{Shard: "s000", From: "h00", To: "h05"}}}
 	if acc, rej := d.Admit(v, plan); len(acc) != 0 || len(rej) != 1 {
 		t.Errorf("guard: admitted %v", acc)

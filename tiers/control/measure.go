@@ -50,8 +50,8 @@ func project(v *interfaces.View) *projection {
 	for i := range p.load {
 		p.load[i] = make([]float64, len(p.res))
 	}
-	for i, s := range v.Shards {
-		p.shardIdx[s.ID] = i
+	for i := range v.Shards {
+		p.shardIdx[v.Shards[i].ID] = i
 		p.owner[i] = -1
 	}
 	for _, a := range v.Assignments {
@@ -69,7 +69,8 @@ func project(v *interfaces.View) *projection {
 			}
 		}
 	}
-	for i, s := range v.Shards {
+	for i := range v.Shards {
+		s := &v.Shards[i]
 		c := p.owner[i]
 		if c < 0 {
 			continue
@@ -130,9 +131,9 @@ func measure(p *projection, cfg *Config, p99 func(interfaces.ChildID) time.Durat
 		if capSum <= 0 || loadSum <= 0 {
 			continue
 		}
-		for i, s := range p.v.Shards {
+		for i := range p.v.Shards {
 			if c := p.owner[i]; c >= 0 && p.active(c) {
-				maxShard = math.Max(maxShard, s.Load.Get(name))
+				maxShard = math.Max(maxShard, p.v.Shards[i].Load.Get(name))
 			}
 		}
 		mean := loadSum / capSum
