@@ -134,12 +134,12 @@ func adviseOffline(w io.Writer, out *outputFlag, topoFile, ratesFile string) err
 				if o.Source {
 					note, exact = "source: not resized", "-"
 				}
-				in := formatRate(o.TargetInput)
+				in, per := formatRate(o.TargetInput), formatRate(o.TrueRatePerInstance)
 				if o.Source {
-					in = "-"
+					in, per = "-", "-"
 				}
 				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", a.Window, o.Operator, o.Current, o.Advised, exact,
-					in, formatRate(o.TargetOutput), formatRate(o.TrueRatePerInstance), note)
+					in, formatRate(o.TargetOutput), per, note)
 			}
 		}
 		return tw.Flush()

@@ -50,6 +50,7 @@ func TestAdviseOfflineTable(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, msg)
 	}
+	t.Logf("strata job advise --topology ... --rates ...:\n%s", out)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 7 || !strings.HasPrefix(lines[0], "WINDOW") {
 		t.Fatalf("want a header and 6 rows (2 windows × 3 operators):\n%s", out)
@@ -217,6 +218,7 @@ func TestAdviseLive(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, msg)
 	}
+	t.Logf("strata job advise wc --rate-per-shard 450:\n%s", out)
 	if !strings.Contains(out, "CURRENT SHARDS") || !fieldsAfter(out, "\nwc", []string{"4", "5", "4.444", "2000", "450", "111%"}) {
 		t.Errorf("table:\n%s", out)
 	}
