@@ -277,8 +277,25 @@ func (c *Controller) Step(in Input) (Decision, error) {
 		return Decision{}, invalidf("input.now", "must not go backwards (last round at "+c.lastNow.Format(time.RFC3339Nano)+")", in.Now.Format(time.RFC3339Nano))
 	}
 	known := make(map[interfaces.ChildID]interfaces.ChildState, len(in.View.Children))
-	for _, ch := range in.View.Children {
+	for i := range in.View.Children {
+		ch := &in.View.Children[i]
+		if err := interfaces.ValidateLoad(fmt.Sprintf("input.view.children[%d].capacity", i), ch.Capacity); err != nil {
+			return Decision{}, err
+		}
 		known[ch.ID] = ch.State
+	}
+	for i := range in.View.Shards {
+		if err := interfaces.ValidateLoad(fmt.Sprintf("input.view.shards[%d].load", i), in.View.Shards[i].Load); err != nil {
+			return Decision{}, err
+		}
+	}
+	for id, r := range in.View.Reports {
+		if r.LatencyP99 < 0 {
+			return Decision{}, invalidf(fmt.Sprintf("input.view.reports[%s].latency_p99", id), "must be ≥ 0", r.LatencyP99)
+		}
+		if err := interfaces.ValidateLoad(fmt.Sprintf("input.view.reports[%s].used", id), r.Used); err != nil {
+			return Decision{}, err
+		}
 	}
 	silentIDs := make([]interfaces.ChildID, 0, len(in.Silent))
 	for id := range in.Silent {

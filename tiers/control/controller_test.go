@@ -72,6 +72,22 @@ func TestStepRejectsBadInput(t *testing.T) {
 	if _, err := c.Step(Input{Now: t0, View: v, Silent: map[interfaces.ChildID]time.Time{"nope": t0}}); !errors.Is(err, interfaces.ErrNotFound) || !strings.Contains(err.Error(), "input.silent") {
 		t.Errorf("unknown silent child: %v", err)
 	}
+	nan := tier(2, 10, []float64{math.NaN()}, []int{0})
+	if _, err := c.Step(Input{Now: t0, View: nan}); !errors.Is(err, interfaces.ErrInvalid) || !strings.Contains(err.Error(), "input.view.shards[0].load.cpu") {
+		t.Errorf("NaN shard load: %v", err)
+	}
+	neg := tier(2, -1, []float64{1}, []int{0})
+	if _, err := c.Step(Input{Now: t0, View: neg}); !errors.Is(err, interfaces.ErrInvalid) || !strings.Contains(err.Error(), "input.view.children[0].capacity.cpu") {
+		t.Errorf("negative capacity: %v", err)
+	}
+	badRep := tier(2, 10, []float64{1}, []int{0})
+	badRep.Reports["h00"] = interfaces.Report{LatencyP99: -time.Second}
+	if _, err := c.Step(Input{Now: t0, View: badRep}); !errors.Is(err, interfaces.ErrInvalid) || !strings.Contains(err.Error(), "reports[h00].latency_p99") {
+		t.Errorf("negative p99: %v", err)
+	}
+	if c.round != 0 {
+		t.Errorf("rejected input advanced the round to %d", c.round)
+	}
 	if _, err := c.Step(Input{Now: t0.Add(time.Second), View: v}); err != nil {
 		t.Fatal(err)
 	}

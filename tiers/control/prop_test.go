@@ -272,3 +272,107 @@ func TestPropDeterministic(t *testing.T) {
 		}
 	})
 }
+
+// TestPropAdmitKeepsTheDecision: on random tiers (random child states,
+// unplaced shards, in-flight moves, remembered moves) and random plans, Step
+// never fails or panics and Admit obeys the decision: nothing in a hold round,
+// only shards to evacuate in an emergency, at most MaxMoves relocations in a
+// periodic round, never a shard back to a child it left.
+func TestPropAdmitKeepsTheDecision(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		cfg := DefaultConfig()
+		cfg.CooldownRounds = 0
+		c, _ := New(cfg)
+		n := rapid.IntRange(1, 6).Draw(rt, "children")
+		ns := rapid.IntRange(1, 30).Draw(rt, "shards")
+		var loads []float64
+		var owner []int
+		for i := 0; i < ns; i++ {
+			loads = append(loads, rapid.Float64Range(0, 3).Draw(rt, "load"))
+			owner = append(owner, rapid.IntRange(-1, n-1).Draw(rt, "owner"))
+		}
+		v := tier(n, 8, loads, owner)
+		for i := range v.Children {
+			v.Children[i].State = interfaces.ChildState(rapid.IntRange(0, 2).Draw(rt, "state"))
+		}
+		// Remember some moves.
+		d0, err := c.Step(Input{Now: t0, View: tier(n, 8, loads, owner)})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		var applied []interfaces.Move
+		if d0.Mode != ModeHold {
+			for i := 0; i < ns; i++ {
+				if rapid.Bool().Draw(rt, "moved") && n > 1 {
+					applied = append(applied, interfaces.Move{Shard: shardID(i), From: childID(rapid.IntRange(0, n-1).Draw(rt, "from")), To: childID(0)})
+				}
+			}
+		}
+		if err := c.Observe(RoundResult{Round: d0.Round, Applied: applied}); err != nil {
+			rt.Fatal(err)
+		}
+		left := map[interfaces.ShardID]map[interfaces.ChildID]bool{}
+		for _, m := range applied {
+			if left[m.Shard] == nil {
+				left[m.Shard] = map[interfaces.ChildID]bool{}
+			}
+			left[m.Shard][m.From] = true
+		}
+		for i := 0; i < rapid.IntRange(0, 3).Draw(rt, "in_flight"); i++ {
+			s := rapid.IntRange(0, ns-1).Draw(rt, "if_shard")
+			v.InFlight = append(v.InFlight, interfaces.Move{Shard: shardID(s), To: childID(rapid.IntRange(0, n-1).Draw(rt, "if_to"))})
+		}
+		d, err := c.Step(Input{Now: t0.Add(time.Minute), View: v})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		var plan interfaces.Plan
+		for i := 0; i < rapid.IntRange(0, 40).Draw(rt, "plan_len"); i++ {
+			s := rapid.IntRange(0, ns-1).Draw(rt, "p_shard")
+			from := interfaces.ChildID("")
+			if owner[s] >= 0 {
+				from = childID(owner[s])
+			}
+			plan.Moves = append(plan.Moves, interfaces.Move{Shard: shardID(s), From: from, To: childID(rapid.IntRange(0, n-1).Draw(rt, "p_to"))})
+		}
+		acc, rej := d.Admit(d.Apply(v), plan)
+		if len(acc)+len(rej) != len(plan.Moves) {
+			rt.Fatalf("admitted %d + rejected %d of %d", len(acc), len(rej), len(plan.Moves))
+		}
+		evac := map[interfaces.ShardID]bool{}
+		for _, id := range d.Evacuate {
+			evac[id] = true
+		}
+		reloc := 0
+		for _, m := range acc {
+			switch d.Mode {
+			case ModeHold:
+				rt.Fatalf("hold round admitted %+v", m)
+			case ModeEmergency:
+				if !evac[m.Shard] {
+					rt.Fatalf("emergency admitted %s, not to evacuate", m.Shard)
+				}
+			case ModePeriodic:
+				if m.From != "" {
+					reloc++
+				}
+			}
+			if !evac[m.Shard] && left[m.Shard][m.To] && m.To != d0Owner(owner, m.Shard) {
+				rt.Fatalf("admitted %s back to %s", m.Shard, m.To)
+			}
+		}
+		if d.Mode == ModePeriodic && reloc > d.MaxMoves {
+			rt.Fatalf("periodic: %d relocations admitted, budget %d", reloc, d.MaxMoves)
+		}
+	})
+}
+
+// d0Owner is a shard's current child in the generated tier.
+func d0Owner(owner []int, id interfaces.ShardID) interfaces.ChildID {
+	var i int
+	_, _ = fmt.Sscanf(string(id), "s%03d", &i)
+	if owner[i] < 0 {
+		return ""
+	}
+	return childID(owner[i])
+}
