@@ -6,7 +6,8 @@
 #
 #   make image && deploy/compose/smoke.sh
 #
-# Needs docker-compose (v1) or the docker compose plugin, and the strata:dev image.
+# Needs docker-compose (v1) or the docker compose plugin, the strata:dev image, curl,
+# and a Linux Docker engine (the containers' addresses must be reachable from here).
 set -euo pipefail
 cd "$(dirname "$0")"
 project="${STRATA_PROJECT:-strata-smoke-$$}"
@@ -33,9 +34,22 @@ wait_for() {
 # fail with pipefail).
 hosts_active() { local out; out=$(strata status --addr global-1:7400) && [ "$(grep -c ' host .*active  yes' <<<"$out")" -eq 3 ]; }
 all_placed() { local out; out=$(strata job list --addr global-1:7400) && grep -Eq '^wordcount +16 +16 ' <<<"$out"; }
+# ready SERVICE: its /readyz answers 200 (tiers: a Raft leader is known, and the
+# leader has a session with its parent; hosts: a session and a valid lease). The
+# image has no shell, so this curls the container's address from the Docker host.
+ready() {
+	local id ip
+	id=$("${compose[@]}" ps -q "$1") && [ -n "$id" ] || return 1
+	[ "$(docker inspect -f '{{.State.Running}}' "$id")" = true ] || return 1
+	ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$id")
+	curl -fsS -m 2 "http://$ip:7500/readyz"
+}
 on_hosts() { local out; out=$(strata shards --addr global-1:7400) && [ "$(grep -Ec ' eu-1 +eu-1-host-' <<<"$out")" -eq 16 ]; }
 
 "${compose[@]}" up -d
+for s in global-1 global-2 global-3 eu-1-1 eu-1-2 eu-1-3 host-1 host-2 host-3; do
+	wait_for "$s ready" 60 ready "$s"
+done
 wait_for "3 hosts active under eu-1" 60 hosts_active
 strata job submit /examples/job.yaml --addr global-1:7400
 wait_for "16 shards placed" 60 all_placed
@@ -43,7 +57,8 @@ wait_for "16 shards on hosts" 60 on_hosts
 before=$(strata shards --addr global-1:7400 -o json)
 for s in global-1 global-2 global-3 eu-1-1 eu-1-2 eu-1-3 host-1 host-2 host-3; do
 	"${compose[@]}" restart -t 20 "$s" >/dev/null
-	wait_for "tree back after restarting $s" 60 hosts_active
+	wait_for "$s ready after its restart" 60 ready "$s"
+	wait_for "3 hosts active after restarting $s" 60 hosts_active
 done
 wait_for "16 shards on hosts after the rolling restart" 60 on_hosts
 after=$(strata shards --addr global-1:7400 -o json)
