@@ -10,9 +10,10 @@
 //     the prior and says so in FitInfo. LatencyEstimator is the online variant:
 //     a bounded ring of the last samples of one child; Assemble joins the
 //     per-child fits into the one LatencyModel the balancer takes.
-//   - Lag: LagStep advances a backlog by one step from input and processing
-//     rates; DrainTime says how long a backlog takes to drain. The simulator
-//     and the balancer's throughput goal can share them.
+//   - Lag (subpackage balancer/models/lag, which the balancer itself can
+//     import): lag.Step advances a backlog by one step from input and
+//     processing rates; lag.DrainTime says how long a backlog takes to drain.
+//     The simulator and the balancer's throughput goal can share them.
 //   - Parallelism: Advise is DS2's model ("Three steps is all you need",
 //     OSDI 2018) — from the true processing and output rates of each operator
 //     instance, the number of instances each operator of a dataflow needs, in

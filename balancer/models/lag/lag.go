@@ -1,4 +1,4 @@
-package models
+package lag
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"github.com/strata-sched/strata/interfaces"
 )
 
-// LagStep advances a backlog by one step of dt seconds. input is the arrival
+// Step advances a backlog by one step of dt seconds. input is the arrival
 // rate and capacity the most the consumer can process (records/s); backlog is
 // in records. The consumer processes
 //
@@ -21,9 +21,10 @@ import (
 // proc = min(in, capRate·dt); b = in − proc) written once, for the simulator and
 // the balancer's throughput (shortfall) goal to share. It never fails: a
 // negative or NaN backlog, input or capacity counts as 0, an infinite capacity
-// drains everything, and dt ≤ 0 (or NaN) is no time at all (next = backlog,
-// processed = 0). Use CheckLag first on untrusted values.
-func LagStep(backlog, input, capacity, dt float64) (next, processed float64) {
+// drains everything, dt ≤ 0 (or NaN) is no time at all (next = backlog,
+// processed = 0), and a left-over of at most 1e-9 records counts as 0 (as in
+// the simulator). Use Check first on untrusted values.
+func Step(backlog, input, capacity, dt float64) (next, processed float64) {
 	backlog, input, capacity = nonNeg(backlog), nonNeg(input), nonNeg(capacity)
 	if !(dt > 0) {
 		return backlog, 0
@@ -51,16 +52,16 @@ func DrainTime(backlog, input, capacity float64) float64 {
 	return backlog / (capacity - input)
 }
 
-// LagGrowth is the rate at which the backlog grows once it is non-zero,
+// Growth is the rate at which the backlog grows once it is non-zero,
 // max(0, input − capacity) records/s: the per-child term of the balancer's
 // shortfall goal (before its normalization by total load).
-func LagGrowth(input, capacity float64) float64 {
+func Growth(input, capacity float64) float64 {
 	return math.Max(0, nonNeg(input)-nonNeg(capacity))
 }
 
-// CheckLag validates LagStep's arguments: backlog, input and capacity finite
+// Check validates Step's arguments: backlog, input and capacity finite
 // (capacity may be +Inf) and ≥ 0, dt finite and > 0.
-func CheckLag(backlog, input, capacity, dt float64) error {
+func Check(backlog, input, capacity, dt float64) error {
 	for _, f := range []struct {
 		name string
 		v    float64

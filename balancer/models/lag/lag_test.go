@@ -1,4 +1,4 @@
-package models
+package lag
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"github.com/strata-sched/strata/interfaces"
 )
 
-func TestLagStep(t *testing.T) {
+func TestStep(t *testing.T) {
 	inf := math.Inf(1)
 	cases := []struct {
 		name                         string
@@ -33,9 +33,9 @@ func TestLagStep(t *testing.T) {
 		{"negative time", 7, 100, 1, -1, 7, 0},
 	}
 	for _, tc := range cases {
-		next, proc := LagStep(tc.backlog, tc.input, tc.capacity, tc.dt)
+		next, proc := Step(tc.backlog, tc.input, tc.capacity, tc.dt)
 		if math.Abs(next-tc.next) > 1e-9 || math.Abs(proc-tc.processed) > 1e-9 {
-			t.Errorf("%s: LagStep(%v, %v, %v, %v) = (%v, %v), want (%v, %v)",
+			t.Errorf("%s: Step(%v, %v, %v, %v) = (%v, %v), want (%v, %v)",
 				tc.name, tc.backlog, tc.input, tc.capacity, tc.dt, next, proc, tc.next, tc.processed)
 		}
 	}
@@ -43,7 +43,7 @@ func TestLagStep(t *testing.T) {
 
 // simStep is the simulator's per-shard step as sim/engine.go writes it
 // (process: in = rate·dt + b; proc = min(in, capRate·dt); b = in − proc, and a
-// left-over ≤ 1e-9 is 0). LagStep must give the same backlog.
+// left-over ≤ 1e-9 is 0). Step must give the same backlog.
 func simStep(b, rate, capRate, dt float64) float64 {
 	in := rate*dt + b
 	proc := math.Min(in, capRate*dt)
@@ -54,7 +54,7 @@ func simStep(b, rate, capRate, dt float64) float64 {
 	return b
 }
 
-func TestLagStepMatchesSimulator(t *testing.T) {
+func TestStepMatchesSimulator(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 2000; i++ {
 		b := 0.0
@@ -62,10 +62,10 @@ func TestLagStepMatchesSimulator(t *testing.T) {
 			b = 1000 * rng.Float64()
 		}
 		rate, capRate, dt := 500*rng.Float64(), 500*rng.Float64(), 0.1+5*rng.Float64()
-		next, proc := LagStep(b, rate, capRate, dt)
+		next, proc := Step(b, rate, capRate, dt)
 		want := simStep(b, rate, capRate, dt)
 		if math.Abs(next-want) > 1e-9*math.Max(1, want) {
-			t.Fatalf("b=%v rate=%v cap=%v dt=%v: LagStep %v, simulator %v", b, rate, capRate, dt, next, want)
+			t.Fatalf("b=%v rate=%v cap=%v dt=%v: Step %v, simulator %v", b, rate, capRate, dt, next, want)
 		}
 		// Conservation: what was there plus what arrived = processed + left.
 		if got := proc*dt + next; math.Abs(got-(b+rate*dt)) > 1e-6*math.Max(1, b+rate*dt) {
@@ -94,22 +94,22 @@ func TestDrainTime(t *testing.T) {
 	// backlog is gone, and a step a little shorter leaves some.
 	b, in, c := 750.0, 120.0, 370.0
 	d := DrainTime(b, in, c)
-	if next, _ := LagStep(b, in, c, d); next != 0 {
+	if next, _ := Step(b, in, c, d); next != 0 {
 		t.Errorf("after DrainTime %v s the backlog is %v", d, next)
 	}
-	if next, _ := LagStep(b, in, c, 0.9*d); !(next > 0) {
+	if next, _ := Step(b, in, c, 0.9*d); !(next > 0) {
 		t.Errorf("after 0.9×DrainTime the backlog is %v, want > 0", next)
 	}
-	if got := LagGrowth(150, 100); got != 50 {
-		t.Errorf("LagGrowth(150, 100) = %v", got)
+	if got := Growth(150, 100); got != 50 {
+		t.Errorf("Growth(150, 100) = %v", got)
 	}
-	if got := LagGrowth(50, 100); got != 0 {
-		t.Errorf("LagGrowth(50, 100) = %v", got)
+	if got := Growth(50, 100); got != 0 {
+		t.Errorf("Growth(50, 100) = %v", got)
 	}
 }
 
-func TestCheckLag(t *testing.T) {
-	if err := CheckLag(0, 10, math.Inf(1), 1); err != nil {
+func TestCheck(t *testing.T) {
+	if err := Check(0, 10, math.Inf(1), 1); err != nil {
 		t.Errorf("valid: %v", err)
 	}
 	cases := []struct {
@@ -124,9 +124,9 @@ func TestCheckLag(t *testing.T) {
 		{0, 1, 1, math.Inf(1), "dt"},
 	}
 	for _, tc := range cases {
-		err := CheckLag(tc.b, tc.in, tc.c, tc.dt)
+		err := Check(tc.b, tc.in, tc.c, tc.dt)
 		if !errors.Is(err, interfaces.ErrInvalid) || !strings.HasPrefix(err.Error(), tc.field+":") {
-			t.Errorf("CheckLag(%v, %v, %v, %v) = %v, want ErrInvalid naming %s", tc.b, tc.in, tc.c, tc.dt, err, tc.field)
+			t.Errorf("Check(%v, %v, %v, %v) = %v, want ErrInvalid naming %s", tc.b, tc.in, tc.c, tc.dt, err, tc.field)
 		}
 	}
 }
