@@ -326,6 +326,8 @@ type exactSearch struct {
 
 	scratchU []float64
 	scratchC []float64
+	scratchS []float64
+	stayers  [][]int // [j]: scratch of forced()
 
 	dualDepth int
 	dualGap   float64     // re-solve the dual only when the bound is within this fraction of the incumbent
@@ -603,6 +605,7 @@ func newExactSearch(in *exactInstance, opt exactOptions) *exactSearch {
 	}
 	s.scratchU = make([]float64, m)
 	s.scratchC = make([]float64, m)
+	s.stayers = make([][]int, m)
 	s.prepPrune()
 	return s
 }
@@ -867,7 +870,47 @@ func (s *exactSearch) forced(d int, hard bool) (int, int64) {
 		if must {
 			mv++
 			by += s.bytes[i]
+		} else {
+			s.stayers[j] = append(s.stayers[j], i)
 		}
+	}
+	// The shards that may stay on their current child must also fit there
+	// together: at least as many of them as the fewest (the largest first)
+	// whose departure makes the rest fit, on some resource, must leave.
+	for j := 0; j < s.m; j++ {
+		st := s.stayers[j]
+		if len(st) == 0 {
+			continue
+		}
+		extra := 0
+		for k := 0; k < s.r; k++ {
+			xs := s.scratchS[:0]
+			sum := s.L[j*s.r+k]
+			for _, i := range st {
+				if w := s.load[i][k]; w > 0 {
+					xs = append(xs, w)
+					sum += w
+				}
+			}
+			over := func(x float64) bool {
+				return exactOver(x, s.limit[j*s.r+k]) || (!hard && s.util(j, k, x) > s.bestT+exactEps)
+			}
+			if !over(sum) {
+				continue
+			}
+			sort.Sort(sort.Reverse(sort.Float64Slice(xs)))
+			c := 0
+			for c < len(xs) && over(sum) {
+				sum -= xs[c]
+				c++
+			}
+			if c > extra {
+				extra = c
+			}
+			s.scratchS = xs
+		}
+		mv += extra
+		s.stayers[j] = st[:0]
 	}
 	return mv, by
 }

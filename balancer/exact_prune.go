@@ -3,6 +3,7 @@ package balancer
 import (
 	"encoding/binary"
 	"math"
+	"math/rand/v2"
 	"sort"
 )
 
@@ -170,7 +171,35 @@ func (s *exactSearch) improveIncumbents() {
 	for _, a := range starts {
 		s.descend(a)
 	}
+	// Perturbation restarts (iterated local search, seeded so the solver stays
+	// deterministic): a few random feasible moves off the incumbent, then descend.
+	if !s.haveBest || s.n < 2 || s.m < 2 {
+		return
+	}
+	rng := rand.New(rand.NewPCG(uint64(s.n)*7919+uint64(s.m), 0xe8ac7))
+	for round := 0; round < exactKicks; round++ {
+		a := append([]int(nil), s.best...)
+		st := s.newLS(a)
+		for kick := 0; kick < 2+rng.IntN(3); kick++ {
+			i, j := rng.IntN(s.n), rng.IntN(s.m)
+			from := st.assign[i]
+			if j == from || !s.feasible[i][j] || !st.groupOK(j, -1, i) || math.IsInf(st.after(j, -1, i), 1) {
+				continue
+			}
+			dm0, db0 := st.costOf(i, from)
+			dm1, db1 := st.costOf(i, j)
+			if !st.budgetOK(dm1-dm0, db1-db0) {
+				continue
+			}
+			st.move(i, j)
+		}
+		s.descend(st.assign)
+	}
 }
+
+// exactKicks is the number of perturbation restarts tried for the first
+// incumbent.
+const exactKicks = 200
 
 // lsState is a complete assignment with its loads, for the descent.
 type lsState struct {
