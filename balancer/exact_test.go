@@ -774,3 +774,29 @@ func TestExactSolverLimits(t *testing.T) {
 		t.Errorf("oversized problem: got %v", err)
 	}
 }
+
+// BenchmarkExactSolver20x4 runs the registered solver end to end (conversion,
+// search, explanations) on the `strata bench balance` instance with 20 shards on
+// 4 hosts, seeds 1-3, and reports nodes and whether the optimum was proven.
+func BenchmarkExactSolver20x4(b *testing.B) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		b.Run(fmt.Sprintf("seed%d", seed), func(b *testing.B) {
+			p, err := Generate(InstanceSpec{Shards: 20, Hosts: 4, Seed: seed})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var res Result
+			for i := 0; i < b.N; i++ {
+				if res, err = Solve(SolverExact, p, Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			proven := 0.0
+			if res.Optimal {
+				proven = 1
+			}
+			b.ReportMetric(float64(res.Iterations), "nodes/op")
+			b.ReportMetric(proven, "proven")
+		})
+	}
+}
