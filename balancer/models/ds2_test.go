@@ -175,7 +175,7 @@ func TestDS2OneStep(t *testing.T) {
 //	join: 3 instances, true processing 3 × 210 = 630 → 210 per instance, output 315 → selectivity 0.5
 //	     target input 2000 + 100 = 2100 → ceil(2100/210) = 10 exactly (not 11); target output 1050
 //	sink: 1 instance, true processing 5000, output 0 → target input 1050 → 1
-func diamond(t *testing.T) (*Topology, Window) {
+func diamond(t testing.TB) (*Topology, Window) {
 	t.Helper()
 	topo, err := NewTopology(
 		[]Operator{{ID: "sink", Instances: 1}, {ID: "join", Instances: 3}, {ID: "a", Instances: 1}, {ID: "b", Instances: 2}, {ID: "src", Instances: 2}},
