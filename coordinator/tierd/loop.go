@@ -149,6 +149,12 @@ func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, 
 		}
 		d.scope.Counter("lease_expiries_total").Inc(1)
 		d.logger.Printf("child %s lost (lease expired); its %d shards will move", c.ID, cu.Shards)
+		d.mu.Lock()
+		s := d.sessions[c.ID]
+		d.mu.Unlock()
+		if s != nil {
+			d.dropSession(s, "lease expired") // it must come back with a Hello
+		}
 		mode = "emergency"
 	}
 

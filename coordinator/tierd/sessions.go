@@ -146,10 +146,21 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 		case err := <-recvErr:
 			return err
 		case <-s.closed:
-			return status.Error(codes.Aborted, "session replaced by a newer one")
+			return status.Error(codes.Aborted, "session closed by the parent (replaced by a newer one, or the lease expired); reconnect")
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+}
+
+// dropSession ends a child's session (the child reconnects with a Hello).
+func (d *Daemon) dropSession(s *childSession, why string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sessions[s.id] == s {
+		delete(d.sessions, s.id)
+		close(s.closed)
+		d.logger.Printf("session %s: closed: %s", s.id, why)
 	}
 }
 
@@ -308,6 +319,12 @@ func (d *Daemon) onChildMessage(ctx context.Context, s *childSession, m *wire.Ch
 			if _, err := d.exec(ctx, &fsm.PutChild{Child: c}); err != nil {
 				d.logger.Printf("session %s: updating capacity: %v", s.id, err)
 			}
+		}
+		if c, ok := d.tier.FSM.Child(s.id); ok && c.State == interfaces.ChildFailed {
+			// Declared lost while its stream lingered: its shards may run elsewhere
+			// now. No renewal; it must reconnect, and its Hello is reconciled.
+			d.dropSession(s, "its lease expired and its shards were re-placed")
+			return
 		}
 		d.grant(s) // every report renews the lease
 		if d.cfg.ChildTier == interfaces.TierHost {

@@ -349,6 +349,13 @@ func (u *uplink) finishRevoke(ctx context.Context, shard interfaces.ShardID) *wi
 
 func (h uplinkHandler) OnConstraints(*wire.Constraints) {}
 
+// OnDisconnect forgets the parent's epochs: until the parent confirms a shard
+// again (an Assign in answer to the next Hello, which then announces epoch 0 for
+// every shard) this tier sends no Assign for it, so a shard the parent re-placed
+// while we were away is never resumed here.
 func (h uplinkHandler) OnDisconnect(err error) {
 	h.u.d.logger.Printf("uplink: session with the parent ended: %v", err)
+	h.u.mu.Lock()
+	h.u.epochs = map[interfaces.ShardID]interfaces.Epoch{}
+	h.u.mu.Unlock()
 }
