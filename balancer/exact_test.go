@@ -656,6 +656,17 @@ func seededProblem(seed uint64, R, maxShards, maxChildren int) *Problem {
 	return p
 }
 
+// localCorpus is the seeds of TestLocalWithin2PercentOfExact: the first 500,
+// plus the seeds up to 5000 on which local search failed when the test was
+// written (kept so that the check stays visible while the run stays short).
+func localCorpus() []uint64 {
+	var seeds []uint64
+	for seed := uint64(1); seed <= 500; seed++ {
+		seeds = append(seeds, seed)
+	}
+	return append(seeds, 873, 1330, 2732, 3492, 3771, 4381, 4684)
+}
+
 // TestLocalWithin2PercentOfExact: on a fixed corpus of small generated problems
 // (one resource, so that local search's min-max balance goal and exact's
 // bottleneck are the same number; exact's result proven optimal), local search
@@ -671,7 +682,7 @@ func TestLocalWithin2PercentOfExact(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			compared, worst, failed := 0, 1.0, 0
-			for seed := uint64(1); seed <= 500; seed++ {
+			for _, seed := range localCorpus() {
 				p := seededProblem(seed, 1, 8, 3)
 				if !startClean(p) || (!anyStart && len(CheckHard(p, p.Current)) > 0) {
 					continue
@@ -696,7 +707,7 @@ func TestLocalWithin2PercentOfExact(t *testing.T) {
 				lt, _, _ := problemObjective(p, lo.Assignment)
 				if v := CheckHard(p, lo.Assignment); len(v) > 0 {
 					failed++
-					if failed <= 5 {
+					if failed <= 10 {
 						t.Errorf("seed %d: local left %v where exact found a feasible optimum (T=%v, %v; current %v)", seed, v, et, ex.Assignment, p.Current)
 					}
 					continue
@@ -706,7 +717,7 @@ func TestLocalWithin2PercentOfExact(t *testing.T) {
 				}
 				if lt > et*1.02+1e-12 {
 					failed++
-					if failed <= 5 {
+					if failed <= 10 {
 						// confirm the optimum independently before blaming local search
 						_, bt, _, _, _ := bruteForceProblem(p)
 						t.Errorf("seed %d: local T=%v is %.1f%% above exact's optimum %v (brute force %v; local %v, exact %v, current %v)", seed, lt, 100*(lt/et-1), et, bt, lo.Assignment, ex.Assignment, p.Current)
