@@ -9,7 +9,8 @@
 //     too few samples, or samples all at nearly the same utilization, it keeps
 //     the prior and says so in FitInfo. LatencyEstimator is the online variant:
 //     a bounded ring of the last samples of one child; Assemble joins the
-//     per-child fits into the one LatencyModel the balancer takes.
+//     per-child fits into the one LatencyModel the balancer takes, and
+//     LatencyEstimators does both for the children of a tier instance.
 //   - Lag (subpackage balancer/models/lag, which the balancer itself can
 //     import): lag.Step advances a backlog by one step from input and
 //     processing rates; lag.DrainTime says how long a backlog takes to drain.

@@ -333,3 +333,63 @@ func (e *LatencyEstimator) Model() (balancer.LatencyModel, FitInfo) {
 	m.ServiceTime = append([]float64(nil), e.model.ServiceTime...)
 	return m, e.info
 }
+
+// LatencyEstimators keeps one LatencyEstimator per child of a tier instance,
+// created on the child's first sample. Not safe for concurrent use.
+type LatencyEstimators struct {
+	capacity int
+	prior    balancer.LatencyModel
+	byChild  map[interfaces.ChildID]*LatencyEstimator
+}
+
+// NewLatencyEstimators returns per-child estimators that each keep the last
+// capacity samples and fall back to prior.
+func NewLatencyEstimators(capacity int, prior balancer.LatencyModel) (*LatencyEstimators, error) {
+	if _, err := NewLatencyEstimator(capacity, prior); err != nil {
+		return nil, err
+	}
+	return &LatencyEstimators{capacity: capacity, prior: prior, byChild: map[interfaces.ChildID]*LatencyEstimator{}}, nil
+}
+
+// Add records a sample of child.
+func (e *LatencyEstimators) Add(child interfaces.ChildID, s Sample) error {
+	if err := interfaces.ValidateID("child", string(child)); err != nil {
+		return err
+	}
+	est := e.byChild[child]
+	if est == nil {
+		est, _ = NewLatencyEstimator(e.capacity, e.prior) // arguments checked by NewLatencyEstimators
+	}
+	if err := est.Add(s); err != nil {
+		return fmt.Errorf("child %s: %w", child, err)
+	}
+	e.byChild[child] = est
+	return nil
+}
+
+// Forget drops a child's samples (a child removed from the tier).
+func (e *LatencyEstimators) Forget(child interfaces.ChildID) { delete(e.byChild, child) }
+
+// Model returns the LatencyModel for a balancer problem whose children are
+// children, in that order (balancer.Problem.ChildIDs): ServiceTime[c] is child
+// c's fitted service time, or the prior's for a child without a usable fit;
+// infos[c] says which.
+func (e *LatencyEstimators) Model(children []interfaces.ChildID) (balancer.LatencyModel, []FitInfo) {
+	per := make([]balancer.LatencyModel, len(children))
+	infos := make([]FitInfo, len(children))
+	for c, id := range children {
+		if est := e.byChild[id]; est != nil {
+			per[c], infos[c] = est.Model()
+			continue
+		}
+		per[c], infos[c], _ = FitLatency(nil, e.prior) // prior checked on construction: no error
+	}
+	if len(children) == 0 {
+		return e.prior, nil
+	}
+	m, err := Assemble(per)
+	if err != nil { // cannot happen: every model derives from the same prior
+		return e.prior, infos
+	}
+	return m, infos
+}

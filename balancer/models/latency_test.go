@@ -299,3 +299,45 @@ func TestAssemble(t *testing.T) {
 		t.Errorf("no children: %v", err)
 	}
 }
+
+func TestLatencyEstimators(t *testing.T) {
+	prior := balancer.LatencyModel{ServiceTime: []float64{0.5}, Quantile: 0.9}
+	es, err := NewLatencyEstimators(32, prior)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(21, 1))
+	fast := synth(rng, balancer.LatencyModel{ServiceTime: []float64{0.002}, Quantile: 0.9}, 32, 0.1, 0.9, 0.1)
+	slow := synth(rng, balancer.LatencyModel{ServiceTime: []float64{0.02}, Quantile: 0.9}, 32, 0.1, 0.9, 0.1)
+	for i := range fast {
+		if err := es.Add("h-fast", fast[i]); err != nil {
+			t.Fatal(err)
+		}
+		if err := es.Add("h-slow", slow[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, infos := es.Model([]interfaces.ChildID{"h-slow", "h-new", "h-fast"})
+	if len(m.ServiceTime) != 3 || len(infos) != 3 || m.Quantile != 0.9 {
+		t.Fatalf("model %+v infos %d", m, len(infos))
+	}
+	if math.Abs(m.ServiceTime[0]/0.02-1) > 0.05 || math.Abs(m.ServiceTime[2]/0.002-1) > 0.05 {
+		t.Errorf("service times %v, want ≈ [0.02 0.5 0.002]", m.ServiceTime)
+	}
+	if m.ServiceTime[1] != 0.5 || infos[1].Fitted || !infos[0].Fitted || !infos[2].Fitted {
+		t.Errorf("child without samples: %v %+v", m.ServiceTime[1], infos[1])
+	}
+	es.Forget("h-fast")
+	if m, infos := es.Model([]interfaces.ChildID{"h-fast"}); m.ServiceTime[0] != 0.5 || infos[0].Fitted {
+		t.Errorf("forgotten child: %v %+v", m.ServiceTime, infos[0])
+	}
+	if err := es.Add("", fast[0]); !errors.Is(err, interfaces.ErrInvalid) {
+		t.Errorf("empty child id: %v", err)
+	}
+	if err := es.Add("h1", Sample{Util: -1, Latency: 1}); !errors.Is(err, interfaces.ErrInvalid) || !strings.Contains(err.Error(), "child h1: sample.util") {
+		t.Errorf("bad sample: %v", err)
+	}
+	if _, err := NewLatencyEstimators(2, prior); !errors.Is(err, interfaces.ErrInvalid) {
+		t.Errorf("small capacity: %v", err)
+	}
+}
