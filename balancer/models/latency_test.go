@@ -341,3 +341,17 @@ func TestLatencyEstimators(t *testing.T) {
 		t.Errorf("small capacity: %v", err)
 	}
 }
+
+// TestFitNoiselessFromTheOptimum: starting at the optimum (noiseless samples,
+// prior = truth) the optimizer has nothing to do and must still report a fit.
+func TestFitNoiselessFromTheOptimum(t *testing.T) {
+	truth := balancer.LatencyModel{ServiceTime: []float64{0.25}}
+	samples := synth(rand.New(rand.NewPCG(8, 8)), truth, 20, 0.1, 0.9, 0)
+	m, info, err := FitLatency(samples, truth)
+	if err != nil || !info.Fitted {
+		t.Fatalf("err %v info %+v", err, info)
+	}
+	if math.Abs(m.ServiceTime[0]/0.25-1) > 1e-9 || info.RMSLogError > 1e-9 {
+		t.Errorf("service time %.17g, rms %g", m.ServiceTime[0], info.RMSLogError)
+	}
+}
