@@ -1,4 +1,26 @@
 // Package sim is the what-if simulator: it runs the same tier policies, balancer and
 // control loop as the daemons on a virtual clock, with Raft and gRPC replaced by
 // direct calls through the same contracts. Runs are seeded and repeatable.
+//
+// The pieces:
+//
+//   - scenario.go: scenario files (YAML, unknown keys rejected, errors name the
+//     line and key) — topology, workload, events, policies, assertions.
+//   - model.go, replay.go: topology and workload generators (heterogeneous hosts,
+//     Zipf/uniform shard sizes, diurnal cycles, steps, spikes, hot shards, jobs
+//     arriving and leaving), replay of a per-shard load CSV and of a real arrival
+//     series.
+//   - events.go: the discrete-event queue, ordered by (virtual time, sequence),
+//     and VirtualClock, an interfaces.Clock driven by the run.
+//   - engine.go: the tick loop over dense arrays (loads, host sums, M/M/1
+//     latency, backlog), metrics and assertions.
+//   - rounds.go: the hierarchy — a global tier instance over regions and a region
+//     tier instance per region — building interfaces.View values, integration
+//     modes, and applying accepted moves with their transfer time.
+//   - control.go: ControlStep, the pure control-loop step (detect → decide → act)
+//     that the daemons can share; plans are verified with balancer.VerifyView.
+//   - report.go: table, JSON, CSV and a self-contained HTML report with SVG plots.
+//
+// See docs/simulation.md for the file format, the models and the scenario library
+// in sim/scenarios.
 package sim
