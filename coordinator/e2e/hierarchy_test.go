@@ -179,18 +179,21 @@ func TestMultiProcessHierarchy(t *testing.T) {
 
 	// A drained host ends empty.
 	drained := "region-2-host-2"
-	r2, err := Leader(ctx, c.Regions["region-2"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	ra, rdone, err := Admin(r2.GRPC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdone()
-	if _, err := ra.Drain(ctx, &wire.DrainRequest{Child: drained}); err != nil {
-		t.Fatal(err)
-	}
+	var ra wire.AdminClient
+	eventually(t, "drain accepted", 30*time.Second, func() error {
+		r2, err := Leader(ctx, c.Regions["region-2"])
+		if err != nil {
+			return err
+		}
+		a, rdone, err := Admin(r2.GRPC)
+		if err != nil {
+			return err
+		}
+		t.Cleanup(rdone)
+		ra = a
+		_, err = ra.Drain(ctx, &wire.DrainRequest{Child: drained})
+		return err // a leader election may still be settling
+	})
 	if _, err := ra.Drain(ctx, &wire.DrainRequest{Child: "no-such-host"}); !isNotFound(err) {
 		t.Errorf("drain of an unknown host: got %v, want NotFound", err)
 	}

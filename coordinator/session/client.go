@@ -201,6 +201,12 @@ func (c *Client) session(ctx context.Context, addr string) (leader string, live 
 	go func() {
 		defer close(handled)
 		for m := range work {
+			if a := m.GetAssign(); a != nil {
+				if bh, ok := c.handler.(BatchHandler); ok {
+					c.handleAssigns(sctx, bh, a, work, out)
+					continue
+				}
+			}
 			c.handle(sctx, m, out)
 		}
 	}()
@@ -238,6 +244,53 @@ func (c *Client) session(ctx context.Context, addr string) (leader string, live 
 			return leader, true, nil
 		}
 		return "", true, err
+	}
+}
+
+// BatchHandler is an optional extension of Handler: a handler that can take a
+// run of Assigns at once (a tier commits them in one Raft entry) gets every
+// Assign already queued behind the first, up to maxBatch.
+type BatchHandler interface {
+	OnAssigns(as []*wire.Assign) []*wire.Ack
+}
+
+const maxBatch = 1024
+
+// handleAssigns collects first and the Assigns queued right behind it, hands
+// them over at once and queues the acks. A message other than an Assign ends the
+// run and is handled after it, in order.
+func (c *Client) handleAssigns(ctx context.Context, bh BatchHandler, first *wire.Assign, work <-chan *wire.ParentMessage, out chan<- *wire.ChildMessage) {
+	batch := []*wire.Assign{first}
+	var next *wire.ParentMessage
+collect:
+	for len(batch) < maxBatch {
+		select {
+		case m, ok := <-work:
+			if !ok {
+				break collect
+			}
+			if a := m.GetAssign(); a != nil {
+				batch = append(batch, a)
+				continue
+			}
+			next = m
+			break collect
+		default:
+			break collect
+		}
+	}
+	for _, ack := range bh.OnAssigns(batch) {
+		if ack == nil {
+			continue
+		}
+		select {
+		case out <- &wire.ChildMessage{Msg: &wire.ChildMessage_Ack{Ack: ack}}:
+		case <-ctx.Done():
+			return
+		}
+	}
+	if next != nil {
+		c.handle(ctx, next, out)
 	}
 }
 

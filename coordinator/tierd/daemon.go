@@ -260,7 +260,10 @@ func (d *Daemon) poke() {
 	}
 }
 
-var _ session.Handler = (*uplinkHandler)(nil)
+var (
+	_ session.Handler      = uplinkHandler{}
+	_ session.BatchHandler = uplinkHandler{}
+)
 
 // LastRejections returns the moves the last verification refused, with why.
 func (d *Daemon) LastRejections() []balancer.Rejection {

@@ -218,36 +218,62 @@ func ack(kind wire.AckKind, shard string, epoch uint64, err error) *wire.Ack {
 }
 
 func (h uplinkHandler) OnAssign(a *wire.Assign) *wire.Ack {
+	return h.OnAssigns([]*wire.Assign{a})[0]
+}
+
+// OnAssigns takes a run of Assigns from the parent: the new or changed shard
+// specs are committed in one Raft entry, and each gets its ack.
+func (h uplinkHandler) OnAssigns(as []*wire.Assign) []*wire.Ack {
 	u, d := h.u, h.u.d
 	d.decide.Lock()
 	defer d.decide.Unlock()
-	spec, err := wire.ShardFromWire(a.GetShard())
-	if err != nil {
-		return ack(wire.AckKind_ACK_KIND_ASSIGN, a.GetShard().GetId(), a.GetEpoch(), err)
-	}
-	epoch := interfaces.Epoch(a.GetEpoch())
-	u.mu.Lock()
-	held := u.epochs[spec.ID]
-	u.mu.Unlock()
-	if epoch < held {
-		return ack(wire.AckKind_ACK_KIND_ASSIGN, string(spec.ID), a.GetEpoch(),
-			fmt.Errorf("shard %s: epoch %d is older than the %d held: %w", spec.ID, epoch, held, interfaces.ErrStaleEpoch))
-	}
-	if st, ok := d.tier.FSM.Shard(spec.ID); !ok || !sameSpec(st.Spec, spec) {
-		res, err := d.exec(context.Background(), &fsm.PutShards{Shards: []interfaces.Shard{spec}})
-		if err == nil {
-			err = res.Err()
-		}
+	acks := make([]*wire.Ack, len(as))
+	var put []interfaces.Shard
+	var putIdx []int
+	for i, a := range as {
+		spec, err := wire.ShardFromWire(a.GetShard())
 		if err != nil {
-			return ack(wire.AckKind_ACK_KIND_ASSIGN, string(spec.ID), a.GetEpoch(), err)
+			acks[i] = ack(wire.AckKind_ACK_KIND_ASSIGN, a.GetShard().GetId(), a.GetEpoch(), err)
+			continue
+		}
+		epoch := interfaces.Epoch(a.GetEpoch())
+		u.mu.Lock()
+		held := u.epochs[spec.ID]
+		u.mu.Unlock()
+		if epoch < held {
+			acks[i] = ack(wire.AckKind_ACK_KIND_ASSIGN, string(spec.ID), a.GetEpoch(),
+				fmt.Errorf("shard %s: epoch %d is older than the %d held: %w", spec.ID, epoch, held, interfaces.ErrStaleEpoch))
+			continue
+		}
+		if st, ok := d.tier.FSM.Shard(spec.ID); !ok || !sameSpec(st.Spec, spec) {
+			put = append(put, spec)
+			putIdx = append(putIdx, i)
+		}
+		acks[i] = ack(wire.AckKind_ACK_KIND_ASSIGN, string(spec.ID), a.GetEpoch(), nil)
+	}
+	if len(put) > 0 {
+		res, err := d.exec(context.Background(), &fsm.PutShards{Shards: put})
+		for k, i := range putIdx {
+			e := err
+			if e == nil && k < len(res.Ops) {
+				e = res.Ops[k].Err
+			}
+			if e != nil {
+				acks[i] = ack(wire.AckKind_ACK_KIND_ASSIGN, string(put[k].ID), as[i].GetEpoch(), e)
+			}
 		}
 	}
 	u.mu.Lock()
-	u.epochs[spec.ID] = epoch
-	delete(u.revoking, spec.ID)
+	for i, a := range as {
+		if acks[i].GetOk() {
+			id := interfaces.ShardID(a.GetShard().GetId())
+			u.epochs[id] = interfaces.Epoch(a.GetEpoch())
+			delete(u.revoking, id)
+		}
+	}
 	u.mu.Unlock()
 	d.poke()
-	return ack(wire.AckKind_ACK_KIND_ASSIGN, string(spec.ID), a.GetEpoch(), nil)
+	return acks
 }
 
 func sameSpec(a, b interfaces.Shard) bool {
@@ -274,6 +300,12 @@ func (h uplinkHandler) OnRevoke(r *wire.Revoke) *wire.Ack {
 	}
 	u.mu.Lock()
 	u.revoking[shard] = epoch
+	if epoch > u.epochs[shard] {
+		// The revoke's epoch is at least the one we were given the shard at, so
+		// the child's revoke composed from it is never older than what the child
+		// holds — even when we forgot the parent's epoch after a reconnect.
+		u.epochs[shard] = epoch
+	}
 	u.mu.Unlock()
 	if st.InFlight != nil {
 		// A move between our children is under way: abort it (the source keeps
