@@ -60,7 +60,7 @@ its hosts.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newJobSubmitCmd(g), newJobListCmd(g), newJobDeleteCmd(g))
+	cmd.AddCommand(newJobSubmitCmd(g), newJobListCmd(g), newJobDeleteCmd(g), newJobAdviseCmd(g))
 	return cmd
 }
 
