@@ -243,25 +243,32 @@ func start(t *testing.T, args []string, config []byte) *daemon {
 	return d
 }
 
-// expectRunning starts the daemon, checks it is still up after a second with no
+// expectRunning starts the daemon, waits for its start-up line (a config error
+// would end it before that line), checks it is still up a second later with no
 // error printed, then stops it with SIGTERM and checks it exits cleanly.
 func expectRunning(t *testing.T, args []string, config []byte) {
 	d := start(t, args, config)
-	select {
-	case err := <-d.done:
-		t.Fatalf("strata %s exited early (%v):\n%s", args[0], err, d.stderr.String())
-	case <-time.After(1500 * time.Millisecond):
-	}
-	out := d.stderr.String()
-	if strings.Contains(out, "strata: ") {
-		t.Errorf("strata %s printed an error:\n%s", args[0], out)
-	}
 	want := "serving on"
 	if args[0] == "host" {
 		want = "connecting to"
 	}
-	if !strings.Contains(out, want) {
-		t.Errorf("strata %s did not print %q within 1.5s:\n%s", args[0], want, out)
+	deadline := time.After(20 * time.Second)
+	for !strings.Contains(d.stderr.String(), want) {
+		select {
+		case err := <-d.done:
+			t.Fatalf("strata %s exited early (%v):\n%s", args[0], err, d.stderr.String())
+		case <-deadline:
+			t.Fatalf("strata %s did not print %q within 20s:\n%s", args[0], want, d.stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	select {
+	case err := <-d.done:
+		t.Fatalf("strata %s exited within a second of starting (%v):\n%s", args[0], err, d.stderr.String())
+	case <-time.After(time.Second):
+	}
+	if out := d.stderr.String(); strings.Contains(out, "strata: ") {
+		t.Errorf("strata %s printed an error:\n%s", args[0], out)
 	}
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
