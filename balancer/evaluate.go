@@ -269,6 +269,9 @@ func meanBytes(p *Problem) float64 {
 // solvers' incremental scoring is tested against. Migration is measured against
 // p.Current.
 func Evaluate(p *Problem, o Options, assign []int32) (Objective, error) {
+	if p == nil {
+		return Objective{}, invalid("problem", "is required", nil)
+	}
 	if err := p.Validate(); err != nil {
 		return Objective{}, err
 	}
@@ -393,6 +396,9 @@ const capTolerance = 1e-9
 // violation, never a panic.
 func CheckHard(p *Problem, assign []int32) []Violation {
 	var out []Violation
+	if p == nil {
+		return []Violation{{Constraint: "assignment", Shard: -1, Child: -1, Detail: "no problem given"}}
+	}
 	if err := checkAssignment(p, assign); err != nil {
 		return []Violation{{Constraint: "assignment", Shard: -1, Child: -1, Detail: err.Error()}}
 	}
@@ -476,10 +482,14 @@ func (p *Problem) groupName(g int) string {
 //	            max_s load_sr / max_{c allowed for s} cap_cr,
 //	            max_c fixed_cr / cap_cr )
 //
-// where drained children are not active, fixed_cr is the load of shards that
+// It returns nil for an invalid problem (see Validate). Here drained children
+// are not active, fixed_cr is the load of shards that
 // cannot leave c (pinned to c, or locked there by an in-flight move), and the
 // load fixed on drained children is left out of the first sum.
 func LowerBound(p *Problem) map[interfaces.Resource]float64 {
+	if p == nil || p.Validate() != nil {
+		return nil
+	}
 	lb := lowerBound(p)
 	out := make(map[interfaces.Resource]float64, len(lb))
 	for r, v := range lb {

@@ -80,6 +80,9 @@ type localSearch struct {
 	cands  []int32
 	sorted []int32
 	other  []int32
+	// inKick is set while kicks run: the pair neighbourhood is then only
+	// searched for tiny problems (N·M ≤ kickPairLimit).
+	inKick bool
 }
 
 // budgetOut reports whether the iteration, time or deadline budget has run out.
@@ -104,7 +107,7 @@ func (ls *localSearch) improve() bool {
 			if movesSinceClear == 0 {
 				// A local optimum for moves and swaps; small problems also try
 				// every pair of moves before giving up.
-				if ls.pairStep() {
+				if (!ls.inKick || ls.pl.st.N*ls.pl.st.M <= kickPairLimit) && ls.pairStep() {
 					movesSinceClear++
 					ls.iters++
 					continue
@@ -363,6 +366,10 @@ func (ls *localSearch) step(h int) bool {
 	return false
 }
 
+// kickPairLimit bounds N·M for the pair neighbourhood inside kicks, which run
+// it at every local optimum they reach.
+const kickPairLimit = 64
+
 // pairLimit bounds N·M for the pair-move neighbourhood, which scores every pair
 // of single moves ((N·M)² candidates).
 const pairLimit = 400
@@ -454,63 +461,62 @@ func (ls *localSearch) randomMoves(ch *change) {
 func (ls *localSearch) ruinRecreate() {
 	pl := ls.pl
 	st := pl.st
+	snapshot := append([]int32(nil), st.assign...)
 	k := 1 + ls.rng.IntN(min(st.N, 8))
-	// Shards that still break a constraint, listed before the ruin.
+	// Shards that still break a constraint (pinned ones off their pin too: they
+	// may go there), listed before the ruin.
 	var forced []int
 	isForced := make([]bool, st.N)
 	for _, s := range ls.rng.Perm(st.N) {
-		if ls.movable(s) && pl.stillForced(s) {
+		if !st.p.IsLocked(s) && pl.stillForced(s) {
 			forced = append(forced, s)
 			isForced[s] = true
 		}
 	}
 	var ruined []int
-	var from []int32
+	isRuined := make([]bool, st.N)
 	for _, s := range ls.rng.Perm(st.N) {
 		if len(ruined) == k {
 			break
 		}
-		if ls.movable(s) && st.assign[s] >= 0 && !isForced[s] {
+		if st.assign[s] >= 0 && (ls.movable(s) || isForced[s]) {
+			isRuined[s] = true
 			ruined = append(ruined, s)
-			from = append(from, st.assign[s])
 			pl.move(s, -1)
 		}
 	}
-	ls.rng.Shuffle(len(ruined), func(i, j int) {
-		ruined[i], ruined[j] = ruined[j], ruined[i]
-		from[i], from[j] = from[j], from[i]
-	})
 	// Shards that still break a constraint get the freed room first.
-	type placed struct {
-		s    int
-		from int32
-	}
-	var fixed []placed
 	for _, s := range forced {
+		if isRuined[s] {
+			continue // re-inserted below
+		}
 		if !pl.stillForced(s) {
 			continue
 		}
 		if c, _ := pl.bestDestination(s, st.M); c >= 0 {
-			fixed = append(fixed, placed{s, st.assign[s]})
 			pl.move(s, int32(c))
 		}
 	}
-	for i, s := range ruined {
+	for _, s := range ruined {
 		c, _ := pl.bestDestination(s, st.M)
-		if c < 0 {
-			// Undo everything, in reverse.
-			for j := range ruined[:i] {
-				pl.move(ruined[j], -1)
+		switch {
+		case c >= 0:
+			pl.move(s, int32(c))
+		default:
+			// A ruined shard fits nowhere now: undo the whole kick (putting it
+			// back could break a constraint that held before).
+			for x := range snapshot {
+				if st.assign[x] != snapshot[x] {
+					pl.move(x, -1)
+				}
 			}
-			for j := len(fixed) - 1; j >= 0; j-- {
-				pl.move(fixed[j].s, fixed[j].from)
-			}
-			for j, s2 := range ruined {
-				pl.move(s2, from[j])
+			for x := range snapshot {
+				if st.assign[x] != snapshot[x] {
+					pl.move(x, snapshot[x])
+				}
 			}
 			return
 		}
-		pl.move(s, int32(c))
 	}
 }
 
@@ -547,6 +553,8 @@ func (ls *localSearch) kick() bool {
 	pl := ls.pl
 	st := pl.st
 	p := st.p
+	ls.inKick = true
+	defer func() { ls.inKick = false }()
 	best := append([]int32(nil), st.assign...)
 	bestObj := evaluate(p, ls.goals, ls.o.Latency, best)
 	bestForced := pl.forcedCount()

@@ -48,7 +48,7 @@ type Problem struct {
 	// Pinned (N, nil = none) is the only child a shard may live on, or -1.
 	Pinned []int32
 	// Allowed (N, nil = any) lists, per shard, the child indices it may live on,
-	// sorted ascending; a nil entry means any child.
+	// sorted ascending; a nil entry means any child, an empty non-nil one none.
 	Allowed [][]int32
 	// Groups (N, nil = none) lists the anti-affinity groups of each shard.
 	Groups [][]int32

@@ -47,7 +47,7 @@ func (r *Result) Plan(tier string) interfaces.Plan {
 // solver produced (see Explain). Every solver, including exact, ends with it so
 // results look the same whatever produced them.
 func Finish(p *Problem, o Options, solver string, assign []int32, startedAt time.Time, partial bool, infeasible []interfaces.Infeasible) (Result, error) {
-	goals, err := o.goals(p)
+	goals, err := prepare(p, &o)
 	if err != nil {
 		return Result{}, err
 	}

@@ -435,8 +435,8 @@ const ejectChildren = 16
 
 // eject makes room for shard s, which fits nowhere as things are: on one of the
 // coldest children that may host it, it moves one other shard to that shard's
-// best feasible child elsewhere, when s then fits. It reports success; on
-// failure nothing changed.
+// best feasible child elsewhere (possibly where s was), when s then fits. It
+// reports success; on failure nothing changed.
 func (pl *placer) eject(s, k int) bool {
 	st := pl.st
 	p := st.p
@@ -444,11 +444,20 @@ func (pl *placer) eject(s, k int) bool {
 	tried := 0
 	done := false
 	var cands []int
+	// s leaves its child for the whole attempt, so the shard it displaces may
+	// take its place (a swap); it goes back there when nothing works.
+	orig := st.assign[s]
+	pl.move(s, -1)
+	defer func() {
+		if !done {
+			pl.move(s, orig)
+		}
+	}()
 	pl.cold.bestFirst(&pl.front, func(c int) bool {
 		if pl.cold.key[c] == negInf || tried >= ejectChildren {
 			return false
 		}
-		if int32(c) != st.assign[s] && st.canHost(s, c) {
+		if int32(c) != orig && st.canHost(s, c) {
 			tried++
 			cands = append(cands, c)
 		}
