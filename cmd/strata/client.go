@@ -114,6 +114,7 @@ type tierNode struct {
 	Term          uint64       `json:"term"`
 	StateIndex    uint64       `json:"state_index"`
 	Policy        string       `json:"policy,omitempty"`
+	Alerts        []string     `json:"alerts,omitempty"`
 	Children      []*childNode `json:"children"`
 }
 
@@ -166,7 +167,7 @@ func walkFrom(ctx context.Context, conns *adminConns, addr string, depth int, se
 			n := &tierNode{
 				Tier: ts.GetTier(), Instance: is.GetInstance(), Address: addr,
 				LeaderID: is.GetLeaderId(), LeaderAddress: is.GetLeaderAddress(),
-				Term: is.GetTerm(), StateIndex: is.GetStateIndex(), Policy: is.GetPolicy(),
+				Term: is.GetTerm(), StateIndex: is.GetStateIndex(), Policy: is.GetPolicy(), Alerts: is.GetAlerts(),
 				Children: []*childNode{},
 			}
 			for _, cs := range is.GetChildren() {

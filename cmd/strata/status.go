@@ -110,7 +110,25 @@ func printStatusTable(w io.Writer, roots []*tierNode) error {
 		fmt.Fprintf(tw, "%s\t%s\t-\t-\t%d\t-\t-\t%s\t%d\t%d\t%s\n", r.Instance, r.Tier, shards, leaderText(r), r.Term, r.StateIndex, r.Policy)
 		row(r, 1)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Alerts of every instance, after the table.
+	var alert func(n *tierNode)
+	alert = func(n *tierNode) {
+		for _, a := range n.Alerts {
+			fmt.Fprintf(w, "ALERT %s %s: %s\n", n.Tier, n.Instance, a)
+		}
+		for _, ch := range n.Children {
+			if ch.Instance != nil {
+				alert(ch.Instance)
+			}
+		}
+	}
+	for _, r := range roots {
+		alert(r)
+	}
+	return nil
 }
 
 func leaderText(n *tierNode) string {

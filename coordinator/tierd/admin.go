@@ -277,6 +277,7 @@ func (d *Daemon) Status(ctx context.Context, _ *wire.StatusRequest) (*wire.Statu
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	inst.Alerts = append([]string(nil), d.alerts...)
 	for _, cu := range d.tier.FSM.Children() {
 		used := cu.Used
 		if r, ok := d.reports[cu.Child.ID]; ok && !r.Used.IsZero() {

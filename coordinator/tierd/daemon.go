@@ -24,6 +24,7 @@ import (
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
 	"github.com/strata-sched/strata/tiers"
+	"github.com/strata-sched/strata/tiers/control"
 )
 
 // Daemon is one running replica of a tier instance.
@@ -62,6 +63,11 @@ type Daemon struct {
 	plans       map[string]pendingPlan // what-if plans by token (Plan, ApplyPlan)
 	// lastRejections are the moves the last verification refused, with why.
 	lastRejections []balancer.Rejection
+	alerts         []string // the controller's alerts of the last round
+
+	// ctl is the leader's controller (tiers/control), made when this replica
+	// becomes leader; only the control-loop goroutine uses it.
+	ctl *control.Controller
 
 	up *uplink // nil for the top tier
 

@@ -3,11 +3,13 @@ package tierd
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/strata-sched/strata/coordinator/fsm"
 	"github.com/strata-sched/strata/coordinator/plugin"
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/tiers/control"
 )
 
 // loop is the control loop: every Interval (or when poked) the leader runs one
@@ -47,6 +49,12 @@ func (d *Daemon) trackLeadership(ctx context.Context) bool {
 		d.leader = true
 		d.leaderSince = time.Now()
 		d.mu.Unlock()
+		ctl, err := control.New(d.controlConfig())
+		if err != nil {
+			d.logger.Printf("controller: %v", err)
+			return false
+		}
+		d.ctl = ctl // used by this goroutine only
 		d.scope.Gauge("leader").Update(1)
 		d.logger.Printf("became leader")
 		if d.up != nil {
@@ -78,22 +86,11 @@ func (d *Daemon) stepDown() {
 	}
 }
 
-// lost reports whether child's lease has certainly expired at now: no grant was
-// sent for a whole lease plus the grace period, counting from when this replica
-// became leader at the earliest.
-func (d *Daemon) lost(child interfaces.ChildID, now time.Time) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	from := d.lastGrant[child]
-	if from.Before(d.leaderSince) {
-		from = d.leaderSince
-	}
-	return now.Sub(from) > d.cfg.LeaseTTL+d.cfg.Grace
-}
-
-// round is one pass of observe → detect → decide → act → explain. The solve runs
-// without d.decide held (it may take a while, and sessions must not wait for it);
-// what it returns is verified against the state at commit time, under the lock.
+// round is one pass of observe → detect → decide → act → explain. The decisions
+// (mode, budget, who is lost, the mass-failure guard, anti-bounce) are the pure
+// controller's (tiers/control); the solve runs without d.decide held (it may take
+// a while, and sessions must not wait for it), and what it returns is verified
+// against the state at commit time, under the lock.
 func (d *Daemon) round(ctx context.Context, now time.Time) {
 	start := time.Now()
 	defer func() { d.scope.Timer("control_round_seconds").Record(time.Since(start)) }()
@@ -108,56 +105,137 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 		return
 	}
 	d.decide.Lock()
-	view, mode, ok := d.observe(ctx, now)
-	d.decide.Unlock()
+	view, ok := d.observe(ctx, now)
 	if !ok {
+		d.decide.Unlock()
 		return
 	}
-	if len(view.Shards) == 0 {
+	dec, err := d.ctl.Step(control.Input{Now: now, View: view, Silent: d.silent(now)})
+	if err != nil {
+		d.decide.Unlock()
+		d.logger.Printf("controller: %v", err)
+		return
+	}
+	d.declareFailed(ctx, view, dec.DeclareFailed)
+	d.decide.Unlock()
+	d.setAlerts(dec.Alerts)
+	mode := dec.Mode.String()
+	obs := control.RoundResult{Round: dec.Round, At: now, P99: worstP99(view), MovesActive: len(view.InFlight)}
+	if !dec.Solve() || len(view.Shards) == 0 {
+		d.observeRound(obs)
 		d.record(now, mode, 0, 0, 0, nil)
 		return
 	}
+	sv := dec.Apply(view)
 	sctx, cancel := context.WithTimeout(ctx, d.cfg.SolveTimeout)
 	solveStart := time.Now()
-	plan, err := d.policy.Plan(sctx, view)
+	plan, err := d.policy.Plan(sctx, sv)
 	cancel()
 	d.scope.Timer("solve_seconds").Record(time.Since(solveStart))
 	if err != nil {
 		d.logger.Printf("policy %s failed, keeping the current assignment: %v", d.policy.Name(), err)
+		obs.SolveErr = err
+		d.observeRound(obs)
 		d.record(now, mode, 0, 0, 0, err)
 		return
 	}
+	admitted, _ := dec.Admit(sv, plan)
 	d.decide.Lock()
-	defer d.decide.Unlock()
-	d.act(ctx, now, mode, plan)
+	applied, rejected, err := d.act(ctx, admitted)
+	d.decide.Unlock()
+	obs.Planned, obs.Applied = len(plan.Moves), applied
+	d.observeRound(obs)
+	d.record(now, mode, len(plan.Moves), len(applied), rejected, err)
 }
 
-// observe detects lost children, moves in-flight moves along and returns the
-// view to plan from. Called with d.decide held.
-func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, string, bool) {
-	// Detect lost children: after lease + grace their shards may move.
-	mode := "periodic"
+func (d *Daemon) observeRound(r control.RoundResult) {
+	if err := d.ctl.Observe(r); err != nil {
+		d.logger.Printf("controller: %v", err)
+	}
+}
+
+// silent maps each live child whose lease has expired (from this leader's view)
+// to the expiry: the controller counts the grace from there.
+func (d *Daemon) silent(now time.Time) map[interfaces.ChildID]time.Time {
+	out := map[interfaces.ChildID]time.Time{}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	for _, cu := range d.tier.FSM.Children() {
-		c := cu.Child
-		if c.State == interfaces.ChildFailed || !d.lost(c.ID, now) {
+		if cu.Child.State == interfaces.ChildFailed {
+			continue
+		}
+		from := d.lastGrant[cu.Child.ID]
+		if from.Before(d.leaderSince) {
+			from = d.leaderSince
+		}
+		if exp := from.Add(d.cfg.LeaseTTL); now.After(exp) {
+			out[cu.Child.ID] = exp
+		}
+	}
+	return out
+}
+
+// declareFailed commits the children the controller found lost (silent past
+// lease and grace) as failed, drops their sessions, and marks them failed in the
+// view the round plans from. Called with d.decide held.
+func (d *Daemon) declareFailed(ctx context.Context, view *interfaces.View, ids []interfaces.ChildID) {
+	for _, id := range ids {
+		c, ok := d.tier.FSM.Child(id)
+		if !ok || c.State == interfaces.ChildFailed {
 			continue
 		}
 		c.State = interfaces.ChildFailed
 		if _, err := d.exec(ctx, &fsm.PutChild{Child: c}); err != nil {
-			d.logger.Printf("marking %s failed: %v", c.ID, err)
-			return nil, mode, false
+			d.logger.Printf("marking %s failed: %v", id, err)
+			continue
 		}
 		d.scope.Counter("lease_expiries_total").Inc(1)
-		d.logger.Printf("child %s lost (lease expired); its %d shards will move", c.ID, cu.Shards)
+		d.logger.Printf("child %s lost (lease expired, grace passed); its shards will move", id)
 		d.mu.Lock()
-		s := d.sessions[c.ID]
+		s := d.sessions[id]
 		d.mu.Unlock()
 		if s != nil {
 			d.dropSession(s, "lease expired") // it must come back with a Hello
 		}
-		mode = "emergency"
+		for i := range view.Children {
+			if view.Children[i].ID == id {
+				view.Children[i].State = interfaces.ChildFailed
+			}
+		}
 	}
+}
 
+func (d *Daemon) setAlerts(alerts []control.Alert) {
+	out := make([]string, len(alerts))
+	for i, a := range alerts {
+		out[i] = a.String()
+	}
+	d.mu.Lock()
+	changed := strings.Join(out, "\n") != strings.Join(d.alerts, "\n")
+	d.alerts = out
+	d.mu.Unlock()
+	if changed {
+		for _, a := range out {
+			d.logger.Printf("ALERT %s", a)
+		}
+	}
+	d.scope.Gauge("alerts").Update(float64(len(out)))
+}
+
+// worstP99 is the highest p99 latency the children report.
+func worstP99(v *interfaces.View) time.Duration {
+	var w time.Duration
+	for _, r := range v.Reports {
+		if r.LatencyP99 > w {
+			w = r.LatencyP99
+		}
+	}
+	return w
+}
+
+// observe moves in-flight moves along and returns the view to plan from.
+// Called with d.decide held.
+func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, bool) {
 	// Move along in-flight moves: a failed source cannot ack, and its lease has
 	// expired, so the move completes; otherwise the revoke is re-sent now and then.
 	for _, m := range d.tier.FSM.InFlight() {
@@ -191,29 +269,26 @@ func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, 
 	if d.up != nil {
 		view = d.up.filterView(view)
 	}
-	return view, mode, true
+	return view, true
 }
 
 // act verifies the plan against the latest state and carries it out. Called
 // with d.decide held.
-func (d *Daemon) act(ctx context.Context, now time.Time, mode string, plan interfaces.Plan) {
-	moves := d.budget(plan.Moves)
+func (d *Daemon) act(ctx context.Context, moves []interfaces.Move) (applied []interfaces.Move, rejected int, err error) {
 	if d.up != nil {
 		moves = d.up.dropRevoking(moves)
 	}
 	if len(moves) == 0 {
-		d.record(now, mode, len(plan.Moves), 0, 0, nil)
-		return
+		return nil, 0, nil
 	}
-	accepted, rejected, err := d.commitMoves(ctx, moves, "policy "+d.policy.Name())
-	d.record(now, mode, len(plan.Moves), accepted, rejected, err)
+	return d.commitMoves(ctx, moves, "policy "+d.policy.Name())
 }
 
 // commitMoves verifies moves against the latest state and carries out the
 // accepted ones: a direct commit (then Assign) for first placements and moves off
 // failed children; revoke → ack → commit for moves off live children. Called
 // with d.decide held.
-func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, defaultReason string) (accepted, rejected int, err error) {
+func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
 	verdict := d.tier.FSM.VerifyPlan(moves)
 	rejected = len(verdict.Rejected)
 	if rejected > 0 {
@@ -244,14 +319,14 @@ func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, defau
 	if len(direct) > 0 {
 		res, err := d.exec(ctx, &fsm.ApplyPlan{Tier: d.cfg.Tier, Moves: direct})
 		if err != nil {
-			return accepted, rejected, err
+			return applied, rejected, err
 		}
 		for i, op := range res.Ops {
 			if op.Err != nil {
 				d.scope.Counter("moves_failed_total").Inc(1)
 				continue
 			}
-			accepted++
+			applied = append(applied, direct[i])
 			d.scope.Counter("moves_committed_total").Inc(1)
 			d.sendAssign(direct[i].To, direct[i].Shard, op.Epoch)
 		}
@@ -259,37 +334,18 @@ func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, defau
 	if len(revoke) > 0 {
 		res, err := d.exec(ctx, &fsm.ApplyPlan{Tier: d.cfg.Tier, Begin: true, Moves: revoke})
 		if err != nil {
-			return accepted, rejected, err
+			return applied, rejected, err
 		}
 		for i, op := range res.Ops {
 			if op.Err != nil {
 				d.scope.Counter("moves_failed_total").Inc(1)
 				continue
 			}
-			accepted++
+			applied = append(applied, revoke[i])
 			d.sendRevoke(revoke[i].From, revoke[i].Shard, revoke[i].Epoch)
 		}
 	}
-	return accepted, rejected, nil
-}
-
-// budget keeps every first placement and every move off a failed or draining
-// child, and at most MaxMoves other (rebalancing) moves, in plan order.
-func (d *Daemon) budget(moves []interfaces.Move) []interfaces.Move {
-	out := make([]interfaces.Move, 0, len(moves))
-	rebalance := 0
-	for _, m := range moves {
-		if m.From != "" {
-			if c, ok := d.tier.FSM.Child(m.From); ok && c.State == interfaces.ChildActive {
-				if rebalance >= d.cfg.MaxMoves {
-					continue
-				}
-				rebalance++
-			}
-		}
-		out = append(out, m)
-	}
-	return out
+	return applied, rejected, nil
 }
 
 func (d *Daemon) record(now time.Time, mode string, planned, accepted, rejected int, err error) {
@@ -327,4 +383,20 @@ func errSuffix(e string) string {
 		return ""
 	}
 	return ": " + e
+}
+
+// controlConfig is the controller's configuration for this tier.
+func (d *Daemon) controlConfig() control.Config {
+	c := control.DefaultConfig()
+	c.Grace = d.cfg.Grace
+	if d.cfg.MaxMoves > 0 {
+		c.MaxMoves = d.cfg.MaxMoves
+		if c.MinMoves > c.MaxMoves {
+			c.MinMoves = c.MaxMoves
+		}
+		if c.MaxConcurrency < c.MaxMoves {
+			c.MaxConcurrency = c.MaxMoves
+		}
+	}
+	return c
 }

@@ -134,12 +134,12 @@ func (d *Daemon) ApplyPlan(ctx context.Context, req *wire.ApplyPlanRequest) (*wi
 			return nil, wire.ToStatus(err)
 		}
 	}
-	accepted, _, err := d.commitMoves(ctx, p.moves, "plan applied by an operator")
+	applied, _, err := d.commitMoves(ctx, p.moves, "plan applied by an operator")
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
 	d.poke()
-	return &wire.ApplyPlanResponse{MovesCommitted: int64(accepted), StateIndex: d.tier.FSM.AppliedIndex()}, nil
+	return &wire.ApplyPlanResponse{MovesCommitted: int64(len(applied)), StateIndex: d.tier.FSM.AppliedIndex()}, nil
 }
 
 func newToken() (string, error) {

@@ -826,6 +826,9 @@ type InstanceStatus struct {
 	StateIndex    uint64                 `protobuf:"varint,5,opt,name=state_index,json=stateIndex,proto3" json:"state_index,omitempty"`
 	Policy        string                 `protobuf:"bytes,6,opt,name=policy,proto3" json:"policy,omitempty"`
 	Children      []*ChildStatus         `protobuf:"bytes,7,rep,name=children,proto3" json:"children,omitempty"`
+	// alerts are the control loop's alerts of its last round (e.g.
+	// "mass_failure: 4 of 10 children silent …"); empty when all is well.
+	Alerts        []string `protobuf:"bytes,8,rep,name=alerts,proto3" json:"alerts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -905,6 +908,13 @@ func (x *InstanceStatus) GetPolicy() string {
 func (x *InstanceStatus) GetChildren() []*ChildStatus {
 	if x != nil {
 		return x.Children
+	}
+	return nil
+}
+
+func (x *InstanceStatus) GetAlerts() []string {
+	if x != nil {
+		return x.Alerts
 	}
 	return nil
 }
@@ -2149,7 +2159,7 @@ const file_admin_proto_rawDesc = "" +
 	"\aaddress\x18\a \x01(\tR\aaddress\x1a>\n" +
 	"\x10UtilizationEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xf1\x01\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x89\x02\n" +
 	"\x0eInstanceStatus\x12\x1a\n" +
 	"\binstance\x18\x01 \x01(\tR\binstance\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12%\n" +
@@ -2158,7 +2168,8 @@ const file_admin_proto_rawDesc = "" +
 	"\vstate_index\x18\x05 \x01(\x04R\n" +
 	"stateIndex\x12\x16\n" +
 	"\x06policy\x18\x06 \x01(\tR\x06policy\x122\n" +
-	"\bchildren\x18\a \x03(\v2\x16.strata.v1.ChildStatusR\bchildren\"Y\n" +
+	"\bchildren\x18\a \x03(\v2\x16.strata.v1.ChildStatusR\bchildren\x12\x16\n" +
+	"\x06alerts\x18\b \x03(\tR\x06alerts\"Y\n" +
 	"\n" +
 	"TierStatus\x12\x12\n" +
 	"\x04tier\x18\x01 \x01(\tR\x04tier\x127\n" +
