@@ -368,7 +368,7 @@ func (ls *localSearch) step(h int) bool {
 
 // kickPairLimit bounds N·M for the pair neighbourhood inside kicks, which run
 // it at every local optimum they reach.
-const kickPairLimit = 64
+const kickPairLimit = 32
 
 // pairLimit bounds N·M for the pair-move neighbourhood, which scores every pair
 // of single moves ((N·M)² candidates).
@@ -532,7 +532,7 @@ func (ls *localSearch) kicks() int {
 	st := ls.pl.st
 	switch {
 	case st.N*st.M <= 128:
-		return 200
+		return 100
 	case st.N <= 64 && st.M <= 16:
 		return 60
 	case st.N*st.M <= 20000:

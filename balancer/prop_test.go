@@ -253,8 +253,8 @@ func TestPropNewEmptyChildReceivesLoad(t *testing.T) {
 		name := name
 		t.Run(name, func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
-				M := rapid.IntRange(1, 4).Draw(t, "old children")
-				perChild := rapid.IntRange(2, 6).Draw(t, "shards per child")
+				M := rapid.IntRange(1, 3).Draw(t, "old children")
+				perChild := rapid.IntRange(2, 4).Draw(t, "shards per child")
 				N := M * perChild
 				p := &Problem{Resources: []interfaces.Resource{interfaces.CPU}, Current: make([]int32, N), ShardIDs: make([]interfaces.ShardID, N), Load: make([]float64, N)}
 				for c := 0; c <= M; c++ {
