@@ -74,8 +74,11 @@
 //     (hottest child first, coldest candidate children first), scored
 //     incrementally (per-child load sums, per-resource max-heaps of utilization;
 //     O(goals·R + log M) per candidate), within time, deadline, iteration and move
-//     budgets, anytime, deterministic for a seed; small problems add seeded
-//     perturbation restarts (iterated local search).
+//     budgets, anytime, deterministic for a seed. Forced shards that fit
+//     nowhere get room by moving one other shard (ejection). Small problems
+//     search the whole neighbourhood (every move, swap and pair of moves) and
+//     add seeded perturbation restarts: random moves and ruin-and-recreate
+//     (iterated local search).
 //   - "exact": proven optimum for small instances (registered from exact.go by
 //     its own file, branch-and-bound with LP bounds from gonum).
 //

@@ -36,8 +36,15 @@ func (localSolver) Name() string { return SolverLocal }
 //     moment is the best found (anytime);
 //     Small problems (N·M ≤ 400) also try every pair of single moves at a
 //     local optimum;
-//  3. kicks (iterated local search, small problems by default): a few seeded
-//     random feasible moves, then improve again; the best plan is kept.
+//  3. kicks (iterated local search, small problems by default): alternately a
+//     few seeded random feasible moves and a ruin-and-recreate of up to 8 shards
+//     (shards still breaking a constraint get the freed room first), then
+//     improve again; the best plan is kept, fewer shards breaking a constraint
+//     first, then the objective.
+//
+// A forced shard that fits nowhere is given room by moving one other shard off
+// a child it may use (possibly into its own place: a swap) before it is
+// explained as infeasible.
 //
 // Same problem, options and seed give the same plan unless a time budget or a
 // deadline cut the solve short.
