@@ -110,7 +110,8 @@ func (l loadFile) load(field string) (interfaces.Load, error) {
 	return out, nil
 }
 
-// quantity is a number with an optional unit suffix.
+// quantity is a number with an optional unit suffix (see parseQuantity). Job
+// files and daemon configs read quantities the same way.
 type quantity float64
 
 var quantityRe = regexp.MustCompile(`^([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(Ki|Mi|Gi|Ti|K|M|G|T|k)?$`)

@@ -10,7 +10,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -451,13 +450,6 @@ func (p *jobParser) number(n *yaml.Node, key, unit string) (float64, error) {
 	return v, nil
 }
 
-var jobQuantityRe = regexp.MustCompile(`^([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(Ki|Mi|Gi|Ti|k|K|M|G|T)?$`)
-
-var jobQuantityUnits = map[string]float64{
-	"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-	"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
-}
-
 // quantity reads a number ≥ 0 with an optional unit: 512Mi, 2Gi, 1.5G, 1048576.
 func (p *jobParser) quantity(n *yaml.Node, key, what string) (float64, error) {
 	want := what + " ≥ 0, a number with an optional unit Ki Mi Gi Ti (×1024) or k K M G T (×1000), like 512Mi or 2G"
@@ -465,12 +457,7 @@ func (p *jobParser) quantity(n *yaml.Node, key, what string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	m := jobQuantityRe.FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil {
-		return 0, p.errAt(n, key, "must be %s (got %q)", want, s)
-	}
-	v, perr := strconv.ParseFloat(m[1], 64)
-	v *= jobQuantityUnits[m[2]]
+	v, perr := parseQuantity(s)
 	if perr != nil || math.IsInf(v, 0) {
 		return 0, p.errAt(n, key, "must be %s (got %q)", want, s)
 	}

@@ -32,33 +32,7 @@ func TestMain(m *testing.M) {
 
 // placement asks every region's leader where its shards run: shard → host.
 func placement(ctx context.Context, c *Cluster) (map[interfaces.ShardID]string, error) {
-	out := map[interfaces.ShardID]string{}
-	for name, group := range c.Regions {
-		l, err := Leader(ctx, group)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		a, done, err := Admin(l.GRPC)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := a.ListShards(ctx, &wire.ListShardsRequest{})
-		done()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		for _, s := range resp.Shards {
-			if len(s.Placement) == 0 || s.Placement[0].InFlight {
-				continue
-			}
-			id := interfaces.ShardID(s.Shard.GetId())
-			if prev, dup := out[id]; dup {
-				return nil, fmt.Errorf("shard %s placed in two regions (%s and %s)", id, prev, s.Placement[0].Child)
-			}
-			out[id] = s.Placement[0].Child
-		}
-	}
-	return out, nil
+	return placementVia(ctx, c.Regions)
 }
 
 // allPlaced checks that each of n shards is placed on a live host, and none on

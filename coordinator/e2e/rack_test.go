@@ -13,7 +13,8 @@ import (
 	"github.com/strata-sched/strata/interfaces/wire"
 )
 
-// placementVia asks the leader of every group (racks here) where its shards run.
+// placementVia asks the leader of every group (the regions, or the racks) where
+// its shards run: shard → child.
 func placementVia(ctx context.Context, groups map[string][]*Proc) (map[interfaces.ShardID]string, error) {
 	out := map[interfaces.ShardID]string{}
 	for name, group := range groups {
