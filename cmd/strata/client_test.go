@@ -374,6 +374,9 @@ latency_slo: 50ms
 	if code != 1 || !strings.Contains(errOut, `host "region-2-host-1": no tier instance has it as a child`) || !strings.Contains(errOut, "may be under an unreachable one: region-2") {
 		t.Errorf("drain under a region that is down: exit %d, stderr %q", code, errOut)
 	}
+	if err := c.CloseAndCheckLedger(); err != nil {
+		t.Error(err)
+	}
 }
 
 func adminClient(t *testing.T, addr string) wire.AdminClient {

@@ -97,4 +97,7 @@ func TestPlanCommand(t *testing.T) {
 	if code, _, _ := runCLI("plan", "apply", "--addr", addr, p.Token); code == 0 {
 		t.Error("a used token was accepted again")
 	}
+	if err := c.CloseAndCheckLedger(); err != nil {
+		t.Error(err)
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-sched/strata/coordinator/hostagent"
 	"github.com/strata-sched/strata/coordinator/hostagent/driver/synthetic"
+	"github.com/strata-sched/strata/coordinator/hostagent/ledger"
 	"github.com/strata-sched/strata/coordinator/hostd"
 	"github.com/strata-sched/strata/coordinator/tierd"
 	"github.com/strata-sched/strata/interfaces"
@@ -49,6 +50,7 @@ type Cluster struct {
 	// HostRegion maps each host to its region.
 	HostRegion map[string]string
 	opts       Options
+	closed     bool
 }
 
 func (o Options) withDefaults() Options {
@@ -174,8 +176,13 @@ func waitLeader(d *tierd.Daemon) error {
 	return nil
 }
 
-// Close stops hosts, then regions, then the global tier.
+// Close stops hosts, then regions, then the global tier. Closing twice is a
+// no-op.
 func (c *Cluster) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
 	var errs []error
 	for _, h := range c.Hosts {
 		errs = append(errs, h.Close())
@@ -187,4 +194,19 @@ func (c *Cluster) Close() error {
 		errs = append(errs, c.Global.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// CloseAndCheckLedger stops the cluster and checks the ownership ledgers of every
+// host that ever ran in it: no shard ran on two hosts at once, and epochs never
+// went back. It returns an error naming every violation.
+func (c *Cluster) CloseAndCheckLedger() error {
+	closeErr := c.Close()
+	res, err := ledger.Check(c.LedgerPaths()...)
+	if err != nil {
+		return err
+	}
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("ownership ledger (%d events): %w", res.Events, err)
+	}
+	return closeErr
 }

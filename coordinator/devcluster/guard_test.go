@@ -76,4 +76,7 @@ func TestMassFailureGuard(t *testing.T) {
 	if len(st.Alerts) == 0 {
 		t.Error("the alert went away while the hosts are still gone")
 	}
+	if err := c.CloseAndCheckLedger(); err != nil {
+		t.Error(err)
+	}
 }

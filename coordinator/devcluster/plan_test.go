@@ -94,4 +94,7 @@ func TestPlanThenApply(t *testing.T) {
 	if _, err := ra.ApplyPlan(ctx, &wire.ApplyPlanRequest{Token: old.Token}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("plan made before a change: got %v, want FailedPrecondition", err)
 	}
+	if err := c.CloseAndCheckLedger(); err != nil {
+		t.Error(err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-sched/strata/coordinator/hostagent/ledger"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
 )
@@ -186,4 +187,13 @@ func TestRackTier(t *testing.T) {
 		}
 		return allOnHosts("")
 	})
+	// What the hosts actually ran: never two at once.
+	c.Stop()
+	res, err := ledger.Check(c.LedgerPaths()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Err(); err != nil {
+		t.Errorf("ownership ledger: %v", err)
+	}
 }

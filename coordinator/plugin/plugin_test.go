@@ -260,4 +260,7 @@ func TestRegionPlansThroughPlugin(t *testing.T) {
 	if err != nil || len(ex.History) == 0 || strings.HasPrefix(ex.History[0].GetMove().GetReason(), "tierplugin") {
 		t.Errorf("b/0 should be placed by the fallback: %v %v", ex, err)
 	}
+	if err := c.CloseAndCheckLedger(); err != nil {
+		t.Error(err)
+	}
 }
