@@ -79,6 +79,7 @@ var wantExamples = []string{
 	"global-1.yaml", "global-2.yaml", "global-3.yaml",
 	"region-eu-1-1.yaml", "region-eu-1-2.yaml", "region-eu-1-3.yaml",
 	"host-synthetic.yaml", "host-exec.yaml", "host-callback.yaml",
+	"rack-a-1.yaml",
 }
 
 // fileCases returns a case per daemon config matching pattern; the command comes
