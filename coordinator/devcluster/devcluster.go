@@ -47,6 +47,8 @@ type Cluster struct {
 	Global  *tierd.Daemon
 	Regions map[string]*tierd.Daemon
 	Hosts   map[string]*hostd.Daemon
+	// Drivers are the hosts' synthetic workers (to change a shard's load).
+	Drivers map[string]*synthetic.Driver
 	// HostRegion maps each host to its region.
 	HostRegion map[string]string
 	opts       Options
@@ -94,7 +96,7 @@ func Start(o Options) (*Cluster, error) {
 		return nil, errors.New("devcluster: Dir is required")
 	}
 	o = o.withDefaults()
-	c := &Cluster{Regions: map[string]*tierd.Daemon{}, Hosts: map[string]*hostd.Daemon{}, HostRegion: map[string]string{}, opts: o}
+	c := &Cluster{Regions: map[string]*tierd.Daemon{}, Hosts: map[string]*hostd.Daemon{}, Drivers: map[string]*synthetic.Driver{}, HostRegion: map[string]string{}, opts: o}
 	var err error
 	gcfg := o.tier(interfaces.TierGlobal, "global", o.GlobalAddr, nil)
 	gcfg.AdminAddr = o.GlobalRaftAdmin
@@ -152,6 +154,7 @@ func (c *Cluster) StartHost(host, region string) error {
 		return fmt.Errorf("%s: %w", host, err)
 	}
 	c.Hosts[host] = d
+	c.Drivers[host] = drv
 	c.HostRegion[host] = region
 	return nil
 }

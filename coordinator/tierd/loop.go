@@ -266,6 +266,7 @@ func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, 
 		view.Reports[k] = v
 	}
 	d.mu.Unlock()
+	measured(view)
 	if d.up != nil {
 		view = d.up.filterView(view)
 	}
@@ -399,4 +400,52 @@ func (d *Daemon) controlConfig() control.Config {
 		}
 	}
 	return c
+}
+
+// measured replaces a shard's declared load with the load its owner measured and
+// reported, when the owner reports it: a shard whose real load doubled weighs
+// double in the plan. The view's shards are copied, never changed in place.
+func measured(v *interfaces.View) {
+	owner := make(map[interfaces.ShardID]interfaces.ChildID, len(v.Assignments))
+	for _, a := range v.Assignments {
+		owner[a.Shard] = a.Child
+	}
+	var loads map[interfaces.ShardID]interfaces.Load
+	for child, r := range v.Reports {
+		for _, sl := range r.Shards {
+			if owner[sl.Shard] != child || !validLoad(sl.Load) {
+				continue // a stale report from a former owner, or nothing usable
+			}
+			if loads == nil {
+				loads = map[interfaces.ShardID]interfaces.Load{}
+			}
+			loads[sl.Shard] = sl.Load
+		}
+	}
+	if len(loads) == 0 {
+		return
+	}
+	shards := make([]interfaces.Shard, len(v.Shards))
+	copy(shards, v.Shards)
+	for i := range shards {
+		if l, ok := loads[shards[i].ID]; ok {
+			// Dimensions the child does not measure keep their declared value.
+			m := shards[i].Load
+			if l.CPU > 0 {
+				m.CPU = l.CPU
+			}
+			if l.Mem > 0 {
+				m.Mem = l.Mem
+			}
+			if l.Net > 0 {
+				m.Net = l.Net
+			}
+			shards[i].Load = m
+		}
+	}
+	v.Shards = shards
+}
+
+func validLoad(l interfaces.Load) bool {
+	return interfaces.ValidateLoad("load", l) == nil
 }
