@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/strata-sched/strata/interfaces"
@@ -87,6 +88,12 @@ type Summary struct {
 	SolveSeconds float64 `json:"solve_seconds"`
 	Unowned      int     `json:"unowned_final"`
 	ShardTicks   int64   `json:"shard_ticks"`
+	// Chain is the tier chain, e.g. "global>region>rack>host".
+	Chain string `json:"chain"`
+	// RackLossImpact, with racks in the topology, is what losing one rack would
+	// take from a job at the end of the run: the largest fraction of one job's
+	// running shards on a single rack (0 without racks).
+	RackLossImpact float64 `json:"rack_loss_impact,omitempty"`
 }
 
 // Sample is one row of the time series.
@@ -107,6 +114,8 @@ type Sample struct {
 	BytesMoved   int64   `json:"bytes_moved"`
 	Unowned      int     `json:"unowned"`
 	FailedHosts  int     `json:"failed_hosts"`
+	// RackLossImpact is Summary.RackLossImpact at this sample.
+	RackLossImpact float64 `json:"rack_loss_impact,omitempty"`
 }
 
 // AssertionResult says whether one assertion held for one policy, and if not,
@@ -184,6 +193,7 @@ const (
 	moveNone   = 0
 	moveHost   = 1 // between hosts of one region
 	moveRegion = 2 // between regions
+	moveRack   = 3 // between racks of one region
 )
 
 // engine runs one policy over a scenario.
@@ -196,6 +206,7 @@ type engine struct {
 	arr      *arrivalSeries
 	global   interfaces.Policy
 	region   interfaces.Policy
+	rack     interfaces.Policy // nil unless the chain has the rack tier
 	clock    VirtualClock
 	sched    scheduler
 	wall     func() time.Time
@@ -208,6 +219,9 @@ type engine struct {
 	// Per-shard state.
 	host     []int32
 	region_  []int32
+	rack_    []int32 // rack the region tier gave the shard (rack chain), -1 none
+	epochK   []interfaces.Epoch
+	kcons    []interfaces.ShardConstraints // as a region over racks sees them
 	moveKind []uint8
 	moveTo   []int32
 	moveTag  []uint32
@@ -255,6 +269,11 @@ type engine struct {
 	hasCap   [nres]bool
 	solveNS  int64
 	idx      map[interfaces.ShardID]int32
+
+	// rack_loss_impact: per (job, rack) running shards and per job, reused.
+	impactCnt  []int32
+	impactJob  []int32
+	impactLast float64
 }
 
 func splitmix(x uint64) uint64 {
@@ -265,21 +284,30 @@ func splitmix(x uint64) uint64 {
 }
 
 func newEngine(sc *Scenario, spec PolicySpec, seed uint64, replay *replaySeries, arr *arrivalSeries) (*engine, error) {
-	gp, err := newPolicy(spec.GlobalSolver, spec.Params)
+	gp, err := newPolicy(spec.TierPolicy(interfaces.TierGlobal), spec.Params)
 	if err != nil {
-		return nil, fmt.Errorf("policies %s: global_solver: %w", spec.Name, err)
+		return nil, fmt.Errorf("policies %s: global tier: %w", spec.Name, err)
 	}
-	rp, err := newPolicy(spec.Solver, spec.Params)
+	rp, err := newPolicy(spec.TierPolicy(interfaces.TierRegion), spec.Params)
 	if err != nil {
-		return nil, fmt.Errorf("policies %s: solver: %w", spec.Name, err)
+		return nil, fmt.Errorf("policies %s: region tier: %w", spec.Name, err)
+	}
+	var kp interfaces.Policy
+	if spec.HasRack() {
+		if kp, err = newPolicy(spec.TierPolicy(TierRack), spec.Params); err != nil {
+			return nil, fmt.Errorf("policies %s: rack tier: %w", spec.Name, err)
+		}
 	}
 	rng := rand.New(rand.NewPCG(seed, splitmix(seed)))
 	w := &world{}
 	buildTopology(w, sc.Topology, rng)
+	if n := sc.Topology.RacksPerRegion; n > 0 {
+		w.buildRacks(n)
+	}
 	if err := buildWorkload(w, sc, rng, replay); err != nil {
 		return nil, err
 	}
-	e := &engine{sc: sc, spec: spec, seed: seed, w: w, replay: replay, global: gp, region: rp, pending: map[[2]int64]bool{}}
+	e := &engine{sc: sc, spec: spec, seed: seed, w: w, replay: replay, global: gp, region: rp, rack: kp, pending: map[[2]int64]bool{}}
 	if arr != nil {
 		a := *arr
 		if j := sc.Workload.Arrivals.Job; j != "" {
@@ -297,6 +325,8 @@ func newEngine(sc *Scenario, spec PolicySpec, seed uint64, replay *replaySeries,
 	n := len(w.shardID)
 	e.host = make([]int32, n)
 	e.region_ = make([]int32, n)
+	e.rack_ = make([]int32, n)
+	e.epochK = make([]interfaces.Epoch, n)
 	e.moveKind = make([]uint8, n)
 	e.moveTo = make([]int32, n)
 	e.moveTag = make([]uint32, n)
@@ -307,7 +337,22 @@ func newEngine(sc *Scenario, spec PolicySpec, seed uint64, replay *replaySeries,
 	e.curRate = make([]float64, n)
 	e.proc = make([]int32, n)
 	for i := range e.host {
-		e.host[i], e.region_[i] = -1, -1
+		e.host[i], e.region_[i], e.rack_[i] = -1, -1, -1
+	}
+	if kp != nil {
+		// A region over racks sees a pinned shard as allowed on its host's rack.
+		e.kcons = make([]interfaces.ShardConstraints, n)
+		for i, c := range w.rcons {
+			if c.Pinned != "" {
+				if h := w.hostIndex(string(c.Pinned)); h >= 0 {
+					e.kcons[i].Allowed = []interfaces.ChildID{interfaces.ChildID(w.rackName[w.hostRack[h]])}
+				}
+			}
+		}
+	}
+	if len(w.rackName) > 0 {
+		e.impactCnt = make([]int32, len(w.jobName)*len(w.rackName))
+		e.impactJob = make([]int32, len(w.jobName))
 	}
 	e.jf = make([]float64, len(w.jobName))
 	e.resizeHosts()
@@ -322,6 +367,9 @@ func newEngine(sc *Scenario, spec PolicySpec, seed uint64, replay *replaySeries,
 		if a.Kind == AssertSLO {
 			limit = a.LatencyP99MS
 		}
+		if a.Kind == AssertSpread {
+			limit = a.Max
+		}
 		e.asserts = append(e.asserts, AssertionResult{Policy: spec.Name, Index: i, Line: a.line, Kind: a.Kind, Passed: true, Limit: limit})
 		e.sloHist = append(e.sloHist, &logHist{})
 	}
@@ -334,7 +382,7 @@ func newEngine(sc *Scenario, spec PolicySpec, seed uint64, replay *replaySeries,
 		e.hotSets = append(e.hotSets, set)
 		e.hotF = append(e.hotF, h.Factor)
 	}
-	e.sum = Summary{Policy: spec.Name, Solver: spec.Solver, Integration: spec.Integration, Seed: seed}
+	e.sum = Summary{Policy: spec.Name, Solver: spec.Solver, Integration: spec.Integration, Seed: seed, Chain: strings.Join(spec.Chain, ">")}
 	return e, nil
 }
 
@@ -397,6 +445,11 @@ func (e *engine) start() {
 	e.sched.schedule(0, evGlobalRound, 0, 0)
 	for r := range w.regionName {
 		e.sched.schedule(0, evRegionRound, int32(r), 0)
+	}
+	if e.rack != nil {
+		for k := range w.rackName {
+			e.sched.schedule(0, evRackRound, int32(k), 0)
+		}
 	}
 }
 
@@ -699,6 +752,24 @@ func (e *engine) sample(t time.Duration) {
 		}
 	}
 	s.Unowned = e.unowned(nil)
+	if e.impactCnt != nil {
+		s.RackLossImpact = e.rackLossImpact()
+		e.impactLast = s.RackLossImpact
+		for k := range e.asserts {
+			ar := &e.asserts[k]
+			a := &e.sc.Assertions[ar.Index]
+			if a.Kind != AssertSpread || t < a.From.D() || t > a.To.D() {
+				continue
+			}
+			if s.RackLossImpact > ar.Value {
+				ar.Value = s.RackLossImpact
+			}
+			if s.RackLossImpact > a.Max && ar.Passed {
+				ar.Passed = false
+				ar.At = t.Seconds()
+			}
+		}
+	}
 	e.series = append(e.series, s)
 	e.ivLat.reset()
 	e.ivMoves, e.ivBytes = 0, 0
@@ -730,6 +801,35 @@ func (e *engine) unowned(ids *[]string) int {
 	return n
 }
 
+// rackLossImpact is the largest fraction of one job's running shards (active,
+// on a live host, not moving) that sit on a single rack. O(shards + jobs·racks);
+// allocates nothing.
+func (e *engine) rackLossImpact() float64 {
+	w := e.w
+	clear(e.impactCnt)
+	clear(e.impactJob)
+	nr := len(w.rackName)
+	for i, act := range w.active {
+		h := e.host[i]
+		if !act || h < 0 || e.moveKind[i] != moveNone || w.hostState[h] == interfaces.ChildFailed {
+			continue
+		}
+		j := w.shardJob[i]
+		e.impactJob[j]++
+		e.impactCnt[int(j)*nr+int(w.hostRack[h])]++
+	}
+	worst := 0.0
+	for j, n := range e.impactJob {
+		if n == 0 {
+			continue
+		}
+		for _, c := range e.impactCnt[j*nr : (j+1)*nr] {
+			worst = max(worst, float64(c)/float64(n))
+		}
+	}
+	return round4(worst)
+}
+
 func (e *engine) finish() PolicyResult {
 	s := e.sum
 	s.UtilP50, s.UtilP99, s.UtilMax = map[string]float64{}, map[string]float64{}, map[string]float64{}
@@ -751,6 +851,7 @@ func (e *engine) finish() PolicyResult {
 	s.Lag = math.Round(e.lagPeak)
 	s.LagFinal = math.Round(e.lagNow)
 	s.SolveSeconds = float64(e.solveNS) / 1e9
+	s.RackLossImpact = e.impactLast
 	var ids []string
 	s.Unowned = e.unowned(&ids)
 	for k := range e.asserts {
@@ -782,6 +883,12 @@ func (e *engine) finish() PolicyResult {
 					when = fmt.Sprintf("first over the limit in the sample ending t=%v", secs(ar.At))
 				}
 				ar.Message = fmt.Sprintf("slo: modeled p99 latency ≤ %gms over [%v, %v): FAILED, p99 %.4gms, %s", a.LatencyP99MS, a.From.D(), a.To.D(), ar.Value, when)
+			}
+		case AssertSpread:
+			if ar.Passed {
+				ar.Message = fmt.Sprintf("spread: rack_loss_impact ≤ %g over [%v, %v]: held (worst %.4g)", a.Max, a.From.D(), a.To.D(), ar.Value)
+			} else {
+				ar.Message = fmt.Sprintf("spread: rack_loss_impact ≤ %g over [%v, %v]: FAILED first at t=%v (worst %.4g)", a.Max, a.From.D(), a.To.D(), secs(ar.At), ar.Value)
 			}
 		case AssertNoLoss:
 			ar.Value = float64(s.Unowned)

@@ -24,6 +24,8 @@ const (
 	evJobLeave                  // a = job
 	evHotOn                     // a = index into hot sets
 	evHotOff                    // a = index into hot sets
+	evRackRound                 // periodic rack round (a = rack); reschedules itself
+	evRackNow                   // event-triggered rack round (a = rack)
 )
 
 // event is one discrete event. Events are ordered by (at, seq): seq is the order

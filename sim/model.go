@@ -18,6 +18,15 @@ type world struct {
 	regionName  []string
 	regionHosts [][]int32
 
+	// Racks (topology.racks_per_region > 0): rack k of region r is
+	// regionRacks[r][k]; hosts are dealt to them round-robin.
+	racksPerRegion int
+	rackName       []string
+	rackRegion     []int32
+	rackHosts      [][]int32
+	regionRacks    [][]int32
+	hostRack       []int32 // -1 without racks
+
 	// Hosts.
 	hostName   []string
 	hostRegion []int32
@@ -56,7 +65,60 @@ func (w *world) addHost(name string, region int32, capacity interfaces.Load, lab
 	w.hostLabels = append(w.hostLabels, lb)
 	w.hostState = append(w.hostState, interfaces.ChildActive)
 	w.regionHosts[region] = append(w.regionHosts[region], h)
+	w.hostRack = append(w.hostRack, -1)
+	if w.racksPerRegion > 0 {
+		w.assignRack(h)
+	}
 	return h
+}
+
+// buildRacks makes n racks per region and deals the hosts defined so far to
+// them; later hosts are dealt as they are added.
+func (w *world) buildRacks(n int) {
+	w.racksPerRegion = n
+	for r, name := range w.regionName {
+		rr := make([]int32, n)
+		for k := range rr {
+			rr[k] = int32(len(w.rackName))
+			w.rackName = append(w.rackName, fmt.Sprintf("%s-r%d", name, k))
+			w.rackRegion = append(w.rackRegion, int32(r))
+			w.rackHosts = append(w.rackHosts, nil)
+		}
+		w.regionRacks = append(w.regionRacks, rr)
+	}
+	for h := range w.hostName {
+		w.assignRack(int32(h))
+	}
+}
+
+// assignRack puts host h, the k-th host of its region, on rack k mod n.
+func (w *world) assignRack(h int32) {
+	r := w.hostRegion[h]
+	k := len(w.regionHosts[r]) - 1
+	for i, x := range w.regionHosts[r] {
+		if x == h {
+			k = i
+			break
+		}
+	}
+	rack := w.regionRacks[r][k%w.racksPerRegion]
+	w.hostRack[h] = rack
+	w.rackHosts[rack] = append(w.rackHosts[rack], h)
+	lb := make(map[string]string, len(w.hostLabels[h])+1)
+	for a, b := range w.hostLabels[h] {
+		lb[a] = b
+	}
+	lb[TierRack] = w.rackName[rack]
+	w.hostLabels[h] = lb
+}
+
+func (w *world) rackIndex(name string) int32 {
+	for i, n := range w.rackName {
+		if n == name {
+			return int32(i)
+		}
+	}
+	return -1
 }
 
 func (w *world) region(name string) int32 {

@@ -66,6 +66,17 @@ func resourcesOf(s Summary) []string {
 
 func f3(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
 
+// hasRacks reports whether the run had racks (a rack chain, or a rack-loss
+// figure for some policy).
+func hasRacks(ps []Summary) bool {
+	for _, s := range ps {
+		if s.RackLossImpact > 0 || strings.Contains(s.Chain, TierRack) {
+			return true
+		}
+	}
+	return false
+}
+
 // WriteTable writes the summary table, one row per policy, then the assertions.
 func WriteTable(w io.Writer, rep Report) error {
 	fmt.Fprintf(w, "scenario %s  seed %d  duration %s  tick %s  shards %d  hosts %d\n\n", rep.Scenario, rep.Seed, rep.Duration, rep.Tick, rep.Shards, rep.Hosts)
@@ -82,6 +93,10 @@ func WriteTable(w io.Writer, rep Report) error {
 		head = append(head, "MAX/LB "+strings.ToUpper(r))
 	}
 	head = append(head, "LAT P50 MS", "LAT P99 MS", "LAG", "MOVES", "BYTES MOVED", "SOLVE S")
+	racks := hasRacks(rep.Policies)
+	if racks {
+		head = append(head, "CHAIN", "RACK LOSS")
+	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, s := range rep.Policies {
 		row := []string{s.Policy}
@@ -97,6 +112,9 @@ func WriteTable(w io.Writer, rep Report) error {
 		}
 		row = append(row, f3(s.LatencyP50MS), f3(s.LatencyP99MS), strconv.FormatFloat(s.Lag, 'f', 0, 64),
 			strconv.Itoa(s.Moves), humanBytes(s.BytesMoved), solve)
+		if racks {
+			row = append(row, s.Chain, f3(s.RackLossImpact))
+		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	if err := tw.Flush(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,6 +78,13 @@ type Model struct {
 type Topology struct {
 	Regions []RegionSpec `yaml:"regions"`
 	Hosts   []HostSpec   `yaml:"hosts"`
+	// RacksPerRegion, when > 0, groups each region's hosts into that many racks,
+	// round-robin in the order the hosts are defined (hosts added by events
+	// continue the round): host k of a region is on rack "<region>-r<k mod N>"
+	// and carries the label rack=<that name>. Racks are the children of a
+	// region tier instance in a chain with the rack tier (PolicySpec.Chain),
+	// and the unit of the rack_loss_impact metric and the spread assertion.
+	RacksPerRegion int `yaml:"racks_per_region"`
 }
 
 // RegionSpec generates Hosts hosts in one region. Classes, when given, make the
@@ -261,6 +269,39 @@ type PolicySpec struct {
 	// each region at (1-Reserve) of its capacity when the region reports less
 	// headroom than that.
 	Reserve float64 `yaml:"reserve"`
+	// Chain is the tier chain, from the root down: [global, region, host] (the
+	// default) or [global, region, rack, host], where each region instance
+	// places shards onto its racks and each rack instance onto its hosts.
+	Chain []string `yaml:"chain"`
+	// Tiers names the policy of a tier of the chain (keys global, region,
+	// rack), overriding global_solver (global) and solver (region and rack).
+	Tiers map[string]string `yaml:"tiers"`
+}
+
+// TierRack is the example custom tier between regions and hosts.
+const TierRack = "rack"
+
+// HasRack reports whether the policy's chain has the rack tier.
+func (p PolicySpec) HasRack() bool {
+	for _, t := range p.Chain {
+		if t == TierRack {
+			return true
+		}
+	}
+	return false
+}
+
+// TierPolicy returns the policy name the spec gives tier (global, region or
+// rack): Tiers[tier] when set, else GlobalSolver for global and Solver for the
+// others.
+func (p PolicySpec) TierPolicy(tier string) string {
+	if n := p.Tiers[tier]; n != "" {
+		return n
+	}
+	if tier == interfaces.TierGlobal {
+		return p.GlobalSolver
+	}
+	return p.Solver
 }
 
 // ConstraintSpec is an operator constraint for manual mode.
@@ -281,12 +322,15 @@ const (
 	AssertSteady  = "steady"
 	AssertSLO     = "slo"
 	AssertNoLoss  = "no_loss"
+	AssertSpread  = "spread"
 )
 
 // Assertion is a check on a run. Balance: max/mean host utilization of Resource
 // ≤ Max at every tick in [From, To). Steady: no moves in [From, To). SLO: the
 // modeled p99 latency over [From, To) ≤ LatencyP99MS. NoLoss: every shard owned
-// by an active host at the end. Policies, when set, limits the check to those
+// by an active host at the end. Spread: rack_loss_impact (the largest fraction
+// of one job's running shards on one rack) ≤ Max at every sample in [From, To];
+// needs topology.racks_per_region. Policies, when set, limits the check to those
 // policies.
 type Assertion struct {
 	Kind         string   `yaml:"kind"`
@@ -478,8 +522,19 @@ func (sc *Scenario) setDefaults() {
 		if p.Integration == "" {
 			p.Integration = Decoupled
 		}
+		if p.Solver == "" {
+			if n := p.Tiers[TierRack]; n != "" {
+				p.Solver = n
+			}
+			if n := p.Tiers[interfaces.TierRegion]; n != "" {
+				p.Solver = n
+			}
+		}
 		if p.Name == "" {
 			p.Name = p.Solver + "/" + p.Integration
+		}
+		if len(p.Chain) == 0 {
+			p.Chain = []string{interfaces.TierGlobal, interfaces.TierRegion, interfaces.TierHost}
 		}
 		if p.GlobalSolver == "" {
 			p.GlobalSolver = p.Solver
@@ -719,6 +774,9 @@ func (sc *Scenario) validate() error {
 			return err
 		}
 	}
+	if sc.Topology.RacksPerRegion < 0 {
+		return sc.fail(p("topology", "racks_per_region"), "must be ≥ 0 (got %d)", sc.Topology.RacksPerRegion)
+	}
 	hosts, regions := sc.hostNames()
 
 	// Workload.
@@ -900,9 +958,12 @@ func (sc *Scenario) validate() error {
 			return sc.fail(append(path, "name"), "policy %q is listed twice", pol.Name)
 		}
 		names[pol.Name] = true
+		if err := sc.checkChain(path, pol); err != nil {
+			return err
+		}
 		for _, s := range []struct{ key, name string }{{"solver", pol.Solver}, {"global_solver", pol.GlobalSolver}} {
 			if s.name == "" {
-				return sc.fail(append(path, s.key), "is required")
+				return sc.fail(append(path, s.key), "is required (or tiers.region)")
 			}
 			if !PolicyKnown(s.name) {
 				return sc.fail(append(path, s.key), "unknown policy %q (known: %s)", s.name, strings.Join(PolicyNames(), ", "))
@@ -970,9 +1031,16 @@ func (sc *Scenario) validate() error {
 			if a.LatencyP99MS <= 0 {
 				return sc.fail(append(path, "latency_p99_ms"), "must be > 0")
 			}
+		case AssertSpread:
+			if sc.Topology.RacksPerRegion <= 0 {
+				return sc.fail(append(path, "kind"), "spread needs topology.racks_per_region > 0")
+			}
+			if a.Max <= 0 || a.Max > 1 {
+				return sc.fail(append(path, "max"), "must be a fraction in (0, 1] (got %v)", a.Max)
+			}
 		case AssertSteady, AssertNoLoss:
 		default:
-			return sc.fail(append(path, "kind"), "unknown assertion %q (known: balance, steady, slo, no_loss)", a.Kind)
+			return sc.fail(append(path, "kind"), "unknown assertion %q (known: balance, steady, slo, no_loss, spread)", a.Kind)
 		}
 		if a.From < 0 || a.To > sc.Duration || a.From >= a.To {
 			return sc.fail(path, "window [from, to) must lie within [0, duration] and be non-empty")
@@ -994,4 +1062,63 @@ func resourceIndex(r string) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// checkChain validates a policy's tier chain and its per-tier policies.
+func (sc *Scenario) checkChain(path []any, pol PolicySpec) error {
+	cp := append(append([]any(nil), path...), "chain")
+	known := map[string]bool{interfaces.TierGlobal: true, interfaces.TierRegion: true, TierRack: true, interfaces.TierHost: true}
+	seen := map[string]bool{}
+	for k, t := range pol.Chain {
+		if !known[t] {
+			return sc.fail(append(cp, k), "unknown tier %q (the simulator knows global, region, rack, host)", t)
+		}
+		if seen[t] {
+			return sc.fail(append(cp, k), "tier %q appears twice", t)
+		}
+		seen[t] = true
+	}
+	if pol.Chain[0] != interfaces.TierGlobal {
+		return sc.fail(append(cp, 0), "the chain must start with global (got %q)", pol.Chain[0])
+	}
+	if last := len(pol.Chain) - 1; pol.Chain[last] != interfaces.TierHost {
+		return sc.fail(append(cp, last), "the chain must end with host (got %q)", pol.Chain[last])
+	}
+	if len(pol.Chain) < 3 || pol.Chain[1] != interfaces.TierRegion {
+		return sc.fail(cp, "the chain must be [global, region, host] or [global, region, rack, host] (got %v)", pol.Chain)
+	}
+	rack := pol.HasRack()
+	if rack && sc.Topology.RacksPerRegion <= 0 {
+		return sc.fail(cp, "a chain with rack needs topology.racks_per_region > 0")
+	}
+	if rack {
+		for i, j := range sc.Workload.Jobs {
+			if j.Pinned != "" {
+				return sc.fail(p("workload", "jobs", i, "pinned"), "pinned jobs are not supported with a rack chain (policy %q)", pol.Name)
+			}
+		}
+	}
+	tp := append(append([]any(nil), path...), "tiers")
+	for _, t := range sortedKeys(pol.Tiers) {
+		if t == interfaces.TierHost || !seen[t] {
+			return sc.fail(append(tp, t), "tier %q is not a planning tier of the chain %v", t, pol.Chain)
+		}
+		name := pol.Tiers[t]
+		if !PolicyKnown(name) {
+			return sc.fail(append(tp, t), "unknown policy %q (known: %s)", name, strings.Join(PolicyNames(), ", "))
+		}
+		if _, err := newPolicy(name, pol.Params); err != nil {
+			return sc.fail(append(tp, t), "%v", err)
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
