@@ -21,6 +21,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/tierd"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/tiers"
 )
 
 func init() {
@@ -34,7 +35,7 @@ func init() {
 type tierOverrides struct {
 	config, nodeID, dataDir, raft, grpcAddr, http, instance string
 	parent                                                  []string
-	bootstrap                                               bool
+	bootstrap, checkConfig                                  bool
 }
 
 func (o *tierOverrides) register(cmd *cobra.Command, withInstance bool) {
@@ -47,6 +48,7 @@ func (o *tierOverrides) register(cmd *cobra.Command, withInstance bool) {
 	f.StringVar(&o.http, "listen-http", "", "override listen.http")
 	f.StringSliceVar(&o.parent, "parent", nil, "override parent (the parent tier's gRPC addresses, comma-separated)")
 	f.BoolVar(&o.bootstrap, "bootstrap", false, "bootstrap a new Raft group with the configured peers (only on first start)")
+	f.BoolVar(&o.checkConfig, "check-config", false, "check the configuration (keys, values, chain, policy) and exit: 0 when it is valid; binds nothing, opens nothing")
 	if withInstance {
 		f.StringVar(&o.instance, "instance", "", "override instance")
 	}
@@ -101,6 +103,9 @@ SIGTERM or SIGINT stops it gracefully.`,
 				return fmt.Errorf("%s: tier: is %q, but this is 'strata %s' (use 'strata tier' for custom tiers)", o.config, f.Tier, tier)
 			}
 			o.apply(&f, cmd)
+			if o.checkConfig {
+				return checkTierConfig(g, o.config, f)
+			}
 			return runTier(cmd.Context(), g, f)
 		},
 	}
@@ -120,6 +125,9 @@ func newTierCmd(g *globalOptions) *cobra.Command {
 				return err
 			}
 			o.apply(&f, cmd)
+			if o.checkConfig {
+				return checkTierConfig(g, o.config, f)
+			}
 			return runTier(cmd.Context(), g, f)
 		},
 	}
@@ -159,6 +167,7 @@ func runTier(ctx context.Context, g *globalOptions, f tierFile) error {
 type hostOverrides struct {
 	config, host, dataDir, http string
 	parent                      []string
+	checkConfig                 bool
 }
 
 func newHostDaemonCmd(g *globalOptions) *cobra.Command {
@@ -192,6 +201,13 @@ when its lease expires. SIGTERM or SIGINT stops it gracefully.
 			if fl.Changed("parent") {
 				f.Parent = o.parent
 			}
+			if o.checkConfig {
+				if err := checkHostFile(f); err != nil {
+					return usageErr(fmt.Errorf("%s: %w", o.config, err))
+				}
+				fmt.Fprintf(g.stdout, "config ok: host %s, parent %v, driver %s\n", f.Host, f.Parent, driverKind(f.Driver))
+				return nil
+			}
 			return runHost(cmd.Context(), g, f)
 		},
 	}
@@ -201,6 +217,7 @@ when its lease expires. SIGTERM or SIGINT stops it gracefully.
 	fl.StringVar(&o.dataDir, "data-dir", "", "override data_dir")
 	fl.StringVar(&o.http, "listen-http", "", "override listen.http")
 	fl.StringSliceVar(&o.parent, "parent", nil, "override parent (the region's gRPC addresses, comma-separated)")
+	fl.BoolVar(&o.checkConfig, "check-config", false, "check the configuration and exit: 0 when it is valid; binds nothing, opens nothing")
 	_ = cmd.MarkFlagRequired("config")
 	addHostAdminCommands(g, cmd)
 	return cmd
@@ -208,6 +225,9 @@ when its lease expires. SIGTERM or SIGINT stops it gracefully.
 
 // hostDriver builds the driver a host file names; stop releases what it holds.
 func hostDriver(f driverFile) (drv driver.Driver, stop func(), err error) {
+	if err := validateDriver(f); err != nil {
+		return nil, nil, err
+	}
 	clock := hostagent.WallClock{}
 	stop = func() {}
 	switch f.Kind {
@@ -215,15 +235,9 @@ func hostDriver(f driverFile) (drv driver.Driver, stop func(), err error) {
 		drv, err = synthetic.New(synthetic.Config{Clock: clock, Seed: f.Synthetic.Seed, Wave: f.Synthetic.Wave,
 			Period: time.Duration(f.Synthetic.Period), Noise: f.Synthetic.Noise, BaseLatency: time.Duration(f.Synthetic.BaseLatency)})
 	case "exec":
-		if len(f.Exec.Command) == 0 {
-			return nil, nil, fmt.Errorf("driver.exec.command: is required for driver kind exec: %w", interfaces.ErrInvalid)
-		}
 		drv, err = execdriver.New(execdriver.Config{Command: f.Exec.Command, Env: f.Exec.Env, Dir: f.Exec.Dir,
 			StopTimeout: time.Duration(f.Exec.StopTimeout), Clock: clock, Output: os.Stderr})
 	case "callback":
-		if f.Callback.Listen == "" {
-			return nil, nil, fmt.Errorf("driver.callback.listen: is required for driver kind callback: %w", interfaces.ErrInvalid)
-		}
 		cb, cerr := callback.New(callback.Config{AckTimeout: time.Duration(f.Callback.AckTimeout), Clock: clock})
 		if cerr != nil {
 			return nil, nil, cerr
@@ -236,14 +250,12 @@ func hostDriver(f driverFile) (drv driver.Driver, stop func(), err error) {
 		wire.RegisterWorkerServer(srv, cb)
 		go func() { _ = srv.Serve(lis) }()
 		drv, stop = cb, srv.Stop
-	default:
-		return nil, nil, fmt.Errorf("driver.kind: must be synthetic, exec or callback (got %q): %w", f.Kind, interfaces.ErrInvalid)
 	}
 	return drv, stop, err
 }
 
 func runHost(ctx context.Context, g *globalOptions, f hostFile) error {
-	capacity, err := f.Capacity.load("capacity")
+	cfg, err := f.hostConfig()
 	if err != nil {
 		return err
 	}
@@ -254,10 +266,8 @@ func runHost(ctx context.Context, g *globalOptions, f hostFile) error {
 	defer stopDriver()
 	ctx, stop := signalContext(ctx)
 	defer stop()
-	d, err := hostd.Start(hostd.Config{
-		Host: interfaces.ChildID(f.Host), Parents: f.Parent, DataDir: f.DataDir,
-		Capacity: capacity, Labels: f.Labels, Driver: drv, HTTPAddr: f.Listen.HTTP,
-	}, g.stderr)
+	cfg.Driver = drv
+	d, err := hostd.Start(cfg, g.stderr)
 	if err != nil {
 		return err
 	}
@@ -265,4 +275,66 @@ func runHost(ctx context.Context, g *globalOptions, f hostFile) error {
 	<-ctx.Done()
 	fmt.Fprintln(g.stderr, "shutting down")
 	return d.Close()
+}
+
+// checkTierConfig validates a tier file as the daemon would at start-up,
+// including its policy, without binding or opening anything.
+func checkTierConfig(g *globalOptions, path string, f tierFile) error {
+	cfg, err := f.tierConfig()
+	if err == nil {
+		_, err = tiers.New(cfg.Policy, cfg.PolicyConfig)
+	}
+	if err != nil {
+		return usageErr(fmt.Errorf("%s: %w", path, err))
+	}
+	fmt.Fprintf(g.stdout, "config ok: tier %s, instance %s, node %s, chain %s, policy %s\n",
+		cfg.Tier, cfg.Instance, cfg.NodeID, tierd.ChainString(cfg.Chain), cfg.Policy)
+	return nil
+}
+
+func driverKind(f driverFile) string {
+	if f.Kind == "" {
+		return "synthetic"
+	}
+	return f.Kind
+}
+
+// checkHostFile validates a host file as the daemon would at start-up.
+func checkHostFile(f hostFile) error {
+	cfg, err := f.hostConfig()
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	return validateDriver(f.Driver)
+}
+
+// hostConfig turns a host file into the daemon's configuration (no driver).
+func (f hostFile) hostConfig() (hostd.Config, error) {
+	capacity, err := f.Capacity.load("capacity")
+	if err != nil {
+		return hostd.Config{}, err
+	}
+	return hostd.Config{Host: interfaces.ChildID(f.Host), Parents: f.Parent, DataDir: f.DataDir,
+		Capacity: capacity, Labels: f.Labels, HTTPAddr: f.Listen.HTTP}, nil
+}
+
+// validateDriver checks a driver section without starting anything.
+func validateDriver(f driverFile) error {
+	switch f.Kind {
+	case "", "synthetic":
+	case "exec":
+		if len(f.Exec.Command) == 0 {
+			return fmt.Errorf("driver.exec.command: is required for driver kind exec: %w", interfaces.ErrInvalid)
+		}
+	case "callback":
+		if f.Callback.Listen == "" {
+			return fmt.Errorf("driver.callback.listen: is required for driver kind callback: %w", interfaces.ErrInvalid)
+		}
+	default:
+		return fmt.Errorf("driver.kind: must be synthetic, exec or callback (got %q): %w", f.Kind, interfaces.ErrInvalid)
+	}
+	return nil
 }

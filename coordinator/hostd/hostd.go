@@ -39,6 +39,21 @@ type Config struct {
 	Seed uint64
 }
 
+// Validate checks what a host needs to start (the driver apart), naming the
+// key and the rule.
+func (cfg Config) Validate() error {
+	if err := interfaces.ValidateID("host", string(cfg.Host)); err != nil {
+		return err
+	}
+	if len(cfg.Parents) == 0 {
+		return fmt.Errorf("parent: at least one address is required: %w", interfaces.ErrInvalid)
+	}
+	if cfg.DataDir == "" {
+		return fmt.Errorf("data_dir: is required: %w", interfaces.ErrInvalid)
+	}
+	return interfaces.ValidateCapacity("capacity", cfg.Capacity)
+}
+
 // Daemon is a running host.
 type Daemon struct {
 	cfg     Config
@@ -53,16 +68,7 @@ type Daemon struct {
 
 // Start opens the agent's state and connects to the parent.
 func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
-	if err := interfaces.ValidateID("host.id", string(cfg.Host)); err != nil {
-		return nil, err
-	}
-	if len(cfg.Parents) == 0 {
-		return nil, fmt.Errorf("parent: at least one address is required: %w", interfaces.ErrInvalid)
-	}
-	if cfg.DataDir == "" {
-		return nil, fmt.Errorf("data_dir: is required: %w", interfaces.ErrInvalid)
-	}
-	if err := interfaces.ValidateCapacity("capacity", cfg.Capacity); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Driver == nil {

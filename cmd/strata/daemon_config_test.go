@@ -1,0 +1,56 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const regionYAML = `tier: region
+instance: eu-1
+node_id: eu-1-a
+data_dir: /tmp/never-opened
+listen: {raft: "127.0.0.1:1", grpc: "127.0.0.1:2"}
+parent: ["127.0.0.1:3"]
+`
+
+func TestCheckConfig(t *testing.T) {
+	tests := []struct {
+		name, cmd, body string
+		code            int
+		want            string
+	}{
+		{"valid region", "region", regionYAML, 0, "config ok: tier region, instance eu-1, node eu-1-a, chain global → region → host, policy local"},
+		{"unknown key", "region", regionYAML + "colour: blue\n", 2, `line 7: unknown key "colour"`},
+		{"bad duration", "region", regionYAML + "control: {lease_ttl: soon}\n", 2, "must be a non-negative duration"},
+		{"cycle", "region", regionYAML + "chain: [global, region, rack, region, host]\n", 2, `tier "region" appears twice (a cycle)`},
+		{"tier not in chain", "tier", strings.Replace(regionYAML, "tier: region", "tier: rack", 1), 2, `unknown tier "rack"`},
+		{"custom tier", "tier", strings.Replace(regionYAML, "tier: region", "tier: rack", 1) + "chain: [global, region, rack, host]\n", 0, "chain global → region → rack → host"},
+		{"unknown policy", "region", regionYAML + "policy: {name: nope}\n", 2, `unknown policy "nope"`},
+		{"bad policy key", "region", regionYAML + "policy: {name: local, config: {headroom: \"2\"}}\n", 2, `key "headroom": must be in [0, 1)`},
+		{"no parent", "region", strings.Replace(regionYAML, `parent: ["127.0.0.1:3"]`, "", 1), 2, "tier region has no parent"},
+		{"wrong command", "global", regionYAML, 2, `tier: is "region", but this is 'strata global'`},
+		{"valid host", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 8, mem: 16Gi}\n", 0, "config ok: host h1"},
+		{"host bad capacity", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 0}\n", 2, "capacity: must be > 0"},
+		{"host exec without command", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {kind: exec}\n", 2, "driver.exec.command: is required"},
+		{"host unknown driver", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {kind: docker}\n", 2, `driver.kind: must be synthetic, exec or callback (got "docker")`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runCLI(tt.cmd, "--config", writeFile(t, tt.body), "--check-config")
+			if code != tt.code || !strings.Contains(out+errOut, tt.want) {
+				t.Errorf("exit %d (want %d), output %q, want it to contain %q", code, tt.code, out+errOut, tt.want)
+			}
+		})
+	}
+}
