@@ -34,7 +34,9 @@ type Result struct {
 	// Shards and Hosts count the simulated shards (generated and replayed) and
 	// hosts at the start.
 	Shards, Hosts int
-	Policies      []PolicyResult
+	// Racks counts the racks (topology.racks_per_region × regions; 0 without).
+	Racks    int
+	Policies []PolicyResult
 }
 
 // Failed lists every failed assertion of every policy.
@@ -174,7 +176,7 @@ func Run(ctx context.Context, sc *Scenario, o Options) (*Result, error) {
 			return nil, err
 		}
 		e.wall = o.WallClock
-		res.Shards, res.Hosts = len(e.w.shardID), len(e.w.hostName)
+		res.Shards, res.Hosts, res.Racks = len(e.w.shardID), len(e.w.hostName), len(e.w.rackName)
 		if o.Progress != nil {
 			base := time.Duration(k) * sc.Duration.D()
 			e.progress = func(done time.Duration) { o.Progress(base+done, total) }

@@ -23,6 +23,7 @@ type Report struct {
 	Tick       string            `json:"tick"`
 	Shards     int               `json:"shards"`
 	Hosts      int               `json:"hosts"`
+	Racks      int               `json:"racks,omitempty"`
 	Policies   []Summary         `json:"policies"`
 	Assertions []AssertionResult `json:"assertions"`
 	Passed     bool              `json:"passed"`
@@ -31,7 +32,7 @@ type Report struct {
 // Report returns the JSON form of the result.
 func (r *Result) Report(sc *Scenario) Report {
 	rep := Report{Scenario: r.Scenario, Seed: r.Seed, Duration: sc.Duration.D().String(), Tick: sc.Tick.D().String(), Passed: true}
-	rep.Shards, rep.Hosts = r.Shards, r.Hosts
+	rep.Shards, rep.Hosts, rep.Racks = r.Shards, r.Hosts, r.Racks
 	for _, p := range r.Policies {
 		rep.Policies = append(rep.Policies, p.Summary)
 		for _, a := range p.Assertions {
@@ -66,20 +67,13 @@ func resourcesOf(s Summary) []string {
 
 func f3(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
 
-// hasRacks reports whether the run had racks (a rack chain, or a rack-loss
-// figure for some policy).
-func hasRacks(ps []Summary) bool {
-	for _, s := range ps {
-		if s.RackLossImpact > 0 || strings.Contains(s.Chain, TierRack) {
-			return true
-		}
-	}
-	return false
-}
-
 // WriteTable writes the summary table, one row per policy, then the assertions.
 func WriteTable(w io.Writer, rep Report) error {
-	fmt.Fprintf(w, "scenario %s  seed %d  duration %s  tick %s  shards %d  hosts %d\n\n", rep.Scenario, rep.Seed, rep.Duration, rep.Tick, rep.Shards, rep.Hosts)
+	racksNote := ""
+	if rep.Racks > 0 {
+		racksNote = fmt.Sprintf("  racks %d", rep.Racks)
+	}
+	fmt.Fprintf(w, "scenario %s  seed %d  duration %s  tick %s  shards %d  hosts %d%s\n\n", rep.Scenario, rep.Seed, rep.Duration, rep.Tick, rep.Shards, rep.Hosts, racksNote)
 	if len(rep.Policies) == 0 {
 		return nil
 	}
@@ -93,7 +87,7 @@ func WriteTable(w io.Writer, rep Report) error {
 		head = append(head, "MAX/LB "+strings.ToUpper(r))
 	}
 	head = append(head, "LAT P50 MS", "LAT P99 MS", "LAG", "MOVES", "BYTES MOVED", "SOLVE S")
-	racks := hasRacks(rep.Policies)
+	racks := rep.Racks > 0
 	if racks {
 		head = append(head, "CHAIN", "RACK LOSS")
 	}
@@ -156,6 +150,10 @@ func WriteCSV(w io.Writer, r *Result) error {
 		}
 	}
 	head = append(head, "latency_p50_ms", "latency_p99_ms", "backlog", "moves", "bytes_moved", "unowned", "failed_hosts")
+	racks := r.Racks > 0
+	if racks {
+		head = append(head, "rack_loss_impact")
+	}
 	if _, err := fmt.Fprintln(w, strings.Join(head, ",")); err != nil {
 		return err
 	}
@@ -167,6 +165,9 @@ func WriteCSV(w io.Writer, r *Result) error {
 				row = append(row, g(s.UtilMin[q]), g(s.UtilP50[q]), g(s.UtilP99[q]), g(s.UtilMax[q]), g(s.UtilMean[q]), g(s.LB[q]))
 			}
 			row = append(row, g(s.LatencyP50MS), g(s.LatencyP99MS), g(s.Backlog), strconv.Itoa(s.Moves), strconv.FormatInt(s.BytesMoved, 10), strconv.Itoa(s.Unowned), strconv.Itoa(s.FailedHosts))
+			if racks {
+				row = append(row, g(s.RackLossImpact))
+			}
 			if _, err := fmt.Fprintln(w, strings.Join(row, ",")); err != nil {
 				return err
 			}
