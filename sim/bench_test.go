@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -74,4 +75,29 @@ func BenchmarkRun(b *testing.B) {
 		st += res.Policies[0].Summary.ShardTicks
 	}
 	b.ReportMetric(float64(st)/b.Elapsed().Seconds(), "shard-ticks/s")
+}
+
+// BenchmarkRackLossImpact measures the per-sample rack metric on a placed fleet
+// of 100k shards, 1000 hosts, 4 regions × 10 racks.
+func BenchmarkRackLossImpact(b *testing.B) {
+	src := strings.Replace(benchScenario(100_000, 1_000, 4, time.Hour, "simtest-placeonly"), "topology:\n", "topology:\n  racks_per_region: 10\n", 1)
+	sc, err := ParseScenario([]byte(src), "bench.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := newEngine(sc, sc.Policies[0], 1, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range e.w.shardID {
+		e.w.active[i] = true
+		h := int32(i % len(e.w.hostName))
+		e.host[i], e.region_[i] = h, e.w.hostRegion[h]
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		e.rackLossImpact()
+	}
+	b.ReportMetric(100_000*float64(b.N)/b.Elapsed().Seconds(), "shards/s")
 }

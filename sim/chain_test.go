@@ -218,3 +218,28 @@ func TestRackChainScenario(t *testing.T) {
 		t.Error("the output has no rack_loss_impact")
 	}
 }
+
+// TestRackLossImpactAllocs: the per-sample rack metric allocates nothing.
+func TestRackLossImpactAllocs(t *testing.T) {
+	sc := mustParse(t, chainScenario)
+	e, err := newEngine(sc, sc.Policies[1], sc.Seed, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range e.w.shardID {
+		e.w.active[i] = true
+		h := int32(i % len(e.w.hostName))
+		e.host[i], e.region_[i], e.rack_[i] = h, e.w.hostRegion[h], e.w.hostRack[h]
+	}
+	var v float64
+	if n := testing.AllocsPerRun(20, func() { v = e.rackLossImpact() }); n != 0 {
+		t.Errorf("rackLossImpact allocates %v times per call", n)
+	}
+	// 30 shards dealt round-robin over 12 hosts (eu-h000..005, then us): job a
+	// (shards 0..23) has 2 per host, so 4 of 24 on each rack (hosts k and k+3 of
+	// a region share one); job b (24..29) has 1 on each eu host, so 2 of 6 on
+	// each eu rack — the worst.
+	if v != round4(2.0/6) {
+		t.Errorf("rack_loss_impact %v, want %v", v, round4(2.0/6))
+	}
+}
