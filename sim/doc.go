@@ -14,9 +14,11 @@
 //     and VirtualClock, an interfaces.Clock driven by the run.
 //   - engine.go: the tick loop over dense arrays (loads, host sums, M/M/1
 //     latency, backlog), metrics and assertions.
-//   - rounds.go: the hierarchy — a global tier instance over regions and a region
-//     tier instance per region — building interfaces.View values, integration
-//     modes, and applying accepted moves with their transfer time.
+//   - rounds.go: the hierarchy — a global tier instance over regions, a region
+//     tier instance per region, and with the chain [global, region, rack, host]
+//     a rack tier instance per rack (regions then place onto racks) — building
+//     interfaces.View values, integration modes, and applying accepted moves
+//     with their transfer time.
 //   - control.go: ControlStep, the pure control-loop step (detect → decide → act)
 //     that the daemons can share; plans are verified with balancer.VerifyView.
 //   - report.go: table, JSON, CSV and a self-contained HTML report with SVG plots.
