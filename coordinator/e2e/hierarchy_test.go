@@ -77,7 +77,7 @@ func eventually(t *testing.T, what string, timeout time.Duration, f func() error
 
 func TestMultiProcessHierarchy(t *testing.T) {
 	spec := Spec{Replicas: 3, Regions: 2, HostsPerRegion: 3, HostCPU: 32,
-		Timing: Timing{Interval: 300 * time.Millisecond, LeaseTTL: 2 * time.Second, Grace: 500 * time.Millisecond, ReportInterval: 500 * time.Millisecond}}
+		Timing: Timing{Interval: 300 * time.Millisecond, LeaseTTL: 2 * time.Second, Grace: 100 * time.Millisecond, ReportInterval: 500 * time.Millisecond}}
 	dir := workDir(t)
 	c, err := NewCluster(dir, strataBin, spec)
 	if err != nil {
