@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/strata-sched/strata/coordinator/devcluster"
+	"github.com/strata-sched/strata/interfaces/wire"
 )
 
 func TestPlanCommand(t *testing.T) {
@@ -32,6 +35,24 @@ func TestPlanCommand(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// Let the periodic rounds settle: no host's shard count changes for 1.5 s.
+	counts := func() string {
+		out := ""
+		for _, name := range []string{"region-1-host-1", "region-1-host-2", "region-2-host-1", "region-2-host-2"} {
+			out += fmt.Sprintf("%d,", len(c.Hosts[name].Agent().Running()))
+		}
+		return out
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for last, since := counts(), time.Now(); time.Since(since) < 1500*time.Millisecond; {
+		time.Sleep(100 * time.Millisecond)
+		if now := counts(); now != last {
+			last, since = now, time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("placement never settled: %s", last)
+		}
+	}
 	host := ""
 	for name, h := range c.Hosts {
 		if len(h.Agent().Running()) > 0 {
@@ -39,8 +60,31 @@ func TestPlanCommand(t *testing.T) {
 			break
 		}
 	}
-	// A plan moves nothing.
-	before := len(c.Hosts[host].Agent().Running())
+	// Wait until what the host runs is what its region has committed for it, so
+	// the plan and the host agree on the shards to move.
+	region := c.Regions[c.HostRegion[host]]
+	before := 0
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		st, err := adminClient(t, region.GRPCAddr()).Status(context.Background(), &wire.StatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed := int64(-1)
+		for _, ch := range st.Tiers[0].Instances[0].Children {
+			if ch.Child.GetId() == host {
+				committed = ch.Shards
+			}
+		}
+		before = len(c.Hosts[host].Agent().Running())
+		if committed == int64(before) && before > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s runs %d shards, its region committed %d", host, before, committed)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	code, out, errOut := runCLI("plan", "--addr", addr, "--drain", host, "-o", "json")
 	if code != 0 {
 		t.Fatalf("plan: %d %s", code, errOut)
