@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -35,23 +34,9 @@ func TestPlanCommand(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	// Let the periodic rounds settle: no host's shard count changes for 1.5 s.
-	counts := func() string {
-		out := ""
-		for _, name := range []string{"region-1-host-1", "region-1-host-2", "region-2-host-1", "region-2-host-2"} {
-			out += fmt.Sprintf("%d,", len(c.Hosts[name].Agent().Running()))
-		}
-		return out
-	}
-	deadline = time.Now().Add(30 * time.Second)
-	for last, since := counts(), time.Now(); time.Since(since) < 1500*time.Millisecond; {
-		time.Sleep(100 * time.Millisecond)
-		if now := counts(); now != last {
-			last, since = now, time.Now()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("placement never settled: %s", last)
-		}
+	// Let the periodic rounds settle before asking what a drain would do.
+	if err := c.Settle(1500*time.Millisecond, 30*time.Second); err != nil {
+		t.Fatal(err)
 	}
 	host := ""
 	for name, h := range c.Hosts {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/strata-sched/strata/coordinator/hostagent"
@@ -212,4 +213,33 @@ func (c *Cluster) CloseAndCheckLedger() error {
 		return fmt.Errorf("ownership ledger (%d events): %w", res.Events, err)
 	}
 	return closeErr
+}
+
+// Settle waits until no host's set of running shards has changed for quiet, or
+// returns an error after timeout: the periodic rounds are done moving.
+func (c *Cluster) Settle(quiet, timeout time.Duration) error {
+	snapshot := func() string {
+		names := make([]string, 0, len(c.Hosts))
+		for name := range c.Hosts {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		out := ""
+		for _, name := range names {
+			out += fmt.Sprintf("%s:%v;", name, c.Hosts[name].Agent().Running())
+		}
+		return out
+	}
+	deadline := time.Now().Add(timeout)
+	last, since := snapshot(), time.Now()
+	for time.Since(since) < quiet {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("placement did not settle within %v", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if now := snapshot(); now != last {
+			last, since = now, time.Now()
+		}
+	}
+	return nil
 }

@@ -26,6 +26,9 @@ func TestPlanThenApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "placed", 30*time.Second, func() error { return allRunningOnce(c, 30) })
+	if err := c.Settle(1500*time.Millisecond, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	ra := admin(t, c.Regions["region-1"].GRPCAddr())
 	host := "region-1-host-1"
 	on := func() int { return len(c.Hosts[host].Agent().Running()) }
@@ -33,8 +36,6 @@ func TestPlanThenApply(t *testing.T) {
 	if before == 0 {
 		t.Fatalf("%s runs nothing to plan about", host)
 	}
-	// Let the rounds settle so the state index stays put between plan and apply.
-	time.Sleep(time.Second)
 
 	if _, err := ra.Plan(ctx, &wire.AdminPlanRequest{DrainChildren: []string{"nope"}}); status.Code(err) != codes.NotFound {
 		t.Errorf("plan draining an unknown host: got %v, want NotFound", err)
