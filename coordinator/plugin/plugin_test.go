@@ -260,6 +260,34 @@ func TestRegionPlansThroughPlugin(t *testing.T) {
 	if err != nil || len(ex.History) == 0 || strings.HasPrefix(ex.History[0].GetMove().GetReason(), "tierplugin") {
 		t.Errorf("b/0 should be placed by the fallback: %v %v", ex, err)
 	}
+
+	// The plugin comes back, misbehaving: the tier uses it again (healthy), and
+	// the over-capacity plan it returns is refused by the tier's verification,
+	// with the reason, while every shard keeps running once.
+	startPlugin(t, bin, addr, "--misbehave", "over-capacity")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := radmin.Status(ctx, &wire.StatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pol := st.Tiers[0].Instances[0].Policy
+		rejected := false
+		for _, r := range region.LastRejections() {
+			if r.Code == balancer.RejectCapacity && strings.Contains(r.Reason, "capacity") && strings.HasPrefix(r.Move.Reason, "tierplugin") {
+				rejected = true
+			}
+		}
+		if strings.Contains(pol, "healthy") && !strings.Contains(pol, "unhealthy") && rejected {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("restarted plugin: policy %q, rejections %v", pol, region.LastRejections())
+		}
+		// A new job gives the tier something to plan.
+		submit(fmt.Sprintf("c%d", time.Now().UnixNano()%1000000), 1)
+		time.Sleep(300 * time.Millisecond)
+	}
 	if err := c.CloseAndCheckLedger(); err != nil {
 		t.Error(err)
 	}
