@@ -222,6 +222,11 @@ latency_slo: 50ms
 
 	phase("drained")
 	// Explain: the placement at both tiers and the history with reasons.
+	// The global tier may still be balancing its regions (region-2's hosts may
+	// have connected after the first placement): explain a settled placement.
+	if err := c.Settle(1500*time.Millisecond, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	var ex explainJSON
 	cliJSON(t, &ex, "explain", "wc/0", "--addr", addr, "-o", "json")
 	if ex.Shard == nil || ex.Shard.ID != "wc/0" || ex.Shard.Job != "wc" || ex.Shard.Load["cpu"] != 0.5 || ex.Shard.LatencySLOSeconds != 0.05 {
