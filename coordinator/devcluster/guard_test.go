@@ -24,6 +24,9 @@ func TestMassFailureGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "placed", 30*time.Second, func() error { return allRunningOnce(c, 40) })
+	if err := c.Settle(1500*time.Millisecond, 30*time.Second); err != nil {
+		t.Fatal(err) // the counts below must not change by rebalancing
+	}
 	ra := admin(t, c.Regions["region-1"].GRPCAddr())
 	status := func() (*wire.InstanceStatus, error) {
 		st, err := ra.Status(ctx, &wire.StatusRequest{})

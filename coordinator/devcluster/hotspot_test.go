@@ -28,7 +28,9 @@ func TestRegionRelievesAHostWhoseLoadDoubled(t *testing.T) {
 	}
 	waitFor(t, "placed", 30*time.Second, func() error { return allRunningOnce(c, 30) })
 	// Let the placement settle (the periodic rounds balance the hosts).
-	time.Sleep(2 * time.Second)
+	if err := c.Settle(1500*time.Millisecond, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	host := "region-1-host-1"
 	before := c.Hosts[host].Agent().Running()
 	if len(before) < 5 {
