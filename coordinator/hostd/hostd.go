@@ -198,14 +198,6 @@ func (h handler) OnLease(g *wire.LeaseGrant, at time.Time) {
 	}
 }
 
-func ackOf(kind wire.AckKind, shard string, epoch uint64, err error) *wire.Ack {
-	a := &wire.Ack{Shard: shard, Epoch: epoch, Kind: kind, Ok: err == nil}
-	if err != nil {
-		a.Error = err.Error()
-	}
-	return a
-}
-
 func (h handler) OnAssign(a *wire.Assign) *wire.Ack {
 	spec, err := wire.ShardFromWire(a.GetShard())
 	if err == nil {
@@ -214,7 +206,7 @@ func (h handler) OnAssign(a *wire.Assign) *wire.Ack {
 	if err != nil {
 		h.d.logger.Printf("assign %s@%d: %v", a.GetShard().GetId(), a.GetEpoch(), err)
 	}
-	return ackOf(wire.AckKind_ACK_KIND_ASSIGN, a.GetShard().GetId(), a.GetEpoch(), err)
+	return wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, interfaces.ShardID(a.GetShard().GetId()), interfaces.Epoch(a.GetEpoch()), err).GetAck()
 }
 
 func (h handler) OnRevoke(r *wire.Revoke) *wire.Ack {
@@ -222,7 +214,7 @@ func (h handler) OnRevoke(r *wire.Revoke) *wire.Ack {
 	if err != nil {
 		h.d.logger.Printf("revoke %s@%d: %v", r.GetShard(), r.GetEpoch(), err)
 	}
-	return ackOf(wire.AckKind_ACK_KIND_REVOKE, r.GetShard(), r.GetEpoch(), err)
+	return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, interfaces.ShardID(r.GetShard()), interfaces.Epoch(r.GetEpoch()), err).GetAck()
 }
 
 func (h handler) OnConstraints(*wire.Constraints) {}

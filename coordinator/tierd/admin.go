@@ -134,10 +134,7 @@ func (d *Daemon) SubmitJob(ctx context.Context, req *wire.SubmitJobRequest) (*wi
 			return nil, wire.ToStatus(fmt.Errorf("shard %q already exists: %w", s.ID, interfaces.ErrConflict))
 		}
 	}
-	res, err := d.exec(ctx, &fsm.PutShards{Shards: shards})
-	if err == nil {
-		err = res.Err()
-	}
+	res, err := d.commit(ctx, &fsm.PutShards{Shards: shards})
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
@@ -216,10 +213,7 @@ func (d *Daemon) DeleteJob(ctx context.Context, req *wire.DeleteJobRequest) (*wi
 	if len(ids) == 0 {
 		return nil, wire.ToStatus(fmt.Errorf("job %q: %w", req.GetJob(), interfaces.ErrNotFound))
 	}
-	res, err := d.exec(ctx, &fsm.DeleteShards{IDs: ids})
-	if err == nil {
-		err = res.Err()
-	}
+	res, err := d.commit(ctx, &fsm.DeleteShards{IDs: ids})
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
@@ -319,10 +313,7 @@ func (d *Daemon) setState(ctx context.Context, child string, state interfaces.Ch
 		return nil, 0, fmt.Errorf("child %q is failed; it becomes active again when it reconnects: %w", child, interfaces.ErrConflict)
 	}
 	c.State = state
-	res, err := d.exec(ctx, &fsm.PutChild{Child: c})
-	if err == nil {
-		err = res.Err()
-	}
+	res, err := d.commit(ctx, &fsm.PutChild{Child: c})
 	d.poke()
 	return res, shards, err
 }

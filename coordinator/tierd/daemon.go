@@ -259,6 +259,16 @@ func (d *Daemon) exec(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
 	return d.tier.Exec(ctx, c)
 }
 
+// commit commits c and returns the first rejection of its operations as the
+// error: for commands whose operations must all succeed.
+func (d *Daemon) commit(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
+	res, err := d.exec(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return res, res.Err()
+}
+
 func (d *Daemon) poke() {
 	select {
 	case d.wake <- struct{}{}:

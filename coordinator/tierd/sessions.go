@@ -245,12 +245,8 @@ func (d *Daemon) reconcileHeld(s *childSession, held map[string]uint64) {
 				epoch = w
 			}
 		}
-		s.send(&wire.ParentMessage{Msg: &wire.ParentMessage_Revoke{Revoke: &wire.Revoke{Shard: id, Epoch: epoch}}})
+		s.send(wire.RevokeToWire(interfaces.ShardID(id), interfaces.Epoch(epoch)))
 	}
-}
-
-func revokeMsg(shard interfaces.ShardID, wireEpoch uint64) *wire.ParentMessage {
-	return &wire.ParentMessage{Msg: &wire.ParentMessage_Revoke{Revoke: &wire.Revoke{Shard: string(shard), Epoch: wireEpoch}}}
 }
 
 // sendAssign sends Assign(shard, epoch, spec) to child, if it has a session.
@@ -269,7 +265,7 @@ func (d *Daemon) sendAssign(child interfaces.ChildID, shard interfaces.ShardID, 
 	if s == nil {
 		return false
 	}
-	if s.send(&wire.ParentMessage{Msg: &wire.ParentMessage_Assign{Assign: &wire.Assign{Shard: wire.ShardToWire(st.Spec), Epoch: we}}}) {
+	if s.send(wire.AssignToWire(st.Spec, interfaces.Epoch(we))) {
 		d.mu.Lock()
 		d.assignSent[shard] = assignState{at: time.Now(), epoch: we}
 		d.mu.Unlock()
@@ -291,7 +287,7 @@ func (d *Daemon) sendRevoke(child interfaces.ChildID, shard interfaces.ShardID, 
 	if s == nil {
 		return false
 	}
-	if s.send(revokeMsg(shard, we)) {
+	if s.send(wire.RevokeToWire(shard, interfaces.Epoch(we))) {
 		d.mu.Lock()
 		d.revokeSent[shard] = time.Now()
 		d.mu.Unlock()
@@ -391,12 +387,12 @@ func (d *Daemon) reconcileReport(s *childSession, r interfaces.Report) {
 			we, gone := d.deleted[id]
 			d.mu.Unlock()
 			if gone {
-				s.send(revokeMsg(id, we))
+				s.send(wire.RevokeToWire(id, interfaces.Epoch(we)))
 			}
 			continue
 		}
 		if we, known := d.wireEpoch(id, st.Epoch); known {
-			s.send(revokeMsg(id, we))
+			s.send(wire.RevokeToWire(id, interfaces.Epoch(we)))
 		}
 	}
 }
@@ -442,10 +438,7 @@ func (d *Daemon) onAck(ctx context.Context, s *childSession, ack *wire.Ack) {
 
 // completeMove commits an in-flight move and assigns the shard to its new owner.
 func (d *Daemon) completeMove(ctx context.Context, shard interfaces.ShardID, epoch interfaces.Epoch, to interfaces.ChildID) {
-	res, err := d.exec(ctx, &fsm.CompleteMove{Shard: shard, Epoch: epoch})
-	if err == nil {
-		err = res.Err()
-	}
+	res, err := d.commit(ctx, &fsm.CompleteMove{Shard: shard, Epoch: epoch})
 	if err != nil {
 		if !errors.Is(err, interfaces.ErrStaleEpoch) && !errors.Is(err, interfaces.ErrConflict) {
 			d.logger.Printf("complete move of %s: %v", shard, err)

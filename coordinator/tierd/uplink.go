@@ -79,14 +79,21 @@ func (u *uplink) leaseLeft(now time.Time) time.Duration {
 	return u.leaseUntil.Sub(now)
 }
 
-func (u *uplink) hello() *wire.Hello {
-	d := u.d
-	var capacity interfaces.Load
-	for _, cu := range d.tier.FSM.Children() {
+// capacity is this instance's capacity as its parent sees it: the sum of its
+// active children's.
+func (u *uplink) capacity() interfaces.Load {
+	var c interfaces.Load
+	for _, cu := range u.d.tier.FSM.Children() {
 		if cu.Child.State == interfaces.ChildActive {
-			capacity = capacity.Add(cu.Child.Capacity)
+			c = c.Add(cu.Child.Capacity)
 		}
 	}
+	return c
+}
+
+func (u *uplink) hello() *wire.Hello {
+	d := u.d
+	capacity := u.capacity()
 	if capacity.IsZero() {
 		capacity = interfaces.Load{Tasks: 1} // no children yet: announce a token capacity
 	}
@@ -122,11 +129,7 @@ func (u *uplink) report() *wire.Report {
 	d := u.d
 	var r interfaces.Report
 	r.Child = interfaces.ChildID(d.cfg.Instance)
-	for _, cu := range d.tier.FSM.Children() {
-		if cu.Child.State == interfaces.ChildActive {
-			r.Capacity = r.Capacity.Add(cu.Child.Capacity)
-		}
-	}
+	r.Capacity = u.capacity()
 	d.mu.Lock()
 	var shards []interfaces.ShardLoad
 	for _, cr := range d.reports {
@@ -209,14 +212,6 @@ func (h uplinkHandler) OnLease(g *wire.LeaseGrant, at time.Time) {
 	h.u.mu.Unlock()
 }
 
-func ack(kind wire.AckKind, shard string, epoch uint64, err error) *wire.Ack {
-	a := &wire.Ack{Shard: shard, Epoch: epoch, Kind: kind, Ok: err == nil}
-	if err != nil {
-		a.Error = err.Error()
-	}
-	return a
-}
-
 func (h uplinkHandler) OnAssign(a *wire.Assign) *wire.Ack {
 	return h.OnAssigns([]*wire.Assign{a})[0]
 }
@@ -233,7 +228,7 @@ func (h uplinkHandler) OnAssigns(as []*wire.Assign) []*wire.Ack {
 	for i, a := range as {
 		spec, err := wire.ShardFromWire(a.GetShard())
 		if err != nil {
-			acks[i] = ack(wire.AckKind_ACK_KIND_ASSIGN, a.GetShard().GetId(), a.GetEpoch(), err)
+			acks[i] = wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, interfaces.ShardID(a.GetShard().GetId()), interfaces.Epoch(a.GetEpoch()), err).GetAck()
 			continue
 		}
 		epoch := interfaces.Epoch(a.GetEpoch())
@@ -241,15 +236,14 @@ func (h uplinkHandler) OnAssigns(as []*wire.Assign) []*wire.Ack {
 		held := u.epochs[spec.ID]
 		u.mu.Unlock()
 		if epoch < held {
-			acks[i] = ack(wire.AckKind_ACK_KIND_ASSIGN, string(spec.ID), a.GetEpoch(),
-				fmt.Errorf("shard %s: epoch %d is older than the %d held: %w", spec.ID, epoch, held, interfaces.ErrStaleEpoch))
+			acks[i] = wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, spec.ID, interfaces.Epoch(a.GetEpoch()), fmt.Errorf("shard %s: epoch %d is older than the %d held: %w", spec.ID, epoch, held, interfaces.ErrStaleEpoch)).GetAck()
 			continue
 		}
 		if st, ok := d.tier.FSM.Shard(spec.ID); !ok || !sameSpec(st.Spec, spec) {
 			put = append(put, spec)
 			putIdx = append(putIdx, i)
 		}
-		acks[i] = ack(wire.AckKind_ACK_KIND_ASSIGN, string(spec.ID), a.GetEpoch(), nil)
+		acks[i] = wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, spec.ID, interfaces.Epoch(a.GetEpoch()), nil).GetAck()
 	}
 	if len(put) > 0 {
 		res, err := d.exec(context.Background(), &fsm.PutShards{Shards: put})
@@ -259,7 +253,7 @@ func (h uplinkHandler) OnAssigns(as []*wire.Assign) []*wire.Ack {
 				e = res.Ops[k].Err
 			}
 			if e != nil {
-				acks[i] = ack(wire.AckKind_ACK_KIND_ASSIGN, string(put[k].ID), as[i].GetEpoch(), e)
+				acks[i] = wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, put[k].ID, interfaces.Epoch(as[i].GetEpoch()), e).GetAck()
 			}
 		}
 	}
@@ -291,12 +285,11 @@ func (h uplinkHandler) OnRevoke(r *wire.Revoke) *wire.Ack {
 	held := u.epochs[shard]
 	u.mu.Unlock()
 	if epoch < held {
-		return ack(wire.AckKind_ACK_KIND_REVOKE, r.GetShard(), r.GetEpoch(),
-			fmt.Errorf("shard %s: revoke epoch %d is older than the %d held: %w", shard, epoch, held, interfaces.ErrStaleEpoch))
+		return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, interfaces.ShardID(r.GetShard()), interfaces.Epoch(r.GetEpoch()), fmt.Errorf("shard %s: revoke epoch %d is older than the %d held: %w", shard, epoch, held, interfaces.ErrStaleEpoch)).GetAck()
 	}
 	st, ok := d.tier.FSM.Shard(shard)
 	if !ok {
-		return ack(wire.AckKind_ACK_KIND_REVOKE, r.GetShard(), r.GetEpoch(), nil) // not here: done
+		return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, interfaces.ShardID(r.GetShard()), interfaces.Epoch(r.GetEpoch()), nil).GetAck() // not here: done
 	}
 	u.mu.Lock()
 	u.revoking[shard] = epoch
@@ -312,10 +305,10 @@ func (h uplinkHandler) OnRevoke(r *wire.Revoke) *wire.Ack {
 		// the shard), then revoke from the source. Completing it instead would
 		// start the shard on the target while our parent takes it away.
 		if _, err := d.exec(context.Background(), &fsm.AbortMove{Shard: shard, Epoch: st.Epoch, Reason: "revoked by the parent tier"}); err != nil {
-			return ack(wire.AckKind_ACK_KIND_REVOKE, r.GetShard(), r.GetEpoch(), err)
+			return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, interfaces.ShardID(r.GetShard()), interfaces.Epoch(r.GetEpoch()), err).GetAck()
 		}
 		if st, ok = d.tier.FSM.Shard(shard); !ok {
-			return ack(wire.AckKind_ACK_KIND_REVOKE, r.GetShard(), r.GetEpoch(), nil)
+			return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, interfaces.ShardID(r.GetShard()), interfaces.Epoch(r.GetEpoch()), nil).GetAck()
 		}
 	}
 	owner := st.Owner
@@ -360,7 +353,7 @@ func (u *uplink) finishRevoke(ctx context.Context, shard interfaces.ShardID) *wi
 	}
 	if st, ok := d.tier.FSM.Shard(shard); ok && st.InFlight != nil {
 		if _, err := d.exec(ctx, &fsm.AbortMove{Shard: shard, Epoch: st.Epoch, Reason: "revoked by the parent tier"}); err != nil {
-			return ack(wire.AckKind_ACK_KIND_REVOKE, string(shard), uint64(epoch), err)
+			return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, shard, epoch, err).GetAck()
 		}
 	}
 	res, err := d.exec(ctx, &fsm.DeleteShards{IDs: []interfaces.ShardID{shard}})
@@ -370,13 +363,13 @@ func (u *uplink) finishRevoke(ctx context.Context, shard interfaces.ShardID) *wi
 		}
 	}
 	if err != nil {
-		return ack(wire.AckKind_ACK_KIND_REVOKE, string(shard), uint64(epoch), err)
+		return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, shard, epoch, err).GetAck()
 	}
 	u.mu.Lock()
 	delete(u.revoking, shard)
 	delete(u.epochs, shard)
 	u.mu.Unlock()
-	return ack(wire.AckKind_ACK_KIND_REVOKE, string(shard), uint64(epoch), nil)
+	return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, shard, epoch, nil).GetAck()
 }
 
 func (h uplinkHandler) OnConstraints(*wire.Constraints) {}
