@@ -155,16 +155,20 @@ func TestRackTier(t *testing.T) {
 		}
 	}
 
-	// strata status walks the tree down to the racks and their hosts.
-	out, err := exec.Command(strataBin, "status", "--addr", c.Global[0].GRPC).CombinedOutput()
-	if err != nil {
-		t.Fatalf("strata status: %v\n%s", err, out)
-	}
-	for _, want := range []string{`region-1-rack-1\s+rack\s+active`, `region-1-rack-2\s+rack\s+active`, `region-1-rack-2-host-1\s+host\s+active`} {
-		if !regexp.MustCompile(want).Match(out) {
-			t.Errorf("strata status lacks %q:\n%s", want, out)
+	// strata status walks the tree down to the racks and their hosts (a host may
+	// still be reconnecting after a lease hiccup under load: ask until it shows).
+	eventually(t, "strata status shows the rack tier", 30*time.Second, func() error {
+		out, err := exec.Command(strataBin, "status", "--addr", c.Global[0].GRPC).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("strata status: %v\n%s", err, out)
 		}
-	}
+		for _, want := range []string{`region-1-rack-1\s+rack\s+active`, `region-1-rack-2\s+rack\s+active`, `region-1-rack-2-host-1\s+host\s+active`} {
+			if !regexp.MustCompile(want).Match(out) {
+				return fmt.Errorf("strata status lacks %q:\n%s", want, out)
+			}
+		}
+		return nil
+	})
 
 	// Rebalance: drain a rack, then undrain it.
 	rack := "region-1-rack-1"
