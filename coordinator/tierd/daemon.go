@@ -59,8 +59,7 @@ type Daemon struct {
 	revokeSent  map[interfaces.ShardID]time.Time   // in-flight moves: when Revoke was last sent
 	assignSent  map[interfaces.ShardID]assignState // the last Assign sent per shard, and its ack
 	deleted     map[interfaces.ShardID]uint64      // shards deleted here: the wire epoch they had
-	lastRound   roundRecord
-	plans       map[string]pendingPlan // what-if plans by token (Plan, ApplyPlan)
+	plans       map[string]pendingPlan             // what-if plans by token (Plan, ApplyPlan)
 	// lastRejections are the moves the last verification refused, with why.
 	lastRejections []balancer.Rejection
 	alerts         []string // the controller's alerts of the last round
@@ -82,16 +81,6 @@ type assignState struct {
 	at    time.Time
 	epoch uint64
 	acked bool
-}
-
-// roundRecord explains the last control round, for status.
-type roundRecord struct {
-	At       time.Time
-	Mode     string
-	Planned  int
-	Accepted int
-	Rejected int
-	Err      string
 }
 
 // Start opens the replica's Raft state, starts its servers and its control loop.

@@ -349,16 +349,18 @@ func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, defau
 	return applied, rejected, nil
 }
 
-func (d *Daemon) record(now time.Time, mode string, planned, accepted, rejected int, err error) {
-	r := roundRecord{At: now, Mode: mode, Planned: planned, Accepted: accepted, Rejected: rejected}
-	if err != nil && !errors.Is(err, context.Canceled) {
-		r.Err = err.Error()
+// record logs a round that did something and updates the tier's gauges; the
+// controller keeps the per-round records (control.Controller.History).
+func (d *Daemon) record(_ time.Time, mode string, planned, accepted, rejected int, err error) {
+	if err != nil && errors.Is(err, context.Canceled) {
+		err = nil
 	}
-	d.mu.Lock()
-	d.lastRound = r
-	d.mu.Unlock()
 	if planned > 0 || err != nil {
-		d.logger.Printf("round (%s): %d moves planned, %d committed, %d rejected%s", mode, planned, accepted, rejected, errSuffix(r.Err))
+		msg := ""
+		if err != nil {
+			msg = ": " + err.Error()
+		}
+		d.logger.Printf("round (%s): %d moves planned, %d committed, %d rejected%s", mode, planned, accepted, rejected, msg)
 	}
 	var owned int64
 	for _, cu := range d.tier.FSM.Children() {
@@ -377,13 +379,6 @@ func (d *Daemon) record(now time.Time, mode string, planned, accepted, rejected 
 		d.scope.Gauge("plugin_healthy").Update(healthy)
 		d.scope.Gauge("plugin_failures").Update(float64(st.Failures))
 	}
-}
-
-func errSuffix(e string) string {
-	if e == "" {
-		return ""
-	}
-	return ": " + e
 }
 
 // controlConfig is the controller's configuration for this tier.
