@@ -270,6 +270,7 @@ func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, 
 	if d.up != nil {
 		view = d.up.filterView(view)
 	}
+	view.Constraints = append(view.Constraints, d.cooperate(view)...)
 	return view, true
 }
 
