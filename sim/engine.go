@@ -306,7 +306,9 @@ func newEngine(sc *Scenario, spec PolicySpec, seed uint64, replay *replaySeries,
 	if n := sc.Topology.RacksPerRegion; n > 0 {
 		w.buildRacks(n)
 	}
-	if err := buildWorkload(w, sc, rng, replay); err != nil {
+	if sc.live != nil {
+		sc.live.buildShards(w) // the live cluster's shards (live.go)
+	} else if err := buildWorkload(w, sc, rng, replay); err != nil {
 		return nil, err
 	}
 	e := &engine{sc: sc, spec: spec, seed: seed, w: w, replay: replay, global: gp, region: rp, rack: kp, pending: map[[2]int64]bool{}}
@@ -340,6 +342,9 @@ func newEngine(sc *Scenario, spec PolicySpec, seed uint64, replay *replaySeries,
 	e.proc = make([]int32, n)
 	for i := range e.host {
 		e.host[i], e.region_[i], e.rack_[i] = -1, -1, -1
+	}
+	if sc.live != nil {
+		sc.live.place(e) // start from the live cluster's assignment (live.go)
 	}
 	if kp != nil {
 		// A region over racks sees a pinned shard as allowed on its host's rack.

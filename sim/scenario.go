@@ -44,6 +44,9 @@ type Scenario struct {
 	// root is the parsed YAML, kept to name lines in validation errors.
 	root *yaml.Node
 	file string
+	// live, for a plan against a live cluster (live.go), replaces the
+	// workload's jobs with the cluster's shards and starts from its assignment.
+	live *liveState
 }
 
 // Model holds the parameters of the latency, lag, move and control models.
