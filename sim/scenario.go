@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/tiers/control"
 )
 
 // Scenario is a what-if question as a file: topology, workload, events, the
@@ -37,6 +38,10 @@ type Scenario struct {
 	Events      []Event      `yaml:"events"`
 	Policies    []PolicySpec `yaml:"policies"`
 	Assertions  []Assertion  `yaml:"assertions"`
+
+	// Control tunes every tier instance's controller (tiers/control), for every
+	// policy; a policy's own control block overrides it key by key.
+	Control *ControlSpec `yaml:"control"`
 
 	// dir is the directory of the scenario file; relative data paths resolve
 	// against it.
@@ -279,6 +284,141 @@ type PolicySpec struct {
 	// Tiers names the policy of a tier of the chain (keys global, region,
 	// rack), overriding global_solver (global) and solver (region and rack).
 	Tiers map[string]string `yaml:"tiers"`
+	// Control overrides the scenario's control block, key by key, for this
+	// policy's tier instances.
+	Control *ControlSpec `yaml:"control"`
+}
+
+// ControlSpec is the control block of a scenario or a policy: each key sets the
+// control.Config field of the same name (snake_case) for every tier instance's
+// controller; a key left out keeps control.DefaultConfig()'s value (or the
+// scenario's, in a policy's block). Validated by control.Config.Validate, the
+// error naming the key.
+type ControlSpec struct {
+	TargetImbalance     *float64  `yaml:"target_imbalance"`
+	Floor               *float64  `yaml:"floor"`
+	TargetUtil          *float64  `yaml:"target_util"`
+	DeadBand            *float64  `yaml:"dead_band"`
+	Kp                  *float64  `yaml:"kp"`
+	Ki                  *float64  `yaml:"ki"`
+	IntegralMax         *float64  `yaml:"integral_max"`
+	MinMoves            *int      `yaml:"min_moves"`
+	MaxMoves            *int      `yaml:"max_moves"`
+	MaxBytes            *Quantity `yaml:"max_bytes"`
+	CooldownRounds      *int      `yaml:"cooldown_rounds"`
+	Cooldown            *Duration `yaml:"cooldown"`
+	Grace               *Duration `yaml:"grace"`
+	MassFailureFraction *float64  `yaml:"mass_failure_fraction"`
+	MassFailureMin      *int      `yaml:"mass_failure_min"`
+	BounceWindow        *Duration `yaml:"bounce_window"`
+	ReportAlpha         *float64  `yaml:"report_alpha"`
+	StragglerFactor     *float64  `yaml:"straggler_factor"`
+	SolveFailAlert      *int      `yaml:"solve_fail_alert"`
+	InitialConcurrency  *int      `yaml:"initial_concurrency"`
+	MinConcurrency      *int      `yaml:"min_concurrency"`
+	MaxConcurrency      *int      `yaml:"max_concurrency"`
+	Backoff             *float64  `yaml:"backoff"`
+	LatencyRise         *float64  `yaml:"latency_rise"`
+	BaselineAlpha       *float64  `yaml:"baseline_alpha"`
+}
+
+// apply sets the fields of c that s gives; it returns the keys it set.
+func (s *ControlSpec) apply(c *control.Config) (keys map[string]bool) {
+	keys = map[string]bool{}
+	if s == nil {
+		return keys
+	}
+	f := func(key string, dst *float64, v *float64) {
+		if v != nil {
+			*dst, keys[key] = *v, true
+		}
+	}
+	i := func(key string, dst *int, v *int) {
+		if v != nil {
+			*dst, keys[key] = *v, true
+		}
+	}
+	d := func(key string, dst *time.Duration, v *Duration) {
+		if v != nil {
+			*dst, keys[key] = v.D(), true
+		}
+	}
+	f("target_imbalance", &c.TargetImbalance, s.TargetImbalance)
+	f("floor", &c.Floor, s.Floor)
+	f("target_util", &c.TargetUtil, s.TargetUtil)
+	f("dead_band", &c.DeadBand, s.DeadBand)
+	f("kp", &c.Kp, s.Kp)
+	f("ki", &c.Ki, s.Ki)
+	f("integral_max", &c.IntegralMax, s.IntegralMax)
+	i("min_moves", &c.MinMoves, s.MinMoves)
+	i("max_moves", &c.MaxMoves, s.MaxMoves)
+	if s.MaxBytes != nil {
+		c.MaxBytes, keys["max_bytes"] = int64(*s.MaxBytes), true
+	}
+	i("cooldown_rounds", &c.CooldownRounds, s.CooldownRounds)
+	d("cooldown", &c.Cooldown, s.Cooldown)
+	d("grace", &c.Grace, s.Grace)
+	f("mass_failure_fraction", &c.MassFailureFraction, s.MassFailureFraction)
+	i("mass_failure_min", &c.MassFailureMin, s.MassFailureMin)
+	d("bounce_window", &c.BounceWindow, s.BounceWindow)
+	f("report_alpha", &c.ReportAlpha, s.ReportAlpha)
+	f("straggler_factor", &c.StragglerFactor, s.StragglerFactor)
+	i("solve_fail_alert", &c.SolveFailAlert, s.SolveFailAlert)
+	i("initial_concurrency", &c.InitialConcurrency, s.InitialConcurrency)
+	i("min_concurrency", &c.MinConcurrency, s.MinConcurrency)
+	i("max_concurrency", &c.MaxConcurrency, s.MaxConcurrency)
+	f("backoff", &c.Backoff, s.Backoff)
+	f("latency_rise", &c.LatencyRise, s.LatencyRise)
+	f("baseline_alpha", &c.BaselineAlpha, s.BaselineAlpha)
+	return keys
+}
+
+// ControlConfig returns the controller configuration of policy p's tier
+// instances: control.DefaultConfig(), then the scenario's control block, then
+// the policy's.
+func (sc *Scenario) ControlConfig(p PolicySpec) control.Config {
+	c := control.DefaultConfig()
+	sc.Control.apply(&c)
+	p.Control.apply(&c)
+	return c
+}
+
+// checkControl validates the scenario's control block and every policy's
+// merged configuration, naming the key (and its line) of the first bad value.
+func (sc *Scenario) checkControl() error {
+	check := func(c control.Config, keys map[string]bool, path []any, fallback []any) error {
+		err := c.Validate()
+		if err == nil {
+			return nil
+		}
+		var fe *interfaces.FieldError
+		if !errors.As(err, &fe) {
+			return sc.fail(path, "%v", err)
+		}
+		key := strings.TrimPrefix(fe.Field, "control.")
+		where := append(append([]any(nil), path...), key)
+		if !keys[key] && fallback != nil {
+			where = append(append([]any(nil), fallback...), key)
+		}
+		rule := fe.Rule
+		if fe.Value != "" {
+			rule += " (got " + fe.Value + ")"
+		}
+		return sc.fail(where, "%s", rule)
+	}
+	base := control.DefaultConfig()
+	keys := sc.Control.apply(&base)
+	if err := check(base, keys, p("control"), nil); err != nil {
+		return err
+	}
+	for i, pol := range sc.Policies {
+		c := base
+		pk := pol.Control.apply(&c)
+		if err := check(c, pk, p("policies", i, "control"), p("control")); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // TierRack is the example custom tier between regions and hosts.
@@ -1017,6 +1157,10 @@ func (sc *Scenario) validate() error {
 				return sc.fail(append(cp, "children"), "is required for %s", c.Kind)
 			}
 		}
+	}
+
+	if err := sc.checkControl(); err != nil {
+		return err
 	}
 
 	// Assertions.
