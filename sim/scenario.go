@@ -181,11 +181,17 @@ type DiurnalSpec struct {
 }
 
 // StepSpec multiplies the rate of Job (all jobs when empty) by Factor from At on.
+// Fraction, when in (0, 1), steps only that fraction of the job's shards (of all
+// shards when Job is empty; rounded up, at least one), drawn with the seed.
 type StepSpec struct {
-	At     Duration `yaml:"at"`
-	Job    string   `yaml:"job"`
-	Factor float64  `yaml:"factor"`
+	At       Duration `yaml:"at"`
+	Job      string   `yaml:"job"`
+	Factor   float64  `yaml:"factor"`
+	Fraction float64  `yaml:"fraction"`
 }
+
+// Partial reports whether the step applies to a drawn fraction of the shards.
+func (s StepSpec) Partial() bool { return s.Fraction > 0 && s.Fraction < 1 }
 
 // SpikeSpec multiplies the rate of Job (all jobs when empty) by Factor during
 // [At, At+For).
@@ -244,6 +250,10 @@ const (
 	EventRegionBack  = "region_recover"
 	EventDrain       = "drain"
 	EventAddHosts    = "add_hosts"
+	// EventAckMassFailure is an operator acknowledging a mass failure at one
+	// tier instance (Instance: global, a region or a rack): its next round
+	// declares the silent children failed despite the guard and fails over.
+	EventAckMassFailure = "ack_mass_failure"
 )
 
 // Event is a change to the topology at a virtual time.
@@ -254,6 +264,7 @@ type Event struct {
 	Region   string   `yaml:"region"`
 	Count    int      `yaml:"count"`
 	Capacity LoadSpec `yaml:"capacity"`
+	Instance string   `yaml:"instance"`
 }
 
 // Integration modes.
@@ -466,6 +477,17 @@ const (
 	AssertSLO     = "slo"
 	AssertNoLoss  = "no_loss"
 	AssertSpread  = "spread"
+	// AssertConverge: after a change at From, host max/mean utilization of
+	// Resource is back ≤ Max within Rounds control rounds of the tier
+	// instances (the most rounds any one instance ran from From until then).
+	AssertConverge = "converge"
+	// AssertNoBounce: no shard moves back to a child it left less than Within
+	// before (default: the policy's control bounce_window), over [From, To).
+	AssertNoBounce = "no_bounce"
+	// AssertGuard: the mass-failure guard of some tier instance engages, with
+	// its mass_failure alert, within Within of From, and at most Max
+	// relocations start over [From, To) (no stampede).
+	AssertGuard = "guard"
 )
 
 // Assertion is a check on a run. Balance: max/mean host utilization of Resource
@@ -483,7 +505,10 @@ type Assertion struct {
 	From         Duration `yaml:"from"`
 	To           Duration `yaml:"to"`
 	Policies     []string `yaml:"policies"`
-	line         int
+	// Rounds (converge) and Within (no_bounce, guard).
+	Rounds int      `yaml:"rounds"`
+	Within Duration `yaml:"within"`
+	line   int
 }
 
 // Duration is a time.Duration written as "30s", "5m" or a number of seconds.
@@ -1017,6 +1042,9 @@ func (sc *Scenario) validate() error {
 		if s.Factor < 0 || s.At < 0 {
 			return sc.fail(p("workload", "steps", i), "factor and at must be ≥ 0")
 		}
+		if math.IsNaN(s.Fraction) || s.Fraction < 0 || s.Fraction > 1 {
+			return sc.fail(p("workload", "steps", i, "fraction"), "must be in [0, 1] (0 or 1: every shard of the job; got %v)", s.Fraction)
+		}
 	}
 	for i, s := range w.Spikes {
 		if err := checkJob(p("workload", "spikes", i, "job"), s.Job); err != nil {
@@ -1085,8 +1113,12 @@ func (sc *Scenario) validate() error {
 			if err := sc.checkLoad(append(path, "capacity"), e.Capacity, true); err != nil {
 				return err
 			}
+		case EventAckMassFailure:
+			if !sc.instanceKnown(e.Instance) {
+				return sc.fail(append(path, "instance"), "tier instance %q is not in the topology (want global, a region, or a rack <region>-r<k> with racks_per_region)", e.Instance)
+			}
 		default:
-			return sc.fail(append(path, "kind"), "unknown event kind %q (known: host_fail, host_recover, region_loss, region_recover, drain, add_hosts)", e.Kind)
+			return sc.fail(append(path, "kind"), "unknown event kind %q (known: host_fail, host_recover, region_loss, region_recover, drain, add_hosts, ack_mass_failure)", e.Kind)
 		}
 	}
 
@@ -1185,9 +1217,37 @@ func (sc *Scenario) validate() error {
 			if a.Max <= 0 || a.Max > 1 {
 				return sc.fail(append(path, "max"), "must be a fraction in (0, 1] (got %v)", a.Max)
 			}
+		case AssertConverge:
+			if _, ok := resourceIndex(a.Resource); !ok {
+				return sc.fail(append(path, "resource"), "must be cpu, mem, net or tasks (got %q)", a.Resource)
+			}
+			if a.Max < 1 {
+				return sc.fail(append(path, "max"), "must be ≥ 1 (a max/mean ratio; got %v)", a.Max)
+			}
+			if a.Rounds < 1 {
+				return sc.fail(append(path, "rounds"), "must be ≥ 1 (got %d)", a.Rounds)
+			}
+		case AssertNoBounce:
+			if a.Within < 0 {
+				return sc.fail(append(path, "within"), "must be ≥ 0 (0: the policy's control bounce_window)")
+			}
+			if a.Within == 0 {
+				for _, pol := range sc.Policies {
+					if sc.ControlConfig(pol).BounceWindow <= 0 {
+						return sc.fail(append(path, "within"), "is required: policy %q has no control bounce_window", pol.Name)
+					}
+				}
+			}
+		case AssertGuard:
+			if a.Within <= 0 {
+				return sc.fail(append(path, "within"), "must be > 0 (how soon after from the guard must engage)")
+			}
+			if a.Max < 0 || a.Max != math.Trunc(a.Max) {
+				return sc.fail(append(path, "max"), "must be a whole number of moves ≥ 0 (got %v)", a.Max)
+			}
 		case AssertSteady, AssertNoLoss:
 		default:
-			return sc.fail(append(path, "kind"), "unknown assertion %q (known: balance, steady, slo, no_loss, spread)", a.Kind)
+			return sc.fail(append(path, "kind"), "unknown assertion %q (known: balance, steady, slo, no_loss, spread, converge, no_bounce, guard)", a.Kind)
 		}
 		if a.From < 0 || a.To > sc.Duration || a.From >= a.To {
 			return sc.fail(path, "window [from, to) must lie within [0, duration] and be non-empty")
@@ -1199,6 +1259,26 @@ func (sc *Scenario) validate() error {
 		}
 	}
 	return nil
+}
+
+// instanceKnown reports whether name is a tier instance of the topology:
+// global, a region, or (with racks_per_region) a rack <region>-r<k>.
+func (sc *Scenario) instanceKnown(name string) bool {
+	if name == interfaces.TierGlobal {
+		return true
+	}
+	_, regions := sc.hostNames()
+	if regions[name] {
+		return true
+	}
+	for r := range regions {
+		for k := 0; k < sc.Topology.RacksPerRegion; k++ {
+			if name == fmt.Sprintf("%s-r%d", r, k) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // resourceIndex maps a built-in resource name to its dense index.
