@@ -101,6 +101,8 @@ func (s *state) apply(idx uint64, c Command) *Result {
 		r.Ops = []OpResult{s.complete(idx, c)}
 	case *AbortMove:
 		r.Ops = []OpResult{s.abort(idx, c)}
+	case *Quarantine:
+		r.Ops = []OpResult{s.quarantine(idx, c)}
 	case *ApplyPlan:
 		r.Ops = make([]OpResult, len(c.Moves))
 		for i, m := range c.Moves {
@@ -143,7 +145,7 @@ func (s *state) putShard(spec *interfaces.Shard) OpResult {
 	r := newShardRec(spec)
 	old := s.shard(spec.ID)
 	if old != nil {
-		r.owner, r.epoch, r.flight = old.owner, old.epoch, old.flight
+		r.owner, r.epoch, r.flight, r.quarantine = old.owner, old.epoch, old.flight, old.quarantine
 		eff := old.effective()
 		s.charge(eff, old.load, -1)
 		s.charge(eff, r.load, +1)
@@ -203,6 +205,10 @@ func (s *state) assign(idx uint64, tier string, m interfaces.Move) OpResult {
 			m.Shard, old.owner, old.epoch, interfaces.ErrConflict)
 		return res
 	}
+	if old.quarantine != "" {
+		res.Err = quarantined(old)
+		return res
+	}
 	if res.Err = s.target(m.Shard, m.To); res.Err != nil {
 		return res
 	}
@@ -234,6 +240,9 @@ func (s *state) cas(old *shardRec, m interfaces.Move) error {
 	}
 	if old.flight != nil {
 		return fmt.Errorf("shard %q already has a move to %q in flight: %w", m.Shard, old.flight.To, interfaces.ErrConflict)
+	}
+	if old.quarantine != "" {
+		return quarantined(old)
 	}
 	return s.target(m.Shard, m.To)
 }
@@ -355,5 +364,46 @@ func (s *state) unassign(idx uint64, c *Unassign) OpResult {
 	s.put(&r)
 	s.record(LogEntry{Index: idx, Change: ChangeUnassign, Shard: c.Shard, From: old.owner,
 		Epoch: r.epoch, Reason: c.Reason})
+	return res
+}
+
+func quarantined(r *shardRec) error {
+	return fmt.Errorf("shard %q is quarantined (%s); release it first: %w", r.id, r.quarantine, interfaces.ErrConflict)
+}
+
+// quarantine quarantines a shard (taking it off its owner) or releases it.
+func (s *state) quarantine(idx uint64, c *Quarantine) OpResult {
+	res := OpResult{ID: string(c.Shard)}
+	old := s.shard(c.Shard)
+	if old == nil {
+		res.Err = fmt.Errorf("shard %q: %w", c.Shard, interfaces.ErrNotFound)
+		return res
+	}
+	res.Epoch = old.epoch
+	r := *old
+	if c.Release {
+		if old.quarantine == "" {
+			res.Err = fmt.Errorf("shard %q is not quarantined: %w", c.Shard, interfaces.ErrConflict)
+			return res
+		}
+		r.quarantine = ""
+		s.put(&r)
+		s.record(LogEntry{Index: idx, Change: ChangeRelease, Shard: c.Shard, Epoch: r.epoch, Reason: c.Reason})
+		return res
+	}
+	switch {
+	case old.quarantine != "":
+		res.Err = fmt.Errorf("shard %q is already quarantined (%s): %w", c.Shard, old.quarantine, interfaces.ErrConflict)
+	case old.flight != nil:
+		res.Err = fmt.Errorf("shard %q has a move to %q in flight; complete or abort it first: %w", c.Shard, old.flight.To, interfaces.ErrConflict)
+	}
+	if res.Err != nil {
+		return res
+	}
+	r.quarantine = c.Reason
+	r.owner = ""
+	s.charge(old.owner, old.load, -1)
+	s.put(&r)
+	s.record(LogEntry{Index: idx, Change: ChangeQuarantine, Shard: c.Shard, From: old.owner, Epoch: r.epoch, Reason: c.Reason})
 	return res
 }

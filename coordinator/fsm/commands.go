@@ -26,11 +26,12 @@ const (
 	CmdCompleteMove                // commit an in-flight move: new owner, epoch+1
 	CmdAbortMove                   // drop an in-flight move; the owner keeps the shard
 	CmdApplyPlan                   // a batch of moves, each committed atomically on its own
+	CmdQuarantine                  // quarantine a shard (never placed again) or release it
 	cmdEnd                         // one past the last valid type
 )
 
 var cmdNames = [...]string{"invalid", "put_child", "remove_child", "put_shards", "delete_shards",
-	"assign", "unassign", "move", "begin_move", "complete_move", "abort_move", "apply_plan"}
+	"assign", "unassign", "move", "begin_move", "complete_move", "abort_move", "apply_plan", "quarantine"}
 
 func (t CmdType) String() string {
 	if int(t) < len(cmdNames) {
@@ -125,6 +126,18 @@ type ApplyPlan struct {
 	Moves []interfaces.Move
 }
 
+// Quarantine takes a shard out of placement with a reason (a control policy's
+// diagnosis, e.g. "failed on 3 hosts within 10m"): it is taken off its owner
+// (its epoch is kept, so a later Assign gives epoch + 1) and no Assign or move
+// of it commits until an operator releases it (Release set, Reason optional).
+// A shard with a move in flight cannot be quarantined (ErrConflict); neither can
+// one that already is, nor can one that is not be released.
+type Quarantine struct {
+	Shard   interfaces.ShardID
+	Reason  string
+	Release bool
+}
+
 // Compile-time checks.
 var (
 	_ Command = (*PutChild)(nil)
@@ -138,6 +151,7 @@ var (
 	_ Command = (*CompleteMove)(nil)
 	_ Command = (*AbortMove)(nil)
 	_ Command = (*ApplyPlan)(nil)
+	_ Command = (*Quarantine)(nil)
 )
 
 func (*PutChild) Type() CmdType     { return CmdPutChild }
@@ -151,6 +165,7 @@ func (*BeginMove) Type() CmdType    { return CmdBeginMove }
 func (*CompleteMove) Type() CmdType { return CmdCompleteMove }
 func (*AbortMove) Type() CmdType    { return CmdAbortMove }
 func (*ApplyPlan) Type() CmdType    { return CmdApplyPlan }
+func (*Quarantine) Type() CmdType   { return CmdQuarantine }
 
 // Encode validates c and returns its log-entry bytes: the one-byte type, then the
 // canonical payload. Invalid commands return an error wrapping ErrInvalid and are
@@ -245,6 +260,12 @@ func Decode(b []byte) (Command, error) {
 			ap.Moves = append(ap.Moves, d.move())
 		}
 		c = ap
+	case CmdQuarantine:
+		c = &Quarantine{
+			Shard:   interfaces.ShardID(d.str("shard", "")),
+			Reason:  d.str("reason", ""),
+			Release: d.boolean("release", ""),
+		}
 	default:
 		return nil, fmt.Errorf("command: unknown type %d (this binary knows 1..%d; is it older than the leader?): %w",
 			uint8(t), uint8(cmdEnd-1), interfaces.ErrInvalid)
@@ -526,4 +547,20 @@ func (c *ApplyPlan) encode(e *enc) {
 	for i := range c.Moves {
 		e.move(&c.Moves[i])
 	}
+}
+
+func (c *Quarantine) validate() error {
+	if err := checkID("shard", string(c.Shard)); err != nil {
+		return err
+	}
+	if !c.Release && c.Reason == "" {
+		return invalid("reason", "is required to quarantine a shard")
+	}
+	return checkText("reason", c.Reason)
+}
+
+func (c *Quarantine) encode(e *enc) {
+	e.str(string(c.Shard))
+	e.str(c.Reason)
+	e.boolean(c.Release)
 }

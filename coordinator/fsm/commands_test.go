@@ -40,6 +40,7 @@ func sampleCommands() []Command {
 			{Shard: "s1", To: "h1", Reason: "place"},
 			{Shard: "s2", From: "h1", To: "h2", Epoch: 2, Goal: "drain", Delta: 1.5},
 		}},
+		&Quarantine{Shard: "s1", Reason: "doctor: failed on 3 hosts within 10m"},
 	}
 }
 
@@ -79,7 +80,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 // existing log.
 func TestCmdTypeValuesAreStable(t *testing.T) {
 	want := map[CmdType]uint8{CmdPutChild: 1, CmdRemoveChild: 2, CmdPutShards: 3, CmdDeleteShards: 4,
-		CmdAssign: 5, CmdUnassign: 6, CmdMove: 7, CmdBeginMove: 8, CmdCompleteMove: 9, CmdAbortMove: 10, CmdApplyPlan: 11}
+		CmdAssign: 5, CmdUnassign: 6, CmdMove: 7, CmdBeginMove: 8, CmdCompleteMove: 9, CmdAbortMove: 10, CmdApplyPlan: 11, CmdQuarantine: 12}
 	for ty, v := range want {
 		if uint8(ty) != v {
 			t.Errorf("%s = %d, want %d", ty, uint8(ty), v)

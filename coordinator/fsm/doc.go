@@ -11,7 +11,7 @@
 // key/value lists). Types are only ever appended; changing the encoding of a
 // command means adding a new type. Build a command value (PutChild, RemoveChild,
 // PutShards, DeleteShards, Assign, Unassign, Move, BeginMove, CompleteMove,
-// AbortMove, ApplyPlan), call Encode, and pass the bytes to raft.Apply.
+// AbortMove, ApplyPlan, Quarantine), call Encode, and pass the bytes to raft.Apply.
 //
 // Decode is strict: unknown types, truncation, trailing bytes, non-minimal
 // varints, unsorted map keys, out-of-range enums, over-long strings or counts
@@ -44,6 +44,11 @@
 // While a move is in flight its shard's load counts on the target, not the source
 // (in-flight moves count as done, as in the balancer).
 //
+// Quarantine (the doctor control policy's resolution, tiers/control) takes a
+// shard off its owner with a reason; no Assign or move of it commits until a
+// release. The reason stays in the shard record (ShardState.Quarantined) and the
+// change in the plan log (ChangeQuarantine, ChangeRelease).
+//
 // # Snapshots
 //
 // The state keeps every shard in an immutable record: an update builds a new
@@ -55,7 +60,8 @@
 // the children and the plan log, which are small. Persist runs concurrently with later Applies: it sorts its
 // private copy of the pointer slice by shard ID and streams records one by one
 // through a bufio.Writer: a magic and version, a meta record, one record per child,
-// one per shard, one per log entry, and an end record with a CRC-32C of all that
+// one per shard, one per log entry, one per quarantined shard (format version
+// 2; a state without quarantined shards is written as version 1), and an end record with a CRC-32C of all that
 // came before. Nothing else is copied and the encoding of the whole state is never
 // held in memory. We chose this over a persistent (HAMT/radix) map because it
 // keeps reads and applies at plain slice/map speed and costs one small allocation

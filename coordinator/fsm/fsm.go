@@ -191,10 +191,13 @@ type ShardState struct {
 	Epoch interfaces.Epoch
 	// InFlight is the shard's in-flight move, nil when none.
 	InFlight *interfaces.Move
+	// Quarantined says why the shard is quarantined ("" when it is not): it
+	// is not placed until an operator releases it.
+	Quarantined string
 }
 
 func (r *shardRec) state() ShardState {
-	st := ShardState{Spec: r.spec(), Owner: r.owner, Epoch: r.epoch}
+	st := ShardState{Spec: r.spec(), Owner: r.owner, Epoch: r.epoch, Quarantined: r.quarantine}
 	if r.flight != nil {
 		m := *r.flight
 		st.InFlight = &m
@@ -237,6 +240,19 @@ func (f *FSM) Assignments() []interfaces.Assignment {
 	}
 	f.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Shard < out[j].Shard })
+	return out
+}
+
+// Quarantined returns every quarantined shard with its reason.
+func (f *FSM) Quarantined() map[interfaces.ShardID]string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := map[interfaces.ShardID]string{}
+	for _, r := range f.st.shards {
+		if r.quarantine != "" {
+			out[r.id] = r.quarantine
+		}
+	}
 	return out
 }
 

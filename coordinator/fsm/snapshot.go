@@ -17,18 +17,23 @@ import (
 	"github.com/strata-sched/strata/interfaces"
 )
 
-// Snapshot stream format, version 1 (see doc.go):
+// Snapshot stream format, version 1 or 2 (see doc.go):
 //
 //	magic "STRATA-FSM" | uvarint version
 //	records, each: uvarint length | kind byte | payload
 //	  meta (1) · child (2) × children · shard (3) × shards · log entry (4) × entries
+//	  · quarantine (6) × quarantined shards (version 2 only: shard id, reason)
 //	end (5): CRC-32C (Castagnoli) of every byte before the end record, 4 bytes LE
 //
 // Children and shards are sorted by ID, log entries oldest first, so the same state
-// always gives the same bytes.
+// always gives the same bytes. A state without quarantined shards is written as
+// version 1, so older binaries still read it; one with is version 2.
 const (
-	snapMagic   = "STRATA-FSM"
-	snapVersion = 1
+	snapMagic    = "STRATA-FSM"
+	snapVersion  = 1
+	snapVersion2 = 2 // adds quarantine records
+
+	recQuarantine byte = 6
 
 	recMeta  byte = 1
 	recChild byte = 2
@@ -146,7 +151,17 @@ func (s *snapshot) writeTo(w io.Writer) (int64, error) {
 	if _, err := bw.WriteString(snapMagic); err != nil {
 		return cw.n, err
 	}
-	e.uvarint(snapVersion)
+	var quarantined []*shardRec
+	for _, r := range s.shards {
+		if r.quarantine != "" {
+			quarantined = append(quarantined, r)
+		}
+	}
+	if len(quarantined) > 0 {
+		e.uvarint(snapVersion2)
+	} else {
+		e.uvarint(snapVersion)
+	}
 	if _, err := bw.Write(e.b); err != nil {
 		return cw.n, err
 	}
@@ -181,6 +196,14 @@ func (s *snapshot) writeTo(w io.Writer) (int64, error) {
 	for i := range s.log {
 		e.b = append(e.b[:0], recLog)
 		e.logEntry(&s.log[i])
+		if err := put(); err != nil {
+			return cw.n, err
+		}
+	}
+	for _, r := range quarantined {
+		e.b = append(e.b[:0], recQuarantine)
+		e.str(string(r.id))
+		e.str(r.quarantine)
 		if err := put(); err != nil {
 			return cw.n, err
 		}
@@ -308,8 +331,8 @@ func readSnapshot(r io.Reader) (*state, int, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("version: %w", err)
 	}
-	if v != snapVersion {
-		return nil, 0, fmt.Errorf("snapshot version %d is not supported (this binary reads %d): %w", v, snapVersion, interfaces.ErrInvalid)
+	if v != snapVersion && v != snapVersion2 {
+		return nil, 0, fmt.Errorf("snapshot version %d is not supported (this binary reads %d and %d): %w", v, snapVersion, snapVersion2, interfaces.ErrInvalid)
 	}
 
 	buf := make([]byte, 0, 512)
@@ -450,6 +473,35 @@ func readSnapshot(r io.Reader) (*state, int, error) {
 	d, kind, err = next()
 	if err != nil {
 		return nil, 0, err
+	}
+	var prevQ interfaces.ShardID
+	for nq := 0; kind == recQuarantine && v == snapVersion2; nq++ {
+		id := interfaces.ShardID(d.str("quarantine.shard", ""))
+		reason := d.str("quarantine.reason", "")
+		d.end()
+		r := st.shard(id)
+		switch {
+		case d.err != nil:
+		case r == nil:
+			d.fail("quarantine: shard %q is not in the snapshot", id)
+		case reason == "":
+			d.fail("quarantine.reason: is required")
+		case nq > 0 && id <= prevQ:
+			d.fail("quarantine records not sorted: %q after %q", id, prevQ)
+		case r.owner != "" || r.flight != nil:
+			d.fail("quarantine: shard %q is placed", id)
+		}
+		if d.err != nil {
+			return nil, 0, fail(d, "quarantine")
+		}
+		prevQ = id
+		q := *r
+		q.quarantine = reason
+		st.put(&q)
+		want = cr.crc.Sum32()
+		if d, kind, err = next(); err != nil {
+			return nil, 0, err
+		}
 	}
 	if kind != recEnd || len(d.b) != 5 {
 		return nil, 0, fmt.Errorf("record %d: want the end record: %w", seq-1, interfaces.ErrInvalid)

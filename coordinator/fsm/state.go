@@ -22,6 +22,7 @@ type shardRec struct {
 	owner      interfaces.ChildID           // "" when unassigned
 	epoch      interfaces.Epoch             // last epoch given; kept while unassigned
 	flight     *interfaces.Move             // the in-flight move, nil when none
+	quarantine string                       // why the shard is quarantined; "" when it is not
 }
 
 func newShardRec(s *interfaces.Shard) *shardRec {
@@ -94,10 +95,12 @@ const (
 	ChangeBegin                      // move started (in flight)
 	ChangeComplete                   // in-flight move committed
 	ChangeAbort                      // in-flight move dropped
+	ChangeQuarantine                 // quarantined (taken off its owner, if any)
+	ChangeRelease                    // released from quarantine by an operator
 	changeEnd
 )
 
-var changeNames = [...]string{"", "assign", "unassign", "move", "begin", "complete", "abort"}
+var changeNames = [...]string{"", "assign", "unassign", "move", "begin", "complete", "abort", "quarantine", "release"}
 
 func (c Change) String() string {
 	if c > 0 && int(c) < len(changeNames) {
