@@ -89,14 +89,14 @@ type Change uint8
 
 // Changes.
 const (
-	ChangeAssign   Change = iota + 1 // first placement
-	ChangeUnassign                   // taken off its owner
-	ChangeMove                       // new owner committed in one step
-	ChangeBegin                      // move started (in flight)
-	ChangeComplete                   // in-flight move committed
-	ChangeAbort                      // in-flight move dropped
-	ChangeQuarantine                 // quarantined (taken off its owner, if any)
-	ChangeRelease                    // released from quarantine by an operator
+	ChangeAssign     Change = iota + 1 // first placement
+	ChangeUnassign                     // taken off its owner
+	ChangeMove                         // new owner committed in one step
+	ChangeBegin                        // move started (in flight)
+	ChangeComplete                     // in-flight move committed
+	ChangeAbort                        // in-flight move dropped
+	ChangeQuarantine                   // quarantined (taken off its owner, if any)
+	ChangeRelease                      // released from quarantine by an operator
 	changeEnd
 )
 
