@@ -1,0 +1,472 @@
+package coop
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// Held is the parent's memory that Shard must stay away from Child until Until,
+// because Child shed it or proposed to avoid it.
+type Held struct {
+	Shard  interfaces.ShardID
+	Child  interfaces.ChildID
+	Until  time.Time
+	Reason string
+}
+
+// Memory is what the parent remembers between rounds: the shards held away
+// from children. Derive takes it and returns the next one; the zero value is
+// empty.
+type Memory struct {
+	Held []Held
+}
+
+// Down is what a parent sends one child: a move budget for the child's rounds
+// and the utilization the child keeps its own children under.
+type Down struct {
+	Child    interfaces.ChildID
+	MaxMoves int
+	Target   float64
+	Reason   string
+}
+
+// Derived is the result of Derive.
+type Derived struct {
+	// Constraints are added to the parent's own view before it solves.
+	Constraints []interfaces.Constraint
+	// Down holds one entry per active child, in child order.
+	Down []Down
+	// Refused lists the hints and proposals not used, with why, for people.
+	Refused []string
+	// Memory is the memory to pass to the next Derive.
+	Memory Memory
+}
+
+// Derive turns the children's hints in v.Reports into constraints for the
+// parent's own solve, and computes the budget and target to send each active
+// child. mem is the memory returned by the previous call (zero at first). It
+// is a pure function of its inputs: time comes from v.Now. An invalid config
+// or a nil view is an error naming the field; invalid hints are refused (and
+// listed in Refused), never an error.
+func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
+	if err := cfg.Validate(); err != nil {
+		return Derived{}, err
+	}
+	if v == nil {
+		return Derived{}, &interfaces.FieldError{Field: "view", Rule: "is required"}
+	}
+	cfg = cfg.WithDefaults()
+	st := project(v)
+	now := v.Now
+	var out Derived
+	refuse := func(format string, args ...any) { out.Refused = append(out.Refused, fmt.Sprintf(format, args...)) }
+
+	order := make([]int, 0, len(v.Children))
+	for c := range v.Children {
+		if st.active(c) {
+			order = append(order, c)
+		}
+	}
+	sort.Slice(order, func(a, b int) bool { return v.Children[order[a]].ID < v.Children[order[b]].ID })
+	shardIdx := make(map[interfaces.ShardID]int, len(v.Shards))
+	for i, s := range v.Shards {
+		shardIdx[s.ID] = i
+	}
+
+	// pool is the slack of the active children (their capacity minus the load
+	// of every shard of the view, placed or not, per resource): what derived
+	// capacity limits may take away without leaving too little room for the
+	// load.
+	var capSum, total interfaces.Load
+	for _, c := range order {
+		capSum = capSum.Add(v.Children[c].Capacity)
+	}
+	for i := range v.Shards {
+		total = total.Add(v.Shards[i].Load)
+	}
+	pool := capSum.Sub(total).Max(interfaces.Load{})
+	limited := map[int]bool{}           // children with a capacity limit from a shed or a proposal
+	capped := map[int]interfaces.Load{} // those limits
+
+	// limit caps child c at its load minus amount (per resource with amount >
+	// 0), bounded so that the capacity it takes away stays within the pool; it
+	// returns the constraint, or false when nothing can be pushed elsewhere.
+	limit := func(c int, amount interfaces.Load, why string) (interfaces.Constraint, bool) {
+		var lim, took, reduce interfaces.Load
+		any := false
+		capacity := v.Children[c].Capacity
+		for _, r := range st.res {
+			load, cp := st.load[c].Get(r), capacity.Get(r)
+			a := math.Min(math.Min(amount.Get(r), load), load-cp+pool.Get(r))
+			if a <= 1e-12 {
+				continue
+			}
+			any = true
+			l := math.Max(load-a, 1e-9*cp)
+			took = took.With(r, a)
+			lim = lim.With(r, l)
+			reduce = reduce.With(r, math.Max(0, cp-math.Min(cp, l)))
+		}
+		if !any {
+			return interfaces.Constraint{}, false
+		}
+		pool = pool.Sub(reduce).Max(interfaces.Load{})
+		limited[c] = true
+		capped[c] = lim
+		return interfaces.Constraint{Kind: interfaces.ConstraintCapacity, Children: []interfaces.ChildID{v.Children[c].ID}, Limit: lim,
+			Reason: fmt.Sprintf("cooperation: %s %s; capped at %s (its load %s minus %s)", v.Children[c].ID, why, FormatLoad(lim), FormatLoad(st.load[c]), FormatLoad(took))}, true
+	}
+
+	// Memory: keep what has not expired and still names a shard and child of the view.
+	held := map[interfaces.ShardID]map[interfaces.ChildID]Held{}
+	hold := func(h Held) {
+		m := held[h.Shard]
+		if m == nil {
+			m = map[interfaces.ChildID]Held{}
+			held[h.Shard] = m
+		}
+		if old, ok := m[h.Child]; !ok || h.Until.After(old.Until) {
+			m[h.Child] = h
+		}
+	}
+	for _, h := range mem.Held {
+		if _, ok := shardIdx[h.Shard]; !ok || !h.Until.After(now) {
+			continue
+		}
+		if _, ok := st.childIdx[h.Child]; !ok {
+			continue
+		}
+		hold(h)
+	}
+
+	type headroom struct {
+		c      int
+		amount interfaces.Load
+		reason string
+	}
+	var rooms []headroom
+	sloRisk := map[int]bool{}
+	for _, c := range order {
+		id := v.Children[c].ID
+		rep, ok := v.Reports[id]
+		if !ok {
+			continue
+		}
+		for k, h := range rep.Hints {
+			field := fmt.Sprintf("reports[%s].hints[%d]", id, k)
+			switch h.Kind {
+			case interfaces.HintShed:
+				if err := interfaces.ValidateLoad(field+".amount", h.Amount); err != nil {
+					refuse("%s (shed): %v", field, err)
+					continue
+				}
+				if limited[c] {
+					refuse("%s (shed): %s already has a capacity limit this round", field, id)
+					continue
+				}
+				cons, ok := limit(c, h.Amount, "asks to shed "+FormatLoad(h.Amount)+" ("+h.Reason+")")
+				if !ok {
+					refuse("%s (shed): %s asks to shed %s but no other child has room for it", field, id, FormatLoad(h.Amount))
+					continue
+				}
+				out.Constraints = append(out.Constraints, cons)
+				for _, s := range st.owned(h.Shards, c, shardIdx, cfg.MaxShards) {
+					hold(Held{Shard: s, Child: id, Until: now.Add(cfg.Hold), Reason: fmt.Sprintf("%s shed it (%s)", id, h.Reason)})
+				}
+			case interfaces.HintSLOAtRisk:
+				risk := st.owned(h.Shards, c, shardIdx, cfg.MaxShards)
+				if len(risk) == 0 {
+					continue
+				}
+				sloRisk[c] = true
+				out.Constraints = append(out.Constraints, interfaces.Constraint{Kind: interfaces.ConstraintAvoid, Shards: risk, Children: []interfaces.ChildID{id},
+					Reason: fmt.Sprintf("cooperation: SLO at risk on %s (%s)", id, h.Reason)})
+			case interfaces.HintConstraint:
+				room := func(amount interfaces.Load, reason string) { rooms = append(rooms, headroom{c, amount, reason}) }
+				if cons, ok := st.proposal(field, c, h, cfg, shardIdx, refuse, hold, room, now, limit, limited, len(order)); ok {
+					out.Constraints = append(out.Constraints, cons)
+					if cons.Kind == interfaces.ConstraintCapacity && !limited[c] {
+						limited[c] = true
+						capped[c] = cons.Limit
+					}
+				}
+			case interfaces.HintHeadroom:
+				if err := interfaces.ValidateLoad(field+".amount", h.Amount); err != nil {
+					refuse("%s (headroom): %v", field, err)
+					continue
+				}
+				rooms = append(rooms, headroom{c, h.Amount, h.Reason})
+			default:
+				refuse("%s: unknown hint kind %d", field, h.Kind)
+			}
+		}
+	}
+
+	// Usable headroom: a child that can usefully take only `headroom` more is
+	// capped at its load plus that, unless the limits together would leave
+	// less room than the load to place.
+	var roomCons []interfaces.Constraint
+	eff := make([]interfaces.Load, len(v.Children))
+	for _, c := range order {
+		eff[c] = v.Children[c].Capacity
+		for _, r := range st.res {
+			if x := capped[c].Get(r); x > 0 && x < eff[c].Get(r) {
+				eff[c] = eff[c].With(r, x)
+			}
+		}
+	}
+	for _, h := range rooms {
+		if limited[h.c] {
+			continue
+		}
+		capacity := v.Children[h.c].Capacity
+		var lim interfaces.Load
+		below := false
+		for _, r := range st.res {
+			cp := capacity.Get(r)
+			l := st.load[h.c].Get(r) + h.amount.Get(r)
+			if cp > 0 && l < cp*(1-1e-9) {
+				lim = lim.With(r, math.Max(l, 1e-9*cp))
+				below = true
+			}
+		}
+		if !below {
+			continue
+		}
+		for _, r := range st.res {
+			if x := lim.Get(r); x > 0 && x < eff[h.c].Get(r) {
+				eff[h.c] = eff[h.c].With(r, x)
+			}
+		}
+		roomCons = append(roomCons, interfaces.Constraint{Kind: interfaces.ConstraintCapacity, Children: []interfaces.ChildID{v.Children[h.c].ID}, Limit: lim,
+			Reason: fmt.Sprintf("cooperation: %s can usefully take %s more (%s); capped at %s", v.Children[h.c].ID, FormatLoad(h.amount), h.reason, FormatLoad(lim))})
+	}
+	if len(roomCons) > 0 {
+		var room interfaces.Load
+		for _, c := range order {
+			room = room.Add(eff[c])
+		}
+		short := ""
+		for _, r := range st.res {
+			if room.Get(r) < total.Get(r) {
+				short = r
+				break
+			}
+		}
+		if short != "" {
+			refuse("headroom hints: the limits they imply leave %.4g %s for a load of %.4g; not used this round", room.Get(short), short, total.Get(short))
+		} else {
+			out.Constraints = append(out.Constraints, roomCons...)
+		}
+	}
+
+	// Held shards: an allowed rule listing the active children that admit the
+	// shard and have room for it, other than those it is held away from; a soft
+	// avoid rule when there is none.
+	type group struct {
+		shards   []interfaces.ShardID
+		children []interfaces.ChildID
+		reason   string
+	}
+	groups := map[string]*group{}
+	var keys []string
+	heldIDs := make([]interfaces.ShardID, 0, len(held))
+	for s := range held {
+		heldIDs = append(heldIDs, s)
+	}
+	sortIDs(heldIDs)
+	for _, s := range heldIDs {
+		i := shardIdx[s]
+		away := held[s]
+		var allowed []interfaces.ChildID
+		for _, c := range order {
+			id := v.Children[c].ID
+			if _, ok := away[id]; ok {
+				continue
+			}
+			on := st.owner[i] == c
+			if st.admits(i, c, on) != "" {
+				continue
+			}
+			if !on && !st.fits(c, v.Shards[i].Load, eff[c]) {
+				continue
+			}
+			allowed = append(allowed, id)
+		}
+		awayIDs := make([]interfaces.ChildID, 0, len(away))
+		for id := range away {
+			awayIDs = append(awayIDs, id)
+		}
+		sortIDs(awayIDs)
+		first := away[awayIDs[0]]
+		for _, id := range awayIDs {
+			out.Memory.Held = append(out.Memory.Held, away[id])
+		}
+		if len(allowed) == 0 {
+			out.Constraints = append(out.Constraints, interfaces.Constraint{Kind: interfaces.ConstraintAvoid, Shards: []interfaces.ShardID{s}, Children: awayIDs,
+				Reason: fmt.Sprintf("cooperation: %s should stay off %s (%s); no other child has room for it, so only preferred", s, joinIDs(awayIDs), first.Reason)})
+			continue
+		}
+		key := joinIDs(allowed) + "|" + joinIDs(awayIDs)
+		g := groups[key]
+		if g == nil {
+			g = &group{children: allowed, reason: fmt.Sprintf("cooperation: held away from %s until %s: %s", joinIDs(awayIDs), first.Until.UTC().Format(time.RFC3339), first.Reason)}
+			groups[key] = g
+			keys = append(keys, key)
+		}
+		g.shards = append(g.shards, s)
+	}
+	for _, k := range keys {
+		g := groups[k]
+		out.Constraints = append(out.Constraints, interfaces.Constraint{Kind: interfaces.ConstraintAllowed, Shards: g.shards, Children: g.children, Reason: g.reason})
+	}
+
+	// Budgets and targets down.
+	count := make([]int, len(v.Children))
+	for i, c := range st.owner {
+		if c >= 0 && !st.inFlight[i] {
+			count[c]++
+		}
+	}
+	for _, c := range order {
+		d := Down{Child: v.Children[c].ID, MaxMoves: max(cfg.MinBudget, int(math.Ceil(cfg.BudgetFraction*float64(count[c])-1e-9))), Target: cfg.Target}
+		d.Reason = fmt.Sprintf("budget %d moves (%.0f%% of its %d shards, at least %d), target utilization %.2f", d.MaxMoves, 100*cfg.BudgetFraction, count[c], cfg.MinBudget, d.Target)
+		if sloRisk[c] {
+			d.Target = math.Round(cfg.Target*0.9*1e4) / 1e4
+			d.Reason = fmt.Sprintf("budget %d moves (%.0f%% of its %d shards, at least %d), target utilization %.2f (%.2f less 10%%: it reports SLOs at risk)", d.MaxMoves, 100*cfg.BudgetFraction, count[c], cfg.MinBudget, d.Target, cfg.Target)
+		}
+		out.Down = append(out.Down, d)
+	}
+	return out, nil
+}
+
+// owned returns the shards of ids that exist in the view and are owned by child
+// c (not in flight), sorted and deduplicated, at most max of them.
+func (st *state) owned(ids []interfaces.ShardID, c int, shardIdx map[interfaces.ShardID]int, max int) []interfaces.ShardID {
+	seen := map[interfaces.ShardID]bool{}
+	var out []interfaces.ShardID
+	for _, id := range ids {
+		i, ok := shardIdx[id]
+		if !ok || seen[id] || st.owner[i] != c || st.inFlight[i] {
+			continue
+		}
+		seen[id] = true
+		out = append(out, id)
+	}
+	sortIDs(out)
+	if len(out) > max {
+		out = out[:max]
+	}
+	return out
+}
+
+// proposal validates a constraint proposed by child c and returns the
+// constraint to use, or refuses it.
+func (st *state) proposal(field string, c int, h interfaces.Hint, cfg Config, shardIdx map[interfaces.ShardID]int,
+	refuse func(string, ...any), hold func(Held), room func(interfaces.Load, string), now time.Time,
+	limit func(int, interfaces.Load, string) (interfaces.Constraint, bool), limited map[int]bool, active int) (interfaces.Constraint, bool) {
+	id := st.v.Children[c].ID
+	p := h.Constraint
+	if p == nil {
+		refuse("%s (constraint): no constraint proposed", field)
+		return interfaces.Constraint{}, false
+	}
+	onlySelf := len(p.Children) == 1 && p.Children[0] == id
+	var shards []interfaces.ShardID
+	seen := map[interfaces.ShardID]bool{}
+	for _, s := range p.Shards {
+		if _, ok := shardIdx[s]; ok && !seen[s] {
+			seen[s] = true
+			shards = append(shards, s)
+		}
+	}
+	sortIDs(shards)
+	if len(shards) > cfg.MaxShards {
+		refuse("%s (constraint %s): %d shards, only the first %d used", field, p.Kind, len(shards), cfg.MaxShards)
+		shards = shards[:cfg.MaxShards]
+	}
+	why := p.Reason
+	if why == "" {
+		why = h.Reason
+	}
+	switch p.Kind {
+	case interfaces.ConstraintAvoid:
+		if !onlySelf {
+			refuse("%s (constraint avoid): a child may only propose rules about itself (children must be [%s], got %v)", field, id, p.Children)
+			return interfaces.Constraint{}, false
+		}
+		if len(shards) == 0 {
+			refuse("%s (constraint avoid): names no shard of the view", field)
+			return interfaces.Constraint{}, false
+		}
+		for _, s := range shards {
+			hold(Held{Shard: s, Child: id, Until: now.Add(cfg.Hold), Reason: fmt.Sprintf("%s proposed it (%s)", id, why)})
+		}
+		return interfaces.Constraint{}, false // applied through the held shards
+	case interfaces.ConstraintCapacity:
+		if !onlySelf {
+			refuse("%s (constraint capacity): a child may only propose rules about itself (children must be [%s], got %v)", field, id, p.Children)
+			return interfaces.Constraint{}, false
+		}
+		if err := interfaces.ValidateLoad(field+".constraint.limit", p.Limit); err != nil {
+			refuse("%s (constraint capacity): %v", field, err)
+			return interfaces.Constraint{}, false
+		}
+		if limited[c] {
+			refuse("%s (constraint capacity): %s already has a capacity limit this round", field, id)
+			return interfaces.Constraint{}, false
+		}
+		var cut interfaces.Load
+		for _, r := range st.res {
+			if l := p.Limit.Get(r); l > 0 && l < st.load[c].Get(r) {
+				cut = cut.With(r, st.load[c].Get(r)-l)
+			}
+		}
+		if cut.IsZero() {
+			// Not below its load: a limit on further load only, used like
+			// usable headroom (dropped if the limits together leave too little room).
+			var more interfaces.Load
+			for _, r := range st.res {
+				if l := p.Limit.Get(r); l > 0 {
+					more = more.With(r, l-st.load[c].Get(r))
+				} else {
+					more = more.With(r, st.v.Children[c].Capacity.Get(r))
+				}
+			}
+			room(more, "proposed a capacity of "+FormatLoad(p.Limit)+": "+why)
+			return interfaces.Constraint{}, false
+		}
+		cons, ok := limit(c, cut, "proposed a capacity of "+FormatLoad(p.Limit)+" ("+why+")")
+		if !ok {
+			refuse("%s (constraint capacity): no other child has room for the %s it would push out", field, FormatLoad(cut))
+		}
+		return cons, ok
+	case interfaces.ConstraintAntiAffinity:
+		if len(shards) < 2 {
+			refuse("%s (constraint anti_affinity): needs at least two shards of the view", field)
+			return interfaces.Constraint{}, false
+		}
+		m := max(p.Max, 1)
+		if need := (len(shards) + m - 1) / m; need > active {
+			refuse("%s (constraint anti_affinity): %d shards at most %d per child need %d children, %d are active", field, len(shards), m, need, active)
+			return interfaces.Constraint{}, false
+		}
+		return interfaces.Constraint{Kind: interfaces.ConstraintAntiAffinity, Shards: shards, Max: m,
+			Reason: fmt.Sprintf("cooperation: %s proposed keeping these %d shards apart, at most %d per child (%s)", id, len(shards), m, why)}, true
+	}
+	refuse("%s (constraint %s): only avoid, capacity and anti_affinity are accepted from a child", field, p.Kind)
+	return interfaces.Constraint{}, false
+}
+
+func joinIDs(ids []interfaces.ChildID) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = string(id)
+	}
+	return strings.Join(parts, ", ")
+}
