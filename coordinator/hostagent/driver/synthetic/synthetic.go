@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-sched/strata/coordinator/hostagent/driver"
+	"github.com/strata-sched/strata/coordinator/hostagent/driver/synthetic/exec"
 	"github.com/strata-sched/strata/interfaces"
 )
 
@@ -31,15 +32,44 @@ type Config struct {
 	Period time.Duration
 	// Noise is the relative amplitude of the per-second noise. 0 means none.
 	Noise float64
-	// BaseLatency is the p99 latency reported at scale 1. Default 10ms.
+	// BaseLatency is the p99 latency reported at scale 1 by the model (shards
+	// the execution core does not run or has not measured yet). Default 10ms.
 	BaseLatency time.Duration
+
+	// Cores is the host's cpu capacity. When > 0 the driver runs its shards'
+	// work in the execution core (package exec) on ceil(Cores) cores of speed
+	// Cores/ceil(Cores) and reports each shard's measured p99 latency; 0 keeps
+	// the BaseLatency model for every shard.
+	Cores float64
+	// Discipline is how the host picks the next item: "llf" (least laxity
+	// first, the default) or "fifo".
+	Discipline string
+	// Arrivals is "poisson" (default) or "deterministic".
+	Arrivals string
+	// Window is the span of the measured percentiles (default 10s).
+	Window time.Duration
+	// DefaultSLO orders the items of shards without a latency SLO (default 1s);
+	// their misses are not counted against anything.
+	DefaultSLO time.Duration
+	// MaxItemRate caps the items per second a shard's work is split into
+	// (default 200): an item carries rate/items records and costs cpu/items
+	// seconds of one core.
+	MaxItemRate float64
 }
+
+// Defaults of the execution settings.
+const (
+	DefaultSLO         = time.Second
+	DefaultMaxItemRate = 200.0
+)
 
 type shard struct {
 	spec    interfaces.Shard
 	epoch   interfaces.Epoch
 	scale   float64
 	profile Profile
+	inCore  bool        // added to the execution core
+	params  exec.Params // in force in the core
 }
 
 // Driver is the synthetic driver. It is safe for concurrent use.
@@ -51,6 +81,7 @@ type Driver struct {
 	scales   map[interfaces.ShardID]float64
 	failNext error
 	starts   int
+	core     *exec.Core // nil when Cores is 0
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -74,8 +105,54 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.BaseLatency == 0 {
 		cfg.BaseLatency = 10 * time.Millisecond
 	}
-	return &Driver{cfg: cfg, shards: map[interfaces.ShardID]*shard{},
-		profiles: map[interfaces.ShardID]Profile{}, scales: map[interfaces.ShardID]float64{}}, nil
+	d := &Driver{cfg: cfg, shards: map[interfaces.ShardID]*shard{},
+		profiles: map[interfaces.ShardID]Profile{}, scales: map[interfaces.ShardID]float64{}}
+	if err := d.newCore(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// newCore validates the execution settings and builds the core when Cores > 0.
+func (d *Driver) newCore() error {
+	cfg := &d.cfg
+	disc, err := exec.ParseDiscipline("synthetic.discipline", cfg.Discipline)
+	if err != nil {
+		return err
+	}
+	arr, err := exec.ParseArrivals("synthetic.arrivals", cfg.Arrivals)
+	if err != nil {
+		return err
+	}
+	cfg.Discipline, cfg.Arrivals = string(disc), string(arr)
+	if math.IsNaN(cfg.Cores) || math.IsInf(cfg.Cores, 0) || cfg.Cores < 0 || cfg.Cores > 1<<16 {
+		return &interfaces.FieldError{Field: "synthetic.cores", Rule: "must be a number in [0, 65536]", Value: fmt.Sprint(cfg.Cores)}
+	}
+	if cfg.Window < 0 {
+		return &interfaces.FieldError{Field: "synthetic.window", Rule: "must be ≥ 0", Value: cfg.Window.String()}
+	}
+	if cfg.DefaultSLO < 0 {
+		return &interfaces.FieldError{Field: "synthetic.default_slo", Rule: "must be ≥ 0", Value: cfg.DefaultSLO.String()}
+	}
+	if math.IsNaN(cfg.MaxItemRate) || math.IsInf(cfg.MaxItemRate, 0) || cfg.MaxItemRate < 0 {
+		return &interfaces.FieldError{Field: "synthetic.max_item_rate", Rule: "must be a finite number ≥ 0", Value: fmt.Sprint(cfg.MaxItemRate)}
+	}
+	if cfg.DefaultSLO == 0 {
+		cfg.DefaultSLO = DefaultSLO
+	}
+	if cfg.MaxItemRate == 0 {
+		cfg.MaxItemRate = DefaultMaxItemRate
+	}
+	if cfg.Cores == 0 {
+		return nil
+	}
+	n := math.Ceil(cfg.Cores)
+	d.core, err = exec.New(exec.Config{Cores: int(n), Speed: cfg.Cores / n, Discipline: disc, Arrivals: arr,
+		Seed: cfg.Seed, Window: cfg.Window}, cfg.Clock.Now())
+	if err != nil {
+		return fmt.Errorf("synthetic: %w", err)
+	}
+	return nil
 }
 
 // Start begins producing load for spec.
@@ -96,8 +173,10 @@ func (d *Driver) Start(_ context.Context, spec interfaces.Shard, epoch interface
 	if !ok {
 		scale = 1
 	}
-	d.shards[spec.ID] = &shard{spec: spec, epoch: epoch, scale: scale, profile: d.profiles[spec.ID]}
+	s := &shard{spec: spec, epoch: epoch, scale: scale, profile: d.profiles[spec.ID]}
+	d.shards[spec.ID] = s
 	d.starts++
+	d.sync(s, d.cfg.Clock.Now())
 	return nil
 }
 
@@ -105,8 +184,13 @@ func (d *Driver) Start(_ context.Context, spec interfaces.Shard, epoch interface
 func (d *Driver) Stop(id interfaces.ShardID) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := d.shards[id]; !ok {
+	s, ok := d.shards[id]
+	if !ok {
 		return fmt.Errorf("synthetic: shard %s: %w: not running", id, interfaces.ErrNotFound)
+	}
+	if s.inCore {
+		// Its queued and running work is discarded with it.
+		_, _ = d.core.Remove(d.cfg.Clock.Now(), id)
 	}
 	delete(d.shards, id)
 	return nil
@@ -141,6 +225,7 @@ func (d *Driver) Scale(id interfaces.ShardID, factor float64) error {
 	d.scales[id] = factor
 	if s, ok := d.shards[id]; ok {
 		s.scale = factor
+		d.sync(s, d.cfg.Clock.Now())
 	}
 	return nil
 }
@@ -157,6 +242,7 @@ func (d *Driver) SetProfile(id interfaces.ShardID, p Profile) error {
 	d.profiles[id] = p
 	if s, ok := d.shards[id]; ok {
 		s.profile = p
+		d.sync(s, d.cfg.Clock.Now())
 	}
 	return nil
 }
@@ -168,16 +254,91 @@ func (d *Driver) FailNextStart(err error) {
 	d.failNext = err
 }
 
-// Measure returns every running shard's load at the clock's current time.
+// Measure returns every running shard's load at the clock's current time. With
+// the execution core, it first runs the host's work up to now, and a shard's
+// LatencyP99 is the measured one (see Measured).
 func (d *Driver) Measure() map[interfaces.ShardID]interfaces.ShardLoad {
-	now := d.cfg.Clock.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	now := d.cfg.Clock.Now()
+	if d.core != nil {
+		d.core.Advance(now)
+	}
 	out := make(map[interfaces.ShardID]interfaces.ShardLoad, len(d.shards))
 	for id, s := range d.shards {
-		out[id] = d.loadAt(s, now)
+		l := d.loadAt(s, now)
+		if s.inCore {
+			st, _ := d.core.Stats(id)
+			if p99, ok := Measured(st); ok {
+				l.LatencyP99 = p99
+			}
+		}
+		out[id] = l
+		// The load at now drives the work of the next interval.
+		d.syncLoad(s, now, l)
 	}
 	return out
+}
+
+// Measured is the latency the driver reports for a shard with execution stats
+// st: the window's p99, or the age of the shard's oldest queued item when that
+// is larger (a backlog that has not completed yet is latency too). ok is false
+// when nothing completed in the window and nothing waits: the shard then
+// reports the BaseLatency model.
+func Measured(st exec.Stats) (p99 time.Duration, ok bool) {
+	if st.Window.Completed == 0 && st.Queued == 0 {
+		return 0, false
+	}
+	return max(st.Window.P99, st.OldestQueued), true
+}
+
+// ExecStats returns the execution-core stats of a running shard (false when
+// the core is off or the shard does not run in it).
+func (d *Driver) ExecStats(id interfaces.ShardID) (exec.Stats, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, ok := d.shards[id]
+	if !ok || !s.inCore {
+		return exec.Stats{}, false
+	}
+	return d.core.Stats(id)
+}
+
+// sync brings s's execution parameters in line with its load at now.
+func (d *Driver) sync(s *shard, now time.Time) {
+	if d.core != nil {
+		d.syncLoad(s, now, d.loadAt(s, now))
+	}
+}
+
+// syncLoad sets s's parameters in the core from its load l at now: items per
+// second min(rate, MaxItemRate), each costing cpu/items seconds of one core, SLO
+// the shard's (DefaultSLO when it has none). A shard joins the core once it has
+// both rate and cpu; without them it keeps its queue (rate 0) and, once that
+// drains, reports the model.
+func (d *Driver) syncLoad(s *shard, now time.Time, l interfaces.ShardLoad) {
+	if d.core == nil {
+		return
+	}
+	slo := s.spec.LatencySLO
+	if slo <= 0 {
+		slo = d.cfg.DefaultSLO
+	}
+	p := exec.Params{SLO: slo, Cost: s.params.Cost}
+	if items := math.Min(l.InputRate, d.cfg.MaxItemRate); items > 0 && l.Load.CPU > 0 {
+		p.Rate = items
+		p.Cost = time.Duration(math.Max(1, math.Min(l.Load.CPU/items*float64(time.Second), float64(time.Hour))))
+	}
+	switch {
+	case s.inCore && p != s.params:
+		if err := d.core.Update(now, s.spec.ID, p); err == nil {
+			s.params = p
+		}
+	case !s.inCore && p.Rate > 0:
+		if err := d.core.Add(now, s.spec.ID, p); err == nil {
+			s.inCore, s.params = true, p
+		}
+	}
 }
 
 // LoadAt is the pure generator: the load of a shard with spec, scale and profile
