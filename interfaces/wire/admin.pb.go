@@ -591,9 +591,12 @@ func (x *Placement) GetInFlight() bool {
 
 // ShardInfo is a shard and its placement path from the top tier down.
 type ShardInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Shard         *Shard                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
-	Placement     []*Placement           `protobuf:"bytes,2,rep,name=placement,proto3" json:"placement,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Shard     *Shard                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Placement []*Placement           `protobuf:"bytes,2,rep,name=placement,proto3" json:"placement,omitempty"`
+	// quarantined says why this tier instance quarantined the shard (it is not
+	// placed until released); empty when it is not quarantined.
+	Quarantined   string `protobuf:"bytes,3,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -640,6 +643,13 @@ func (x *ShardInfo) GetPlacement() []*Placement {
 		return x.Placement
 	}
 	return nil
+}
+
+func (x *ShardInfo) GetQuarantined() string {
+	if x != nil {
+		return x.Quarantined
+	}
+	return ""
 }
 
 type ListShardsResponse struct {
@@ -828,7 +838,10 @@ type InstanceStatus struct {
 	Children      []*ChildStatus         `protobuf:"bytes,7,rep,name=children,proto3" json:"children,omitempty"`
 	// alerts are the control loop's alerts of its last round (e.g.
 	// "mass_failure: 4 of 10 children silent …"); empty when all is well.
-	Alerts        []string `protobuf:"bytes,8,rep,name=alerts,proto3" json:"alerts,omitempty"`
+	Alerts []string `protobuf:"bytes,8,rep,name=alerts,proto3" json:"alerts,omitempty"`
+	// findings are the control policies' findings of the last round
+	// ("straggler: straggler: job j on host-2 processes …"), with what was done.
+	Findings      []string `protobuf:"bytes,9,rep,name=findings,proto3" json:"findings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -915,6 +928,13 @@ func (x *InstanceStatus) GetChildren() []*ChildStatus {
 func (x *InstanceStatus) GetAlerts() []string {
 	if x != nil {
 		return x.Alerts
+	}
+	return nil
+}
+
+func (x *InstanceStatus) GetFindings() []string {
+	if x != nil {
+		return x.Findings
 	}
 	return nil
 }
@@ -1389,10 +1409,14 @@ func (x *PlacementEvent) GetMode() string {
 }
 
 type ExplainResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Shard         *Shard                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
-	Placement     []*Placement           `protobuf:"bytes,2,rep,name=placement,proto3" json:"placement,omitempty"` // where it is now, top tier down
-	History       []*PlacementEvent      `protobuf:"bytes,3,rep,name=history,proto3" json:"history,omitempty"`     // oldest first
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Shard       *Shard                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Placement   []*Placement           `protobuf:"bytes,2,rep,name=placement,proto3" json:"placement,omitempty"`     // where it is now, top tier down
+	History     []*PlacementEvent      `protobuf:"bytes,3,rep,name=history,proto3" json:"history,omitempty"`         // oldest first
+	Quarantined string                 `protobuf:"bytes,4,opt,name=quarantined,proto3" json:"quarantined,omitempty"` // why it is quarantined here; empty when it is not
+	// findings are the control policies' findings of the last round about this
+	// shard, its job or its child.
+	Findings      []string `protobuf:"bytes,5,rep,name=findings,proto3" json:"findings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1448,6 +1472,132 @@ func (x *ExplainResponse) GetHistory() []*PlacementEvent {
 	return nil
 }
 
+func (x *ExplainResponse) GetQuarantined() string {
+	if x != nil {
+		return x.Quarantined
+	}
+	return ""
+}
+
+func (x *ExplainResponse) GetFindings() []string {
+	if x != nil {
+		return x.Findings
+	}
+	return nil
+}
+
+type ReleaseShardRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         string                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"` // recorded in the placement history
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseShardRequest) Reset() {
+	*x = ReleaseShardRequest{}
+	mi := &file_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseShardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseShardRequest) ProtoMessage() {}
+
+func (x *ReleaseShardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseShardRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseShardRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ReleaseShardRequest) GetShard() string {
+	if x != nil {
+		return x.Shard
+	}
+	return ""
+}
+
+func (x *ReleaseShardRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type ReleaseShardResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tier          string                 `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
+	Instance      string                 `protobuf:"bytes,2,opt,name=instance,proto3" json:"instance,omitempty"`
+	StateIndex    uint64                 `protobuf:"varint,3,opt,name=state_index,json=stateIndex,proto3" json:"state_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseShardResponse) Reset() {
+	*x = ReleaseShardResponse{}
+	mi := &file_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseShardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseShardResponse) ProtoMessage() {}
+
+func (x *ReleaseShardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseShardResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseShardResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ReleaseShardResponse) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+func (x *ReleaseShardResponse) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *ReleaseShardResponse) GetStateIndex() uint64 {
+	if x != nil {
+		return x.StateIndex
+	}
+	return 0
+}
+
 // AdminPlanRequest asks what a tier instance would do, optionally with changes.
 type AdminPlanRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1463,7 +1613,7 @@ type AdminPlanRequest struct {
 
 func (x *AdminPlanRequest) Reset() {
 	*x = AdminPlanRequest{}
-	mi := &file_admin_proto_msgTypes[24]
+	mi := &file_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1625,7 @@ func (x *AdminPlanRequest) String() string {
 func (*AdminPlanRequest) ProtoMessage() {}
 
 func (x *AdminPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[24]
+	mi := &file_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1638,7 @@ func (x *AdminPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminPlanRequest.ProtoReflect.Descriptor instead.
 func (*AdminPlanRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{24}
+	return file_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AdminPlanRequest) GetTier() string {
@@ -1546,7 +1696,7 @@ type AdminPlanResponse struct {
 
 func (x *AdminPlanResponse) Reset() {
 	*x = AdminPlanResponse{}
-	mi := &file_admin_proto_msgTypes[25]
+	mi := &file_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1708,7 @@ func (x *AdminPlanResponse) String() string {
 func (*AdminPlanResponse) ProtoMessage() {}
 
 func (x *AdminPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[25]
+	mi := &file_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1721,7 @@ func (x *AdminPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminPlanResponse.ProtoReflect.Descriptor instead.
 func (*AdminPlanResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{25}
+	return file_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AdminPlanResponse) GetPlan() *Plan {
@@ -1604,7 +1754,7 @@ type ApplyPlanRequest struct {
 
 func (x *ApplyPlanRequest) Reset() {
 	*x = ApplyPlanRequest{}
-	mi := &file_admin_proto_msgTypes[26]
+	mi := &file_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1766,7 @@ func (x *ApplyPlanRequest) String() string {
 func (*ApplyPlanRequest) ProtoMessage() {}
 
 func (x *ApplyPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[26]
+	mi := &file_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1779,7 @@ func (x *ApplyPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyPlanRequest.ProtoReflect.Descriptor instead.
 func (*ApplyPlanRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{26}
+	return file_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ApplyPlanRequest) GetToken() string {
@@ -1649,7 +1799,7 @@ type ApplyPlanResponse struct {
 
 func (x *ApplyPlanResponse) Reset() {
 	*x = ApplyPlanResponse{}
-	mi := &file_admin_proto_msgTypes[27]
+	mi := &file_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1811,7 @@ func (x *ApplyPlanResponse) String() string {
 func (*ApplyPlanResponse) ProtoMessage() {}
 
 func (x *ApplyPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[27]
+	mi := &file_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1824,7 @@ func (x *ApplyPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyPlanResponse.ProtoReflect.Descriptor instead.
 func (*ApplyPlanResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{27}
+	return file_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ApplyPlanResponse) GetMovesCommitted() int64 {
@@ -1704,7 +1854,7 @@ type RaftPeer struct {
 
 func (x *RaftPeer) Reset() {
 	*x = RaftPeer{}
-	mi := &file_admin_proto_msgTypes[28]
+	mi := &file_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +1866,7 @@ func (x *RaftPeer) String() string {
 func (*RaftPeer) ProtoMessage() {}
 
 func (x *RaftPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[28]
+	mi := &file_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1879,7 @@ func (x *RaftPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftPeer.ProtoReflect.Descriptor instead.
 func (*RaftPeer) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{28}
+	return file_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RaftPeer) GetId() string {
@@ -1770,7 +1920,7 @@ type RaftPeersRequest struct {
 
 func (x *RaftPeersRequest) Reset() {
 	*x = RaftPeersRequest{}
-	mi := &file_admin_proto_msgTypes[29]
+	mi := &file_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +1932,7 @@ func (x *RaftPeersRequest) String() string {
 func (*RaftPeersRequest) ProtoMessage() {}
 
 func (x *RaftPeersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[29]
+	mi := &file_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +1945,7 @@ func (x *RaftPeersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftPeersRequest.ProtoReflect.Descriptor instead.
 func (*RaftPeersRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{29}
+	return file_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RaftPeersRequest) GetTier() string {
@@ -1823,7 +1973,7 @@ type RaftPeersResponse struct {
 
 func (x *RaftPeersResponse) Reset() {
 	*x = RaftPeersResponse{}
-	mi := &file_admin_proto_msgTypes[30]
+	mi := &file_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1835,7 +1985,7 @@ func (x *RaftPeersResponse) String() string {
 func (*RaftPeersResponse) ProtoMessage() {}
 
 func (x *RaftPeersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[30]
+	mi := &file_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1848,7 +1998,7 @@ func (x *RaftPeersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftPeersResponse.ProtoReflect.Descriptor instead.
 func (*RaftPeersResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{30}
+	return file_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RaftPeersResponse) GetPeers() []*RaftPeer {
@@ -1885,7 +2035,7 @@ type RaftJoinRequest struct {
 
 func (x *RaftJoinRequest) Reset() {
 	*x = RaftJoinRequest{}
-	mi := &file_admin_proto_msgTypes[31]
+	mi := &file_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1897,7 +2047,7 @@ func (x *RaftJoinRequest) String() string {
 func (*RaftJoinRequest) ProtoMessage() {}
 
 func (x *RaftJoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[31]
+	mi := &file_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1910,7 +2060,7 @@ func (x *RaftJoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftJoinRequest.ProtoReflect.Descriptor instead.
 func (*RaftJoinRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{31}
+	return file_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RaftJoinRequest) GetTier() string {
@@ -1957,7 +2107,7 @@ type RaftJoinResponse struct {
 
 func (x *RaftJoinResponse) Reset() {
 	*x = RaftJoinResponse{}
-	mi := &file_admin_proto_msgTypes[32]
+	mi := &file_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1969,7 +2119,7 @@ func (x *RaftJoinResponse) String() string {
 func (*RaftJoinResponse) ProtoMessage() {}
 
 func (x *RaftJoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[32]
+	mi := &file_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1982,7 +2132,7 @@ func (x *RaftJoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftJoinResponse.ProtoReflect.Descriptor instead.
 func (*RaftJoinResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{32}
+	return file_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RaftJoinResponse) GetIndex() uint64 {
@@ -2003,7 +2153,7 @@ type RaftRemoveRequest struct {
 
 func (x *RaftRemoveRequest) Reset() {
 	*x = RaftRemoveRequest{}
-	mi := &file_admin_proto_msgTypes[33]
+	mi := &file_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2015,7 +2165,7 @@ func (x *RaftRemoveRequest) String() string {
 func (*RaftRemoveRequest) ProtoMessage() {}
 
 func (x *RaftRemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[33]
+	mi := &file_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2028,7 +2178,7 @@ func (x *RaftRemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftRemoveRequest.ProtoReflect.Descriptor instead.
 func (*RaftRemoveRequest) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{33}
+	return file_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RaftRemoveRequest) GetTier() string {
@@ -2061,7 +2211,7 @@ type RaftRemoveResponse struct {
 
 func (x *RaftRemoveResponse) Reset() {
 	*x = RaftRemoveResponse{}
-	mi := &file_admin_proto_msgTypes[34]
+	mi := &file_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2073,7 +2223,7 @@ func (x *RaftRemoveResponse) String() string {
 func (*RaftRemoveResponse) ProtoMessage() {}
 
 func (x *RaftRemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_admin_proto_msgTypes[34]
+	mi := &file_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2086,7 +2236,7 @@ func (x *RaftRemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftRemoveResponse.ProtoReflect.Descriptor instead.
 func (*RaftRemoveResponse) Descriptor() ([]byte, []int) {
-	return file_admin_proto_rawDescGZIP(), []int{34}
+	return file_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RaftRemoveResponse) GetIndex() uint64 {
@@ -2142,10 +2292,11 @@ const file_admin_proto_rawDesc = "" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\x14\n" +
 	"\x05child\x18\x03 \x01(\tR\x05child\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x1b\n" +
-	"\tin_flight\x18\x05 \x01(\bR\binFlight\"g\n" +
+	"\tin_flight\x18\x05 \x01(\bR\binFlight\"\x89\x01\n" +
 	"\tShardInfo\x12&\n" +
 	"\x05shard\x18\x01 \x01(\v2\x10.strata.v1.ShardR\x05shard\x122\n" +
-	"\tplacement\x18\x02 \x03(\v2\x14.strata.v1.PlacementR\tplacement\"B\n" +
+	"\tplacement\x18\x02 \x03(\v2\x14.strata.v1.PlacementR\tplacement\x12 \n" +
+	"\vquarantined\x18\x03 \x01(\tR\vquarantined\"B\n" +
 	"\x12ListShardsResponse\x12,\n" +
 	"\x06shards\x18\x01 \x03(\v2\x14.strata.v1.ShardInfoR\x06shards\"\x0f\n" +
 	"\rStatusRequest\"\xe9\x02\n" +
@@ -2159,7 +2310,7 @@ const file_admin_proto_rawDesc = "" +
 	"\aaddress\x18\a \x01(\tR\aaddress\x1a>\n" +
 	"\x10UtilizationEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x89\x02\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xa5\x02\n" +
 	"\x0eInstanceStatus\x12\x1a\n" +
 	"\binstance\x18\x01 \x01(\tR\binstance\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12%\n" +
@@ -2169,7 +2320,8 @@ const file_admin_proto_rawDesc = "" +
 	"stateIndex\x12\x16\n" +
 	"\x06policy\x18\x06 \x01(\tR\x06policy\x122\n" +
 	"\bchildren\x18\a \x03(\v2\x16.strata.v1.ChildStatusR\bchildren\x12\x16\n" +
-	"\x06alerts\x18\b \x03(\tR\x06alerts\"Y\n" +
+	"\x06alerts\x18\b \x03(\tR\x06alerts\x12\x1a\n" +
+	"\bfindings\x18\t \x03(\tR\bfindings\"Y\n" +
 	"\n" +
 	"TierStatus\x12\x12\n" +
 	"\x04tier\x18\x01 \x01(\tR\x04tier\x127\n" +
@@ -2203,11 +2355,21 @@ const file_admin_proto_rawDesc = "" +
 	"\x04move\x18\x04 \x01(\v2\x0f.strata.v1.MoveR\x04move\x12\x1f\n" +
 	"\vstate_index\x18\x05 \x01(\x04R\n" +
 	"stateIndex\x12\x12\n" +
-	"\x04mode\x18\x06 \x01(\tR\x04mode\"\xa2\x01\n" +
+	"\x04mode\x18\x06 \x01(\tR\x04mode\"\xe0\x01\n" +
 	"\x0fExplainResponse\x12&\n" +
 	"\x05shard\x18\x01 \x01(\v2\x10.strata.v1.ShardR\x05shard\x122\n" +
 	"\tplacement\x18\x02 \x03(\v2\x14.strata.v1.PlacementR\tplacement\x123\n" +
-	"\ahistory\x18\x03 \x03(\v2\x19.strata.v1.PlacementEventR\ahistory\"\xce\x01\n" +
+	"\ahistory\x18\x03 \x03(\v2\x19.strata.v1.PlacementEventR\ahistory\x12 \n" +
+	"\vquarantined\x18\x04 \x01(\tR\vquarantined\x12\x1a\n" +
+	"\bfindings\x18\x05 \x03(\tR\bfindings\"C\n" +
+	"\x13ReleaseShardRequest\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\tR\x05shard\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"g\n" +
+	"\x14ReleaseShardResponse\x12\x12\n" +
+	"\x04tier\x18\x01 \x01(\tR\x04tier\x12\x1a\n" +
+	"\binstance\x18\x02 \x01(\tR\binstance\x12\x1f\n" +
+	"\vstate_index\x18\x03 \x01(\x04R\n" +
+	"stateIndex\"\xce\x01\n" +
 	"\x10AdminPlanRequest\x12\x12\n" +
 	"\x04tier\x18\x01 \x01(\tR\x04tier\x12\x1a\n" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\x16\n" +
@@ -2251,7 +2413,7 @@ const file_admin_proto_rawDesc = "" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\x0e\n" +
 	"\x02id\x18\x03 \x01(\tR\x02id\"*\n" +
 	"\x12RaftRemoveResponse\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index2\x89\a\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index2\xda\a\n" +
 	"\x05Admin\x12F\n" +
 	"\tSubmitJob\x12\x1b.strata.v1.SubmitJobRequest\x1a\x1c.strata.v1.SubmitJobResponse\x12C\n" +
 	"\bListJobs\x12\x1a.strata.v1.ListJobsRequest\x1a\x1b.strata.v1.ListJobsResponse\x12F\n" +
@@ -2267,7 +2429,8 @@ const file_admin_proto_rawDesc = "" +
 	"\tRaftPeers\x12\x1b.strata.v1.RaftPeersRequest\x1a\x1c.strata.v1.RaftPeersResponse\x12C\n" +
 	"\bRaftJoin\x12\x1a.strata.v1.RaftJoinRequest\x1a\x1b.strata.v1.RaftJoinResponse\x12I\n" +
 	"\n" +
-	"RaftRemove\x12\x1c.strata.v1.RaftRemoveRequest\x1a\x1d.strata.v1.RaftRemoveResponseB5Z3github.com/strata-sched/strata/interfaces/wire;wireb\x06proto3"
+	"RaftRemove\x12\x1c.strata.v1.RaftRemoveRequest\x1a\x1d.strata.v1.RaftRemoveResponse\x12O\n" +
+	"\fReleaseShard\x12\x1e.strata.v1.ReleaseShardRequest\x1a\x1f.strata.v1.ReleaseShardResponseB5Z3github.com/strata-sched/strata/interfaces/wire;wireb\x06proto3"
 
 var (
 	file_admin_proto_rawDescOnce sync.Once
@@ -2281,80 +2444,82 @@ func file_admin_proto_rawDescGZIP() []byte {
 	return file_admin_proto_rawDescData
 }
 
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_admin_proto_goTypes = []any{
-	(*JobSpec)(nil),            // 0: strata.v1.JobSpec
-	(*SubmitJobRequest)(nil),   // 1: strata.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),  // 2: strata.v1.SubmitJobResponse
-	(*ListJobsRequest)(nil),    // 3: strata.v1.ListJobsRequest
-	(*JobInfo)(nil),            // 4: strata.v1.JobInfo
-	(*ListJobsResponse)(nil),   // 5: strata.v1.ListJobsResponse
-	(*DeleteJobRequest)(nil),   // 6: strata.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),  // 7: strata.v1.DeleteJobResponse
-	(*ListShardsRequest)(nil),  // 8: strata.v1.ListShardsRequest
-	(*Placement)(nil),          // 9: strata.v1.Placement
-	(*ShardInfo)(nil),          // 10: strata.v1.ShardInfo
-	(*ListShardsResponse)(nil), // 11: strata.v1.ListShardsResponse
-	(*StatusRequest)(nil),      // 12: strata.v1.StatusRequest
-	(*ChildStatus)(nil),        // 13: strata.v1.ChildStatus
-	(*InstanceStatus)(nil),     // 14: strata.v1.InstanceStatus
-	(*TierStatus)(nil),         // 15: strata.v1.TierStatus
-	(*StatusResponse)(nil),     // 16: strata.v1.StatusResponse
-	(*DrainRequest)(nil),       // 17: strata.v1.DrainRequest
-	(*DrainResponse)(nil),      // 18: strata.v1.DrainResponse
-	(*UndrainRequest)(nil),     // 19: strata.v1.UndrainRequest
-	(*UndrainResponse)(nil),    // 20: strata.v1.UndrainResponse
-	(*ExplainRequest)(nil),     // 21: strata.v1.ExplainRequest
-	(*PlacementEvent)(nil),     // 22: strata.v1.PlacementEvent
-	(*ExplainResponse)(nil),    // 23: strata.v1.ExplainResponse
-	(*AdminPlanRequest)(nil),   // 24: strata.v1.AdminPlanRequest
-	(*AdminPlanResponse)(nil),  // 25: strata.v1.AdminPlanResponse
-	(*ApplyPlanRequest)(nil),   // 26: strata.v1.ApplyPlanRequest
-	(*ApplyPlanResponse)(nil),  // 27: strata.v1.ApplyPlanResponse
-	(*RaftPeer)(nil),           // 28: strata.v1.RaftPeer
-	(*RaftPeersRequest)(nil),   // 29: strata.v1.RaftPeersRequest
-	(*RaftPeersResponse)(nil),  // 30: strata.v1.RaftPeersResponse
-	(*RaftJoinRequest)(nil),    // 31: strata.v1.RaftJoinRequest
-	(*RaftJoinResponse)(nil),   // 32: strata.v1.RaftJoinResponse
-	(*RaftRemoveRequest)(nil),  // 33: strata.v1.RaftRemoveRequest
-	(*RaftRemoveResponse)(nil), // 34: strata.v1.RaftRemoveResponse
-	nil,                        // 35: strata.v1.JobSpec.LabelsEntry
-	nil,                        // 36: strata.v1.JobInfo.LabelsEntry
-	nil,                        // 37: strata.v1.ChildStatus.UtilizationEntry
-	(*Shard)(nil),              // 38: strata.v1.Shard
-	(*Load)(nil),               // 39: strata.v1.Load
-	(*Child)(nil),              // 40: strata.v1.Child
-	(ChildState)(0),            // 41: strata.v1.ChildState
-	(*Move)(nil),               // 42: strata.v1.Move
-	(*Constraint)(nil),         // 43: strata.v1.Constraint
-	(*Plan)(nil),               // 44: strata.v1.Plan
+	(*JobSpec)(nil),              // 0: strata.v1.JobSpec
+	(*SubmitJobRequest)(nil),     // 1: strata.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),    // 2: strata.v1.SubmitJobResponse
+	(*ListJobsRequest)(nil),      // 3: strata.v1.ListJobsRequest
+	(*JobInfo)(nil),              // 4: strata.v1.JobInfo
+	(*ListJobsResponse)(nil),     // 5: strata.v1.ListJobsResponse
+	(*DeleteJobRequest)(nil),     // 6: strata.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),    // 7: strata.v1.DeleteJobResponse
+	(*ListShardsRequest)(nil),    // 8: strata.v1.ListShardsRequest
+	(*Placement)(nil),            // 9: strata.v1.Placement
+	(*ShardInfo)(nil),            // 10: strata.v1.ShardInfo
+	(*ListShardsResponse)(nil),   // 11: strata.v1.ListShardsResponse
+	(*StatusRequest)(nil),        // 12: strata.v1.StatusRequest
+	(*ChildStatus)(nil),          // 13: strata.v1.ChildStatus
+	(*InstanceStatus)(nil),       // 14: strata.v1.InstanceStatus
+	(*TierStatus)(nil),           // 15: strata.v1.TierStatus
+	(*StatusResponse)(nil),       // 16: strata.v1.StatusResponse
+	(*DrainRequest)(nil),         // 17: strata.v1.DrainRequest
+	(*DrainResponse)(nil),        // 18: strata.v1.DrainResponse
+	(*UndrainRequest)(nil),       // 19: strata.v1.UndrainRequest
+	(*UndrainResponse)(nil),      // 20: strata.v1.UndrainResponse
+	(*ExplainRequest)(nil),       // 21: strata.v1.ExplainRequest
+	(*PlacementEvent)(nil),       // 22: strata.v1.PlacementEvent
+	(*ExplainResponse)(nil),      // 23: strata.v1.ExplainResponse
+	(*ReleaseShardRequest)(nil),  // 24: strata.v1.ReleaseShardRequest
+	(*ReleaseShardResponse)(nil), // 25: strata.v1.ReleaseShardResponse
+	(*AdminPlanRequest)(nil),     // 26: strata.v1.AdminPlanRequest
+	(*AdminPlanResponse)(nil),    // 27: strata.v1.AdminPlanResponse
+	(*ApplyPlanRequest)(nil),     // 28: strata.v1.ApplyPlanRequest
+	(*ApplyPlanResponse)(nil),    // 29: strata.v1.ApplyPlanResponse
+	(*RaftPeer)(nil),             // 30: strata.v1.RaftPeer
+	(*RaftPeersRequest)(nil),     // 31: strata.v1.RaftPeersRequest
+	(*RaftPeersResponse)(nil),    // 32: strata.v1.RaftPeersResponse
+	(*RaftJoinRequest)(nil),      // 33: strata.v1.RaftJoinRequest
+	(*RaftJoinResponse)(nil),     // 34: strata.v1.RaftJoinResponse
+	(*RaftRemoveRequest)(nil),    // 35: strata.v1.RaftRemoveRequest
+	(*RaftRemoveResponse)(nil),   // 36: strata.v1.RaftRemoveResponse
+	nil,                          // 37: strata.v1.JobSpec.LabelsEntry
+	nil,                          // 38: strata.v1.JobInfo.LabelsEntry
+	nil,                          // 39: strata.v1.ChildStatus.UtilizationEntry
+	(*Shard)(nil),                // 40: strata.v1.Shard
+	(*Load)(nil),                 // 41: strata.v1.Load
+	(*Child)(nil),                // 42: strata.v1.Child
+	(ChildState)(0),              // 43: strata.v1.ChildState
+	(*Move)(nil),                 // 44: strata.v1.Move
+	(*Constraint)(nil),           // 45: strata.v1.Constraint
+	(*Plan)(nil),                 // 46: strata.v1.Plan
 }
 var file_admin_proto_depIdxs = []int32{
-	38, // 0: strata.v1.JobSpec.shards:type_name -> strata.v1.Shard
-	38, // 1: strata.v1.JobSpec.shard_template:type_name -> strata.v1.Shard
-	35, // 2: strata.v1.JobSpec.labels:type_name -> strata.v1.JobSpec.LabelsEntry
+	40, // 0: strata.v1.JobSpec.shards:type_name -> strata.v1.Shard
+	40, // 1: strata.v1.JobSpec.shard_template:type_name -> strata.v1.Shard
+	37, // 2: strata.v1.JobSpec.labels:type_name -> strata.v1.JobSpec.LabelsEntry
 	0,  // 3: strata.v1.SubmitJobRequest.job:type_name -> strata.v1.JobSpec
-	39, // 4: strata.v1.JobInfo.load:type_name -> strata.v1.Load
-	36, // 5: strata.v1.JobInfo.labels:type_name -> strata.v1.JobInfo.LabelsEntry
+	41, // 4: strata.v1.JobInfo.load:type_name -> strata.v1.Load
+	38, // 5: strata.v1.JobInfo.labels:type_name -> strata.v1.JobInfo.LabelsEntry
 	4,  // 6: strata.v1.ListJobsResponse.jobs:type_name -> strata.v1.JobInfo
-	38, // 7: strata.v1.ShardInfo.shard:type_name -> strata.v1.Shard
+	40, // 7: strata.v1.ShardInfo.shard:type_name -> strata.v1.Shard
 	9,  // 8: strata.v1.ShardInfo.placement:type_name -> strata.v1.Placement
 	10, // 9: strata.v1.ListShardsResponse.shards:type_name -> strata.v1.ShardInfo
-	40, // 10: strata.v1.ChildStatus.child:type_name -> strata.v1.Child
-	39, // 11: strata.v1.ChildStatus.used:type_name -> strata.v1.Load
-	37, // 12: strata.v1.ChildStatus.utilization:type_name -> strata.v1.ChildStatus.UtilizationEntry
+	42, // 10: strata.v1.ChildStatus.child:type_name -> strata.v1.Child
+	41, // 11: strata.v1.ChildStatus.used:type_name -> strata.v1.Load
+	39, // 12: strata.v1.ChildStatus.utilization:type_name -> strata.v1.ChildStatus.UtilizationEntry
 	13, // 13: strata.v1.InstanceStatus.children:type_name -> strata.v1.ChildStatus
 	14, // 14: strata.v1.TierStatus.instances:type_name -> strata.v1.InstanceStatus
 	15, // 15: strata.v1.StatusResponse.tiers:type_name -> strata.v1.TierStatus
-	41, // 16: strata.v1.DrainResponse.state:type_name -> strata.v1.ChildState
-	41, // 17: strata.v1.UndrainResponse.state:type_name -> strata.v1.ChildState
-	42, // 18: strata.v1.PlacementEvent.move:type_name -> strata.v1.Move
-	38, // 19: strata.v1.ExplainResponse.shard:type_name -> strata.v1.Shard
+	43, // 16: strata.v1.DrainResponse.state:type_name -> strata.v1.ChildState
+	43, // 17: strata.v1.UndrainResponse.state:type_name -> strata.v1.ChildState
+	44, // 18: strata.v1.PlacementEvent.move:type_name -> strata.v1.Move
+	40, // 19: strata.v1.ExplainResponse.shard:type_name -> strata.v1.Shard
 	9,  // 20: strata.v1.ExplainResponse.placement:type_name -> strata.v1.Placement
 	22, // 21: strata.v1.ExplainResponse.history:type_name -> strata.v1.PlacementEvent
-	43, // 22: strata.v1.AdminPlanRequest.constraints:type_name -> strata.v1.Constraint
-	44, // 23: strata.v1.AdminPlanResponse.plan:type_name -> strata.v1.Plan
-	28, // 24: strata.v1.RaftPeersResponse.peers:type_name -> strata.v1.RaftPeer
+	45, // 22: strata.v1.AdminPlanRequest.constraints:type_name -> strata.v1.Constraint
+	46, // 23: strata.v1.AdminPlanResponse.plan:type_name -> strata.v1.Plan
+	30, // 24: strata.v1.RaftPeersResponse.peers:type_name -> strata.v1.RaftPeer
 	1,  // 25: strata.v1.Admin.SubmitJob:input_type -> strata.v1.SubmitJobRequest
 	3,  // 26: strata.v1.Admin.ListJobs:input_type -> strata.v1.ListJobsRequest
 	6,  // 27: strata.v1.Admin.DeleteJob:input_type -> strata.v1.DeleteJobRequest
@@ -2363,26 +2528,28 @@ var file_admin_proto_depIdxs = []int32{
 	17, // 30: strata.v1.Admin.Drain:input_type -> strata.v1.DrainRequest
 	19, // 31: strata.v1.Admin.Undrain:input_type -> strata.v1.UndrainRequest
 	21, // 32: strata.v1.Admin.Explain:input_type -> strata.v1.ExplainRequest
-	24, // 33: strata.v1.Admin.Plan:input_type -> strata.v1.AdminPlanRequest
-	26, // 34: strata.v1.Admin.ApplyPlan:input_type -> strata.v1.ApplyPlanRequest
-	29, // 35: strata.v1.Admin.RaftPeers:input_type -> strata.v1.RaftPeersRequest
-	31, // 36: strata.v1.Admin.RaftJoin:input_type -> strata.v1.RaftJoinRequest
-	33, // 37: strata.v1.Admin.RaftRemove:input_type -> strata.v1.RaftRemoveRequest
-	2,  // 38: strata.v1.Admin.SubmitJob:output_type -> strata.v1.SubmitJobResponse
-	5,  // 39: strata.v1.Admin.ListJobs:output_type -> strata.v1.ListJobsResponse
-	7,  // 40: strata.v1.Admin.DeleteJob:output_type -> strata.v1.DeleteJobResponse
-	11, // 41: strata.v1.Admin.ListShards:output_type -> strata.v1.ListShardsResponse
-	16, // 42: strata.v1.Admin.Status:output_type -> strata.v1.StatusResponse
-	18, // 43: strata.v1.Admin.Drain:output_type -> strata.v1.DrainResponse
-	20, // 44: strata.v1.Admin.Undrain:output_type -> strata.v1.UndrainResponse
-	23, // 45: strata.v1.Admin.Explain:output_type -> strata.v1.ExplainResponse
-	25, // 46: strata.v1.Admin.Plan:output_type -> strata.v1.AdminPlanResponse
-	27, // 47: strata.v1.Admin.ApplyPlan:output_type -> strata.v1.ApplyPlanResponse
-	30, // 48: strata.v1.Admin.RaftPeers:output_type -> strata.v1.RaftPeersResponse
-	32, // 49: strata.v1.Admin.RaftJoin:output_type -> strata.v1.RaftJoinResponse
-	34, // 50: strata.v1.Admin.RaftRemove:output_type -> strata.v1.RaftRemoveResponse
-	38, // [38:51] is the sub-list for method output_type
-	25, // [25:38] is the sub-list for method input_type
+	26, // 33: strata.v1.Admin.Plan:input_type -> strata.v1.AdminPlanRequest
+	28, // 34: strata.v1.Admin.ApplyPlan:input_type -> strata.v1.ApplyPlanRequest
+	31, // 35: strata.v1.Admin.RaftPeers:input_type -> strata.v1.RaftPeersRequest
+	33, // 36: strata.v1.Admin.RaftJoin:input_type -> strata.v1.RaftJoinRequest
+	35, // 37: strata.v1.Admin.RaftRemove:input_type -> strata.v1.RaftRemoveRequest
+	24, // 38: strata.v1.Admin.ReleaseShard:input_type -> strata.v1.ReleaseShardRequest
+	2,  // 39: strata.v1.Admin.SubmitJob:output_type -> strata.v1.SubmitJobResponse
+	5,  // 40: strata.v1.Admin.ListJobs:output_type -> strata.v1.ListJobsResponse
+	7,  // 41: strata.v1.Admin.DeleteJob:output_type -> strata.v1.DeleteJobResponse
+	11, // 42: strata.v1.Admin.ListShards:output_type -> strata.v1.ListShardsResponse
+	16, // 43: strata.v1.Admin.Status:output_type -> strata.v1.StatusResponse
+	18, // 44: strata.v1.Admin.Drain:output_type -> strata.v1.DrainResponse
+	20, // 45: strata.v1.Admin.Undrain:output_type -> strata.v1.UndrainResponse
+	23, // 46: strata.v1.Admin.Explain:output_type -> strata.v1.ExplainResponse
+	27, // 47: strata.v1.Admin.Plan:output_type -> strata.v1.AdminPlanResponse
+	29, // 48: strata.v1.Admin.ApplyPlan:output_type -> strata.v1.ApplyPlanResponse
+	32, // 49: strata.v1.Admin.RaftPeers:output_type -> strata.v1.RaftPeersResponse
+	34, // 50: strata.v1.Admin.RaftJoin:output_type -> strata.v1.RaftJoinResponse
+	36, // 51: strata.v1.Admin.RaftRemove:output_type -> strata.v1.RaftRemoveResponse
+	25, // 52: strata.v1.Admin.ReleaseShard:output_type -> strata.v1.ReleaseShardResponse
+	39, // [39:53] is the sub-list for method output_type
+	25, // [25:39] is the sub-list for method input_type
 	25, // [25:25] is the sub-list for extension type_name
 	25, // [25:25] is the sub-list for extension extendee
 	0,  // [0:25] is the sub-list for field type_name
@@ -2400,7 +2567,7 @@ func file_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

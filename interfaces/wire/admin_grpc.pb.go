@@ -29,19 +29,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_SubmitJob_FullMethodName  = "/strata.v1.Admin/SubmitJob"
-	Admin_ListJobs_FullMethodName   = "/strata.v1.Admin/ListJobs"
-	Admin_DeleteJob_FullMethodName  = "/strata.v1.Admin/DeleteJob"
-	Admin_ListShards_FullMethodName = "/strata.v1.Admin/ListShards"
-	Admin_Status_FullMethodName     = "/strata.v1.Admin/Status"
-	Admin_Drain_FullMethodName      = "/strata.v1.Admin/Drain"
-	Admin_Undrain_FullMethodName    = "/strata.v1.Admin/Undrain"
-	Admin_Explain_FullMethodName    = "/strata.v1.Admin/Explain"
-	Admin_Plan_FullMethodName       = "/strata.v1.Admin/Plan"
-	Admin_ApplyPlan_FullMethodName  = "/strata.v1.Admin/ApplyPlan"
-	Admin_RaftPeers_FullMethodName  = "/strata.v1.Admin/RaftPeers"
-	Admin_RaftJoin_FullMethodName   = "/strata.v1.Admin/RaftJoin"
-	Admin_RaftRemove_FullMethodName = "/strata.v1.Admin/RaftRemove"
+	Admin_SubmitJob_FullMethodName    = "/strata.v1.Admin/SubmitJob"
+	Admin_ListJobs_FullMethodName     = "/strata.v1.Admin/ListJobs"
+	Admin_DeleteJob_FullMethodName    = "/strata.v1.Admin/DeleteJob"
+	Admin_ListShards_FullMethodName   = "/strata.v1.Admin/ListShards"
+	Admin_Status_FullMethodName       = "/strata.v1.Admin/Status"
+	Admin_Drain_FullMethodName        = "/strata.v1.Admin/Drain"
+	Admin_Undrain_FullMethodName      = "/strata.v1.Admin/Undrain"
+	Admin_Explain_FullMethodName      = "/strata.v1.Admin/Explain"
+	Admin_Plan_FullMethodName         = "/strata.v1.Admin/Plan"
+	Admin_ApplyPlan_FullMethodName    = "/strata.v1.Admin/ApplyPlan"
+	Admin_RaftPeers_FullMethodName    = "/strata.v1.Admin/RaftPeers"
+	Admin_RaftJoin_FullMethodName     = "/strata.v1.Admin/RaftJoin"
+	Admin_RaftRemove_FullMethodName   = "/strata.v1.Admin/RaftRemove"
+	Admin_ReleaseShard_FullMethodName = "/strata.v1.Admin/ReleaseShard"
 )
 
 // AdminClient is the client API for Admin service.
@@ -68,6 +69,9 @@ type AdminClient interface {
 	RaftPeers(ctx context.Context, in *RaftPeersRequest, opts ...grpc.CallOption) (*RaftPeersResponse, error)
 	RaftJoin(ctx context.Context, in *RaftJoinRequest, opts ...grpc.CallOption) (*RaftJoinResponse, error)
 	RaftRemove(ctx context.Context, in *RaftRemoveRequest, opts ...grpc.CallOption) (*RaftRemoveResponse, error)
+	// ReleaseShard releases a shard this tier instance quarantined (the doctor
+	// control policy): it may be placed again.
+	ReleaseShard(ctx context.Context, in *ReleaseShardRequest, opts ...grpc.CallOption) (*ReleaseShardResponse, error)
 }
 
 type adminClient struct {
@@ -208,6 +212,16 @@ func (c *adminClient) RaftRemove(ctx context.Context, in *RaftRemoveRequest, opt
 	return out, nil
 }
 
+func (c *adminClient) ReleaseShard(ctx context.Context, in *ReleaseShardRequest, opts ...grpc.CallOption) (*ReleaseShardResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseShardResponse)
+	err := c.cc.Invoke(ctx, Admin_ReleaseShard_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -232,6 +246,9 @@ type AdminServer interface {
 	RaftPeers(context.Context, *RaftPeersRequest) (*RaftPeersResponse, error)
 	RaftJoin(context.Context, *RaftJoinRequest) (*RaftJoinResponse, error)
 	RaftRemove(context.Context, *RaftRemoveRequest) (*RaftRemoveResponse, error)
+	// ReleaseShard releases a shard this tier instance quarantined (the doctor
+	// control policy): it may be placed again.
+	ReleaseShard(context.Context, *ReleaseShardRequest) (*ReleaseShardResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -280,6 +297,9 @@ func (UnimplementedAdminServer) RaftJoin(context.Context, *RaftJoinRequest) (*Ra
 }
 func (UnimplementedAdminServer) RaftRemove(context.Context, *RaftRemoveRequest) (*RaftRemoveResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RaftRemove not implemented")
+}
+func (UnimplementedAdminServer) ReleaseShard(context.Context, *ReleaseShardRequest) (*ReleaseShardResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReleaseShard not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -536,6 +556,24 @@ func _Admin_RaftRemove_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ReleaseShard_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseShardRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ReleaseShard(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ReleaseShard_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ReleaseShard(ctx, req.(*ReleaseShardRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -594,6 +632,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RaftRemove",
 			Handler:    _Admin_RaftRemove_Handler,
+		},
+		{
+			MethodName: "ReleaseShard",
+			Handler:    _Admin_ReleaseShard_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

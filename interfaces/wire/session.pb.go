@@ -446,12 +446,16 @@ func (x *Hello) GetLeaseId() string {
 
 // Ack acknowledges an Assign or a Revoke, with the epoch it carried.
 type Ack struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Shard         string                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Kind          AckKind                `protobuf:"varint,3,opt,name=kind,proto3,enum=strata.v1.AckKind" json:"kind,omitempty"`
-	Ok            bool                   `protobuf:"varint,4,opt,name=ok,proto3" json:"ok,omitempty"`
-	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"` // why, when ok is false (e.g. a stale epoch)
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Shard string                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Epoch uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Kind  AckKind                `protobuf:"varint,3,opt,name=kind,proto3,enum=strata.v1.AckKind" json:"kind,omitempty"`
+	Ok    bool                   `protobuf:"varint,4,opt,name=ok,proto3" json:"ok,omitempty"`
+	Error string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"` // why, when ok is false (e.g. a stale epoch)
+	// failed is set when ok is false because the shard's process failed on the
+	// child (its start failed), not because the message was refused: evidence
+	// for the parent's doctor control policy.
+	Failed        bool `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -519,6 +523,13 @@ func (x *Ack) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *Ack) GetFailed() bool {
+	if x != nil {
+		return x.Failed
+	}
+	return false
 }
 
 // Assign gives a shard to the child at an epoch. A child ignores an Assign whose
@@ -990,13 +1001,14 @@ const file_session_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
 	"\x0fHeldEpochsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\x7f\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\x97\x01\n" +
 	"\x03Ack\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12&\n" +
 	"\x04kind\x18\x03 \x01(\x0e2\x12.strata.v1.AckKindR\x04kind\x12\x0e\n" +
 	"\x02ok\x18\x04 \x01(\bR\x02ok\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"F\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x16\n" +
+	"\x06failed\x18\x06 \x01(\bR\x06failed\"F\n" +
 	"\x06Assign\x12&\n" +
 	"\x05shard\x18\x01 \x01(\v2\x10.strata.v1.ShardR\x05shard\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"4\n" +
