@@ -230,7 +230,7 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 			err := a.cfg.Driver.Start(sctx, e.Record.Spec, e.Epoch)
 			cancel()
 			if err != nil {
-				errs = append(errs, fmt.Errorf("start %s@%d: %w", e.Shard, e.Epoch, err))
+				errs = append(errs, fmt.Errorf("start %s@%d: %w: %w", e.Shard, e.Epoch, ErrShardFailed, err))
 				// The driver may have half-started it: make sure it is stopped
 				// before the ledger says so.
 				if serr := driver.IgnoreNotFound(a.cfg.Driver.Stop(e.Shard)); serr != nil {
@@ -261,6 +261,11 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 	}
 	return errors.Join(errs...)
 }
+
+// ErrShardFailed marks an error of a shard's process on this host (its start
+// failed), as opposed to a refused message: the ack tells the parent (wire
+// Ack.failed), whose doctor control policy counts it as evidence.
+var ErrShardFailed = errors.New("the shard's process failed on this host")
 
 // Run is the agent's one background goroutine: it calls Tick every
 // TickInterval of the configured clock until ctx ends. Tick errors are passed to

@@ -2,6 +2,7 @@ package hostagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -29,7 +30,8 @@ func (a *Agent) HelloMessage(tier string, labels map[string]string) *wire.ChildM
 // HandleParent applies one message from the parent, received at local time now,
 // and returns the message to send back:
 //   - Assign, Revoke: an Ack (ok, or the error's text; a malformed message is
-//     acked with its validation error) and a nil error;
+//     acked with its validation error; failed is set when the shard's start
+//     failed, ErrShardFailed) and a nil error;
 //   - LeaseGrant: no reply; the error is non-nil when the grant is malformed or
 //     refused (ttl not above the safety margin) or executing it failed;
 //   - Constraints, Redirect and empty messages: no reply and no error — they
@@ -41,7 +43,12 @@ func (a *Agent) HandleParent(ctx context.Context, now time.Time, m *wire.ParentM
 		if err != nil {
 			return wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, interfaces.ShardID(x.Assign.GetShard().GetId()), interfaces.Epoch(x.Assign.GetEpoch()), err), nil
 		}
-		return wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, spec.ID, epoch, a.Assign(ctx, now, spec, epoch)), nil
+		err = a.Assign(ctx, now, spec, epoch)
+		ack := wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, spec.ID, epoch, err)
+		if errors.Is(err, ErrShardFailed) {
+			ack.GetAck().Failed = true
+		}
+		return ack, nil
 	case *wire.ParentMessage_Revoke:
 		shard, epoch, err := wire.RevokeFromWire(x.Revoke)
 		if err != nil {
