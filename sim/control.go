@@ -3,209 +3,107 @@ package sim
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/strata-sched/strata/balancer"
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/tiers/control"
 )
 
-// StepConfig tunes one control-loop step.
-type StepConfig struct {
-	// Trigger: a periodic round plans only when some resource's max/mean
-	// utilization across active children exceeds Trigger ...
-	Trigger float64
-	// ... or some active child's utilization exceeds Target in any resource.
-	Target float64
-	// Floor: imbalance (max/mean above Trigger) in a resource counts only when
-	// the busiest child is at or above Floor utilization in it; imbalance
-	// among lightly loaded children costs no latency and is not worth moves.
-	Floor float64
-	// MoveBudget caps the relocations of a periodic round (0: no cap). The step
-	// passes it to the policy as a max_moves constraint and enforces it;
-	// emergency rounds (placing shards, evacuating failed or draining children)
-	// have no budget, as they only obey hard constraints.
-	MoveBudget int
-	// Verify checks one move against the state the step has projected so far
-	// (accepted moves counted as done). Nil uses VerifyMove.
-	Verify func(st *Projection, m interfaces.Move) error
-}
-
-// Mode says why a round ran the policy.
-type Mode string
-
-// Round modes.
-const (
-	ModeIdle      Mode = "idle"      // nothing to do: the policy was not called
-	ModePeriodic  Mode = "periodic"  // imbalance or overload above the trigger
-	ModeEmergency Mode = "emergency" // unplaced shards or shards on failed/draining children
-)
-
-// Rejection is a planned move the step refused, with the rule it broke.
+// Rejection is a planned move the round refused, with the rule it broke.
 type Rejection struct {
 	Move interfaces.Move
 	Why  string
 }
 
-// StepResult is the outcome of one control-loop step: observe → detect → decide
-// → act → explain.
-type StepResult struct {
-	Mode Mode
-	// Why explains the mode for people.
-	Why      string
+// RoundOutcome is what one control round of a tier instance did.
+type RoundOutcome struct {
+	// Decision is the controller's (tiers/control) decision for the round: its
+	// mode, budget, declared failures, alerts and Record.
+	Decision control.Decision
+	// Plan is the policy's plan (empty when the round held or the solve failed);
+	// SolveErr the policy's error.
 	Plan     interfaces.Plan
+	SolveErr error
+	// Accepted are the moves that passed Decision.Admit and verification against
+	// the projected state; Applied those the caller carried out.
 	Accepted []interfaces.Move
+	Applied  []interfaces.Move
 	Rejected []Rejection
 }
 
-// ControlStep runs one round of a tier's control loop on a view. It is a pure
-// function of its inputs (the policy must be deterministic for the view): it
-// detects whether the tier needs a decision, asks the policy for a plan, and
-// keeps only the moves that pass verification against the projected state, in
-// plan order, within the move budgets of the view's constraints. An emergency
-// round (unplaced shards, or shards on failed or draining children) applies only
-// the moves of those shards; a periodic round applies at most MoveBudget
-// relocations. The caller
-// applies Accepted. It is meant to be shared with the daemons' control loop.
-func ControlStep(ctx context.Context, pol interfaces.Policy, v *interfaces.View, cfg StepConfig) (StepResult, error) {
-	st := NewProjection(v)
-	mode, why := detect(st, cfg)
-	res := StepResult{Mode: mode, Why: why}
-	if mode == ModeIdle {
-		return res, nil
-	}
-	if mode == ModePeriodic && cfg.MoveBudget > 0 {
-		vv := *v
-		vv.Constraints = append(append([]interfaces.Constraint(nil), v.Constraints...),
-			interfaces.Constraint{Kind: interfaces.ConstraintMaxMoves, Max: cfg.MoveBudget, Reason: "control loop: move budget per periodic round"})
-		v = &vv
-		st.View = v
-	}
-	plan, err := pol.Plan(ctx, v)
+// ControlRound runs one round of a tier instance's control loop the way the
+// daemons do (coordinator/tierd's round): ctl.Step decides from the input
+// (observe → detect → decide); when it solves, the policy plans on
+// Decision.Apply's view, Decision.Admit keeps what the round allows (budget,
+// anti-bounce, emergency scope), every admitted move is verified against the
+// projected state (VerifyMove, then balancer.VerifyView has the last word) as the
+// daemons' FSM does at commit, apply carries out the accepted moves and returns
+// those it applied, and ctl.Observe gets the result (a failed solve applies
+// nothing: the last good assignment is kept). The caller must mark the
+// Decision's DeclareFailed children failed in the views it builds from then on.
+//
+// An error from the policy is not an error of the round (it is in SolveErr);
+// only bad input to the controller is.
+func ControlRound(ctx context.Context, ctl *control.Controller, pol interfaces.Policy, in control.Input, apply func([]interfaces.Move) []interfaces.Move) (RoundOutcome, error) {
+	dec, err := ctl.Step(in)
 	if err != nil {
-		return res, fmt.Errorf("policy %s on %s %s: %w", pol.Name(), v.Tier, v.Instance, err)
+		return RoundOutcome{}, fmt.Errorf("%s %s: controller: %w", in.View.Tier, in.View.Instance, err)
 	}
-	res.Plan = plan
-	verify := cfg.Verify
-	if verify == nil {
-		verify = VerifyMove
+	out := RoundOutcome{Decision: dec}
+	obs := control.RoundResult{Round: dec.Round, At: in.Now, P99: worstP99(in.View), MovesActive: len(in.View.InFlight)}
+	if !dec.Solve() || len(in.View.Shards) == 0 {
+		return out, ctl.Observe(obs)
 	}
-	maxMoves, maxBytes := -1, int64(-1)
-	for _, c := range v.Constraints {
-		if c.Kind == interfaces.ConstraintMaxMoves {
-			if c.Max > 0 && (maxMoves < 0 || c.Max < maxMoves) {
-				maxMoves = c.Max
-			}
-			if c.MaxBytes > 0 && (maxBytes < 0 || c.MaxBytes < maxBytes) {
-				maxBytes = c.MaxBytes
-			}
-		}
+	sv := dec.Apply(in.View)
+	plan, err := pol.Plan(ctx, sv)
+	if err != nil {
+		out.SolveErr = fmt.Errorf("policy %s on %s %s: %w", pol.Name(), sv.Tier, sv.Instance, err)
+		obs.SolveErr = out.SolveErr
+		return out, ctl.Observe(obs)
 	}
-	moved, bytes := 0, int64(0)
-	needs := map[interfaces.ShardID]bool{}
-	if mode == ModeEmergency {
-		for i, s := range st.shards {
-			if c := st.owner[i]; c < 0 || st.children[c].State != interfaces.ChildActive {
-				needs[s.ID] = true
-			}
-		}
+	out.Plan = plan
+	admitted, refused := dec.Admit(sv, plan)
+	for _, r := range refused {
+		out.Rejected = append(out.Rejected, Rejection{Move: r.Move, Why: r.Why})
 	}
-	for _, m := range plan.Moves {
-		if mode == ModeEmergency && !needs[m.Shard] {
-			res.Rejected = append(res.Rejected, Rejection{Move: m, Why: "emergency round: only unplaced shards and shards of failed or draining children move"})
+	st := NewProjection(sv)
+	var verified []interfaces.Move
+	for _, m := range admitted {
+		if err := VerifyMove(st, m); err != nil {
+			out.Rejected = append(out.Rejected, Rejection{Move: m, Why: err.Error()})
 			continue
-		}
-		if err := verify(st, m); err != nil {
-			res.Rejected = append(res.Rejected, Rejection{Move: m, Why: err.Error()})
-			continue
-		}
-		if m.From != "" { // first placements are not relocations and cost no budget
-			sb := st.shardBytes(m.Shard)
-			if (maxMoves >= 0 && moved+1 > maxMoves) || (maxBytes >= 0 && bytes+sb > maxBytes) {
-				res.Rejected = append(res.Rejected, Rejection{Move: m, Why: "over the round's move budget (max_moves constraint)"})
-				continue
-			}
-			moved++
-			bytes += sb
 		}
 		st.Apply(m)
-		res.Accepted = append(res.Accepted, m)
+		verified = append(verified, m)
 	}
-	// The balancer's plan verifier has the last word: only moves it accepts are
-	// applied.
-	if len(res.Accepted) > 0 {
-		verdict, err := balancer.VerifyView(v, res.Accepted)
+	if len(verified) > 0 {
+		verdict, err := balancer.VerifyView(sv, verified)
 		if err != nil {
-			return res, fmt.Errorf("verifying the plan of %s %s: %w", v.Tier, v.Instance, err)
+			return out, fmt.Errorf("verifying the plan of %s %s: %w", sv.Tier, sv.Instance, err)
 		}
 		for _, r := range verdict.Rejected {
-			res.Rejected = append(res.Rejected, Rejection{Move: r.Move, Why: r.Err().Error()})
+			out.Rejected = append(out.Rejected, Rejection{Move: r.Move, Why: r.Err().Error()})
 		}
-		res.Accepted = verdict.Accepted
+		out.Accepted = verdict.Accepted
 	}
-	return res, nil
+	if len(out.Accepted) > 0 && apply != nil {
+		out.Applied = apply(out.Accepted)
+	}
+	obs.Planned, obs.Applied = len(plan.Moves), out.Applied
+	return out, ctl.Observe(obs)
 }
 
-// detect decides whether the round must plan, and why.
-func detect(st *Projection, cfg StepConfig) (Mode, string) {
-	unplaced, evac := 0, 0
-	for i := range st.shards {
-		c := st.owner[i]
-		switch {
-		case c < 0:
-			unplaced++
-		case st.children[c].State != interfaces.ChildActive:
-			evac++
+// worstP99 is the highest p99 latency the view's children report (the tier's
+// p99 for the controller's AIMD move concurrency).
+func worstP99(v *interfaces.View) time.Duration {
+	var w time.Duration
+	for _, r := range v.Reports {
+		if r.LatencyP99 > w {
+			w = r.LatencyP99
 		}
 	}
-	live := 0
-	for _, ch := range st.children {
-		if ch.State == interfaces.ChildActive {
-			live++
-		}
-	}
-	if (unplaced > 0 || evac > 0) && live == 0 {
-		return ModeIdle, fmt.Sprintf("%d unplaced shards, %d on failed or draining children, but no active child to move them to", unplaced, evac)
-	}
-	if unplaced > 0 || evac > 0 {
-		return ModeEmergency, fmt.Sprintf("%d unplaced shards, %d on failed or draining children", unplaced, evac)
-	}
-	var used, capSum [nres]float64
-	var maxU [nres]float64
-	active := 0
-	for c, ch := range st.children {
-		if ch.State != interfaces.ChildActive {
-			continue
-		}
-		active++
-		for r := 0; r < nres; r++ {
-			cp := capOf(ch.Capacity, r)
-			used[r] += st.load[c][r]
-			capSum[r] += cp
-			if cp > 0 {
-				u := st.load[c][r] / cp
-				if u > maxU[r] {
-					maxU[r] = u
-				}
-			}
-		}
-	}
-	if active < 2 {
-		return ModeIdle, "fewer than two active children"
-	}
-	for r := 0; r < nres; r++ {
-		if capSum[r] <= 0 || used[r] <= 0 {
-			continue
-		}
-		mean := used[r] / capSum[r]
-		// An overloaded child triggers a round only when there is room elsewhere
-		// (the mean is below the target) and some imbalance to remove.
-		if maxU[r] > cfg.Target && mean < cfg.Target && maxU[r]/mean > 1.02 {
-			return ModePeriodic, fmt.Sprintf("a child is at %.2f %s (target %.2f, mean %.2f)", maxU[r], interfaces.BuiltinResources[r], cfg.Target, mean)
-		}
-		if ratio := maxU[r] / mean; ratio > cfg.Trigger && maxU[r] >= cfg.Floor {
-			return ModePeriodic, fmt.Sprintf("%s max/mean %.3f above trigger %.3f", interfaces.BuiltinResources[r], ratio, cfg.Trigger)
-		}
-	}
-	return ModeIdle, "balanced within the trigger"
+	return w
 }
 
 const nres = 4 // the built-in resources, in interfaces.BuiltinResources order
@@ -224,9 +122,9 @@ func capOf(l interfaces.Load, r int) float64 {
 
 func vec(l interfaces.Load) [nres]float64 { return [nres]float64{l.CPU, l.Mem, l.Net, l.Tasks} }
 
-// Projection is a tier's state as a control step sees it: every shard's owner
-// with in-flight moves counted as done, and each child's load, updated as moves
-// are accepted.
+// Projection is a tier's state as a control round verifies moves against it:
+// every shard's owner with in-flight moves counted as done, and each child's
+// load, updated as moves are accepted.
 type Projection struct {
 	View     *interfaces.View
 	children []interfaces.Child
@@ -303,13 +201,6 @@ func (st *Projection) add(c, i int, sign float64) {
 		}
 		cnt[c] += int(sign)
 	}
-}
-
-func (st *Projection) shardBytes(id interfaces.ShardID) int64 {
-	if i, ok := st.shardIdx[id]; ok {
-		return st.shards[i].StateBytes
-	}
-	return 0
 }
 
 // Owner returns the projected owner of a shard ("" when unplaced or unknown).

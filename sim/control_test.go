@@ -2,10 +2,13 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/tiers/control"
 )
 
 // fixedPolicy returns the same moves whatever the view, and counts its calls.
@@ -45,25 +48,59 @@ func mv(shard, from, to string) interfaces.Move {
 	return interfaces.Move{Shard: interfaces.ShardID(shard), From: interfaces.ChildID(from), To: interfaces.ChildID(to), Epoch: 3}
 }
 
-var stepCfg = StepConfig{Trigger: 1.15, Target: 0.85, Floor: 0.1}
-
-func TestControlStepIdleWhenBalanced(t *testing.T) {
-	calls := 0
-	v := testView(interfaces.ChildActive, map[string]string{"s1": "a", "s2": "b", "s3": "c", "s4": "a"})
-	// a: 4, b: 2, c: 2 → max/mean = 0.4/0.267 = 1.5 > 1.15 → periodic.
-	res, err := ControlStep(context.Background(), fixedPolicy{calls: &calls}, v, stepCfg)
-	if err != nil || res.Mode != ModePeriodic || calls != 1 {
-		t.Fatalf("imbalanced: mode %s calls %d err %v", res.Mode, calls, err)
+func newCtl(t *testing.T) *control.Controller {
+	t.Helper()
+	c, err := control.New(control.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
 	}
-	v = testView(interfaces.ChildActive, map[string]string{"s1": "a", "s2": "b", "s3": "c", "s4": "c"})
+	return c
+}
+
+func input(v *interfaces.View, sec int) control.Input {
+	v.Now = Epoch.Add(time.Duration(sec) * time.Second)
+	return control.Input{Now: v.Now, View: v}
+}
+
+func all(ms []interfaces.Move) []interfaces.Move { return ms }
+
+// TestControlRoundHoldsWhenBalanced: the round is the controller's — a balanced
+// tier holds without calling the policy; an imbalanced one solves, with the
+// controller's budget in the policy's view.
+func TestControlRoundHoldsWhenBalanced(t *testing.T) {
+	calls := 0
+	ctl := newCtl(t)
+	v := testView(interfaces.ChildActive, map[string]string{"s1": "a", "s2": "b", "s3": "c", "s4": "c"})
 	v.Children[2].Capacity = cpu(20) // a 0.2, b 0.2, c 0.2
-	res, err = ControlStep(context.Background(), fixedPolicy{calls: &calls}, v, stepCfg)
-	if err != nil || res.Mode != ModeIdle || calls != 1 {
-		t.Fatalf("balanced: mode %s calls %d err %v; the policy must not be called", res.Mode, calls, err)
+	out, err := ControlRound(context.Background(), ctl, fixedPolicy{calls: &calls}, input(v, 1), all)
+	if err != nil || out.Decision.Mode != control.ModeHold || calls != 0 {
+		t.Fatalf("balanced: mode %s calls %d err %v; want hold without calling the policy", out.Decision.Mode, calls, err)
+	}
+	// a: 4, b: 2, c: 2 → max/LB = 0.4/0.267 = 1.5, far outside the dead band.
+	v = testView(interfaces.ChildActive, map[string]string{"s1": "a", "s2": "b", "s3": "c", "s4": "a"})
+	var seen *interfaces.View
+	out, err = ControlRound(context.Background(), ctl, viewSpy{fixedPolicy{moves: []interfaces.Move{mv("s4", "a", "b")}, calls: &calls}, &seen}, input(v, 2), all)
+	if err != nil || out.Decision.Mode != control.ModePeriodic || calls != 1 {
+		t.Fatalf("imbalanced: mode %s calls %d err %v", out.Decision.Mode, calls, err)
+	}
+	budget := false
+	for _, c := range seen.Constraints {
+		if c.Kind == interfaces.ConstraintMaxMoves && c.Max == out.Decision.MaxMoves && c.Max > 0 {
+			budget = true
+		}
+	}
+	if !budget {
+		t.Errorf("the policy was not given the round's budget (%d moves): %+v", out.Decision.MaxMoves, seen.Constraints)
+	}
+	if len(v.Constraints) != 0 {
+		t.Error("ControlRound modified the caller's view")
+	}
+	if len(out.Applied) != 1 || ctl.History()[1].Applied != 1 {
+		t.Errorf("applied %v; the controller's record says %d", out.Applied, ctl.History()[1].Applied)
 	}
 }
 
-func TestControlStepEmergencyMovesOnlyWhatNeedsIt(t *testing.T) {
+func TestControlRoundEmergencyMovesOnlyWhatNeedsIt(t *testing.T) {
 	calls := 0
 	v := testView(interfaces.ChildFailed, map[string]string{"s1": "a", "s2": "c", "s3": "b"})
 	plan := []interfaces.Move{
@@ -71,44 +108,42 @@ func TestControlStepEmergencyMovesOnlyWhatNeedsIt(t *testing.T) {
 		mv("s4", "", "a"),  // first placement: accepted
 		mv("s1", "a", "b"), // rebalancing in an emergency: rejected
 	}
-	res, err := ControlStep(context.Background(), fixedPolicy{moves: plan, calls: &calls}, v, stepCfg)
+	out, err := ControlRound(context.Background(), newCtl(t), fixedPolicy{moves: plan, calls: &calls}, input(v, 1), all)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Mode != ModeEmergency {
-		t.Fatalf("mode %s", res.Mode)
+	if out.Decision.Mode != control.ModeEmergency {
+		t.Fatalf("mode %s", out.Decision.Mode)
 	}
-	if len(res.Accepted) != 2 || res.Accepted[0].Shard != "s2" || res.Accepted[1].Shard != "s4" {
-		t.Errorf("accepted %+v", res.Accepted)
+	if len(out.Accepted) != 2 || out.Accepted[0].Shard != "s2" || out.Accepted[1].Shard != "s4" {
+		t.Errorf("accepted %+v", out.Accepted)
 	}
-	if len(res.Rejected) != 1 || !strings.Contains(res.Rejected[0].Why, "emergency") {
-		t.Errorf("rejected %+v", res.Rejected)
+	if len(out.Rejected) != 1 || !strings.Contains(out.Rejected[0].Why, "emergency") {
+		t.Errorf("rejected %+v", out.Rejected)
 	}
 }
 
-func TestControlStepVerifies(t *testing.T) {
+// TestControlRoundVerifies: what the controller admits is still verified
+// against the projected state, as the daemons' FSM does at commit.
+func TestControlRoundVerifies(t *testing.T) {
 	calls := 0
 	v := testView(interfaces.ChildFailed, map[string]string{"s1": "a", "s2": "a", "s3": "a", "s4": "a"})
 	v.Children[1].Capacity = cpu(3)                                                 // b fits one shard
 	v.Shards = append(v.Shards, interfaces.Shard{ID: "s5", Job: "j", Load: cpu(1)}) // unplaced → emergency
-	stale := mv("s5", "", "b")
 	plan := []interfaces.Move{
 		mv("s5", "", "c"), // c is failed
-		stale,             // fits b (1 of 3)
+		mv("s5", "", "b"), // fits b (1 of 3)
 		mv("s5", "", "a"), // s5 already moved in this plan
 	}
-	res, err := ControlStep(context.Background(), fixedPolicy{moves: plan, calls: &calls}, v, stepCfg)
+	out, err := ControlRound(context.Background(), newCtl(t), fixedPolicy{moves: plan, calls: &calls}, input(v, 1), all)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Accepted) != 1 || res.Accepted[0].To != "b" {
-		t.Errorf("accepted %+v", res.Accepted)
+	if len(out.Accepted) != 1 || out.Accepted[0].To != "b" {
+		t.Errorf("accepted %+v", out.Accepted)
 	}
-	if len(res.Rejected) != 2 {
-		t.Fatalf("rejected %+v", res.Rejected)
-	}
-	if !strings.Contains(res.Rejected[0].Why, "failed") {
-		t.Errorf("move to a failed child: %s", res.Rejected[0].Why)
+	if len(out.Rejected) != 2 || !strings.Contains(out.Rejected[0].Why, "failed") {
+		t.Fatalf("rejected %+v", out.Rejected)
 	}
 
 	// Periodic round: over capacity, stale epoch and wrong source are refused.
@@ -122,46 +157,114 @@ func TestControlStepVerifies(t *testing.T) {
 		mv("s3", "b", "c"), // s3 is on a
 		mv("s3", "a", "c"), // fine
 	}
-	res, err = ControlStep(context.Background(), fixedPolicy{moves: plan, calls: &calls}, v, stepCfg)
+	out, err = ControlRound(context.Background(), newCtl(t), fixedPolicy{moves: plan, calls: &calls}, input(v, 1), all)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Mode != ModePeriodic || len(res.Accepted) != 1 || res.Accepted[0].Shard != "s3" {
-		t.Fatalf("mode %s accepted %+v rejected %+v", res.Mode, res.Accepted, res.Rejected)
+	if out.Decision.Mode != control.ModePeriodic || len(out.Accepted) != 1 || out.Accepted[0].Shard != "s3" {
+		t.Fatalf("mode %s accepted %+v rejected %+v", out.Decision.Mode, out.Accepted, out.Rejected)
 	}
 	for i, want := range []string{"capacity", "epoch", "from"} {
-		if !strings.Contains(res.Rejected[i].Why, want) {
-			t.Errorf("rejection %d: %q does not mention %q", i, res.Rejected[i].Why, want)
+		if !strings.Contains(out.Rejected[i].Why, want) {
+			t.Errorf("rejection %d: %q does not mention %q", i, out.Rejected[i].Why, want)
 		}
 	}
 }
 
-func TestControlStepMoveBudget(t *testing.T) {
+// TestControlRoundAntiBounce: a shard the round moved may not go back within
+// the bounce window: the policy's view forbids it and Admit refuses it.
+func TestControlRoundAntiBounce(t *testing.T) {
 	calls := 0
-	v := testView(interfaces.ChildActive, map[string]string{"s1": "a", "s2": "a", "s3": "a", "s4": "a"})
-	plan := []interfaces.Move{mv("s1", "a", "b"), mv("s2", "a", "c"), mv("s3", "a", "b")}
-	cfg := stepCfg
-	cfg.MoveBudget = 2
+	ctl := newCtl(t)
+	v := testView(interfaces.ChildActive, map[string]string{"s1": "a", "s2": "a", "s3": "b", "s4": "c"})
+	out, err := ControlRound(context.Background(), ctl, fixedPolicy{moves: []interfaces.Move{mv("s1", "a", "b")}, calls: &calls}, input(v, 1), all)
+	if err != nil || len(out.Applied) != 1 {
+		t.Fatalf("first round: applied %v, rejected %v, err %v", out.Applied, out.Rejected, err)
+	}
+	// s1 is on b now; b is the busiest; the policy wants it back on a.
+	v = testView(interfaces.ChildActive, map[string]string{"s1": "b", "s2": "a", "s3": "b", "s4": "c"})
+	for i := range v.Assignments {
+		if v.Assignments[i].Shard == "s1" {
+			v.Assignments[i].Epoch = 4
+		}
+	}
+	back := mv("s1", "b", "a")
+	back.Epoch = 4
 	var seen *interfaces.View
-	pol := viewSpy{fixedPolicy{moves: plan, calls: &calls}, &seen}
-	res, err := ControlStep(context.Background(), pol, v, cfg)
+	pol := viewSpy{fixedPolicy{moves: []interfaces.Move{back}, calls: &calls}, &seen}
+	for sec := 2; sec < 60 && seen == nil; sec++ { // past the cooldown
+		v.Constraints = nil
+		if out, err = ControlRound(context.Background(), ctl, pol, input(v, sec*30), all); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seen == nil {
+		t.Fatal("the controller never solved again")
+	}
+	forbidden := false
+	for _, c := range seen.Constraints {
+		if c.Kind == interfaces.ConstraintAllowed && containsShard(c.Shards, "s1") && !containsChild(c.Children, "a") {
+			forbidden = true
+		}
+	}
+	if !forbidden {
+		t.Errorf("the policy's view does not forbid s1 → a: %+v", seen.Constraints)
+	}
+	if len(out.Applied) != 0 || len(out.Rejected) != 1 || !strings.Contains(out.Rejected[0].Why, "anti-bounce") {
+		t.Errorf("s1 went back: applied %v rejected %+v", out.Applied, out.Rejected)
+	}
+}
+
+// TestControlRoundGuard: most children silent at once → the mass-failure guard
+// holds the round (no solve, nobody declared failed) and raises the alert; an
+// operator's acknowledgement fails them over.
+func TestControlRoundGuard(t *testing.T) {
+	calls := 0
+	ctl := newCtl(t)
+	v := testView(interfaces.ChildActive, map[string]string{"s1": "a", "s2": "b", "s3": "c", "s4": "c"})
+	in := input(v, 100)
+	in.Silent = map[interfaces.ChildID]time.Time{"b": Epoch, "c": Epoch} // 2 of 3, long past the grace
+	out, err := ControlRound(context.Background(), ctl, fixedPolicy{moves: []interfaces.Move{mv("s2", "b", "a")}, calls: &calls}, in, all)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Accepted) != 2 || len(res.Rejected) != 1 || !strings.Contains(res.Rejected[0].Why, "budget") {
-		t.Fatalf("accepted %+v rejected %+v", res.Accepted, res.Rejected)
+	d := out.Decision
+	if d.Mode != control.ModeHold || !d.Record.Guard || len(d.DeclareFailed) != 0 || calls != 0 || len(out.Applied) != 0 {
+		t.Fatalf("mode %s guard %v declared %v calls %d applied %v", d.Mode, d.Record.Guard, d.DeclareFailed, calls, out.Applied)
 	}
-	found := false
-	for _, c := range seen.Constraints {
-		if c.Kind == interfaces.ConstraintMaxMoves && c.Max == 2 {
-			found = true
-		}
+	if len(d.Alerts) == 0 || d.Alerts[0].Code != control.AlertMassFailure {
+		t.Errorf("alerts %v", d.Alerts)
 	}
-	if !found {
-		t.Error("the policy was not told the move budget")
+	in = input(v, 130)
+	in.Silent = map[interfaces.ChildID]time.Time{"b": Epoch, "c": Epoch}
+	in.AckMassFailure = true
+	out, err = ControlRound(context.Background(), ctl, fixedPolicy{moves: []interfaces.Move{mv("s2", "b", "a")}, calls: &calls}, in, all)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(v.Constraints) != 0 {
-		t.Error("ControlStep modified the caller's view")
+	if out.Decision.Mode != control.ModeEmergency || len(out.Decision.DeclareFailed) != 2 || len(out.Applied) != 1 {
+		t.Errorf("acknowledged: mode %s declared %v applied %v rejected %v", out.Decision.Mode, out.Decision.DeclareFailed, out.Applied, out.Rejected)
+	}
+}
+
+type failingPolicy struct{}
+
+func (failingPolicy) Name() string { return "failing" }
+func (failingPolicy) Plan(context.Context, *interfaces.View) (interfaces.Plan, error) {
+	return interfaces.Plan{}, errors.New("boom")
+}
+
+// TestControlRoundSolveError: a failed solve applies nothing and is not an
+// error of the round; the controller records it.
+func TestControlRoundSolveError(t *testing.T) {
+	ctl := newCtl(t)
+	v := testView(interfaces.ChildActive, map[string]string{"s1": "a", "s2": "b", "s3": "c", "s4": "a"})
+	out, err := ControlRound(context.Background(), ctl, failingPolicy{}, input(v, 1), all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.SolveErr == nil || len(out.Applied) != 0 || !strings.Contains(ctl.History()[0].SolveError, "boom") {
+		t.Errorf("solve error %v applied %v record %+v", out.SolveErr, out.Applied, ctl.History()[0])
 	}
 }
 
@@ -175,13 +278,13 @@ func (p viewSpy) Plan(ctx context.Context, v *interfaces.View) (interfaces.Plan,
 	return p.fixedPolicy.Plan(ctx, v)
 }
 
-func TestControlStepNoActiveChild(t *testing.T) {
+func TestControlRoundNoActiveChild(t *testing.T) {
 	calls := 0
 	v := testView(interfaces.ChildFailed, map[string]string{"s1": "c"})
 	v.Children[0].State = interfaces.ChildFailed
 	v.Children[1].State = interfaces.ChildDraining
-	res, err := ControlStep(context.Background(), fixedPolicy{calls: &calls}, v, stepCfg)
-	if err != nil || res.Mode != ModeIdle || calls != 0 || !strings.Contains(res.Why, "no active child") {
-		t.Fatalf("mode %s why %q calls %d err %v", res.Mode, res.Why, calls, err)
+	out, err := ControlRound(context.Background(), newCtl(t), fixedPolicy{calls: &calls}, input(v, 1), all)
+	if err != nil || out.Decision.Mode != control.ModeHold || calls != 0 || !strings.Contains(out.Decision.Record.Why, "no active child") {
+		t.Fatalf("mode %s why %q calls %d err %v", out.Decision.Mode, out.Decision.Record.Why, calls, err)
 	}
 }

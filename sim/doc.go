@@ -19,8 +19,10 @@
 //     a rack tier instance per rack (regions then place onto racks) — building
 //     interfaces.View values, integration modes, and applying accepted moves
 //     with their transfer time.
-//   - control.go: ControlStep, the pure control-loop step (detect → decide → act)
-//     that the daemons can share; plans are verified with balancer.VerifyView.
+//   - control.go: ControlRound, one round of a tier instance's control loop as
+//     the daemons run it — the controller of tiers/control decides (mode,
+//     budget, anti-bounce, grace, mass-failure guard), the policy plans, and
+//     the admitted moves are verified (VerifyMove, balancer.VerifyView).
 //   - report.go: table, JSON, CSV and a self-contained HTML report with SVG plots.
 //
 // See docs/simulation.md for the file format, the models and the scenario library

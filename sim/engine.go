@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/tiers/control"
 )
 
 // Options are the knobs of a run that do not belong to the scenario.
@@ -96,7 +97,31 @@ type Summary struct {
 	// take from a job at the end of the run: the largest fraction of one job's
 	// running shards on a single rack (0 without racks).
 	RackLossImpact float64 `json:"rack_loss_impact,omitempty"`
+	// SolveFailures counts policy calls that returned an error (the round then
+	// applies nothing and keeps the last good assignment).
+	SolveFailures int `json:"solve_failures"`
+	// Alerts are the alerts the tier instances' controllers raised, in the order
+	// they first appeared (at most maxAlerts; AlertsDropped counts the rest).
+	Alerts        []Alert `json:"alerts"`
+	AlertsDropped int     `json:"alerts_dropped,omitempty"`
 }
+
+// Alert is one alert of a tier instance's controller (tiers/control: codes
+// mass_failure, no_capacity, solve_failed, straggler), from the first round
+// that raised it to the first round without it.
+type Alert struct {
+	// At is when it was first raised and Until when it was first no longer
+	// raised (0: still in force at the end), in seconds since the start.
+	At       float64 `json:"at"`
+	Until    float64 `json:"until,omitempty"`
+	Instance string  `json:"instance"`
+	Code     string  `json:"code"`
+	// Message is the alert's text in the round that raised it.
+	Message string `json:"message"`
+}
+
+// maxAlerts bounds the alerts kept per policy run.
+const maxAlerts = 200
 
 // Sample is one row of the time series.
 type Sample struct {
@@ -200,23 +225,44 @@ const (
 
 // engine runs one policy over a scenario.
 type engine struct {
-	sc       *Scenario
-	spec     PolicySpec
-	seed     uint64
-	w        *world
-	replay   *replaySeries
-	arr      *arrivalSeries
-	global   interfaces.Policy
-	region   interfaces.Policy
-	rack     interfaces.Policy // nil unless the chain has the rack tier
-	clock    VirtualClock
-	sched    scheduler
-	wall     func() time.Time
-	progress func(time.Duration)
-	hotSets  [][]int
-	hotF     []float64
-	replayAt int // next replay row
-	replay0  int // world index of the first replayed shard
+	sc     *Scenario
+	spec   PolicySpec
+	seed   uint64
+	w      *world
+	replay *replaySeries
+	arr    *arrivalSeries
+	gpol   interfaces.Policy
+	rpol   interfaces.Policy
+	rack   interfaces.Policy // nil unless the chain has the rack tier
+	cfg    control.Config    // every tier instance's controller configuration
+
+	// Tier instances: the global one, one per region and one per rack (rack
+	// chain), each with its own controller.
+	global  *tierInstance
+	regions []*tierInstance
+	racks   []*tierInstance
+
+	// What the tier instances know of failures. A failed host is silent to its
+	// instance from failAt + detect_after until the instance declares it
+	// failed (hostDeclared); a lost region likewise to the global tier.
+	failAt         []time.Duration // per host
+	hostDeclared   []bool
+	regionLost     []bool
+	regionLostAt   []time.Duration
+	regionDeclared []bool
+
+	// departures, with no_bounce assertions: per shard, the children it
+	// recently left.
+	departures [][]departure
+	bounceWin  time.Duration
+	clock      VirtualClock
+	sched      scheduler
+	wall       func() time.Time
+	progress   func(time.Duration)
+	hotSets    [][]int
+	hotF       []float64
+	replayAt   int // next replay row
+	replay0    int // world index of the first replayed shard
 
 	// Per-shard state.
 	host     []int32
@@ -264,6 +310,7 @@ type engine struct {
 	ivBytes  int64
 	series   []Sample
 	asserts  []AssertionResult
+	track    []assertTrack // per assertion, what converge, no_bounce and guard follow
 	scratch  []float64
 	lastMaxU [nres]float64
 	lastMean [nres]float64
@@ -311,7 +358,10 @@ func newEngine(sc *Scenario, spec PolicySpec, seed uint64, replay *replaySeries,
 	} else if err := buildWorkload(w, sc, rng, replay); err != nil {
 		return nil, err
 	}
-	e := &engine{sc: sc, spec: spec, seed: seed, w: w, replay: replay, global: gp, region: rp, rack: kp, pending: map[[2]int64]bool{}}
+	e := &engine{sc: sc, spec: spec, seed: seed, w: w, replay: replay, gpol: gp, rpol: rp, rack: kp, pending: map[[2]int64]bool{}, cfg: sc.ControlConfig(spec)}
+	if err := e.newInstances(); err != nil {
+		return nil, fmt.Errorf("policies %s: %w", spec.Name, err)
+	}
 	if arr != nil {
 		a := *arr
 		if j := sc.Workload.Arrivals.Job; j != "" {
@@ -377,8 +427,23 @@ func newEngine(sc *Scenario, spec PolicySpec, seed uint64, replay *replaySeries,
 		if a.Kind == AssertSpread {
 			limit = a.Max
 		}
+		switch a.Kind {
+		case AssertConverge:
+			limit = float64(a.Rounds)
+		case AssertNoBounce:
+			limit = 0
+			win := a.Within.D()
+			if win == 0 {
+				win = e.cfg.BounceWindow
+			}
+			e.bounceWin = max(e.bounceWin, win)
+		}
 		e.asserts = append(e.asserts, AssertionResult{Policy: spec.Name, Index: i, Line: a.line, Kind: a.Kind, Passed: true, Limit: limit})
 		e.sloHist = append(e.sloHist, &logHist{})
+		e.track = append(e.track, assertTrack{})
+	}
+	if e.bounceWin > 0 {
+		e.departures = make([][]departure, n)
 	}
 	// Hot shards are drawn after the workload, from the same seeded stream.
 	for _, h := range sc.Workload.Hot {
@@ -388,6 +453,14 @@ func newEngine(sc *Scenario, spec PolicySpec, seed uint64, replay *replaySeries,
 		}
 		e.hotSets = append(e.hotSets, set)
 		e.hotF = append(e.hotF, h.Factor)
+	}
+	// Steps on a fraction of the shards are hot sets that never end, drawn
+	// after the hot shards.
+	for _, s := range sc.Workload.Steps {
+		if s.Partial() {
+			e.hotSets = append(e.hotSets, pickFraction(w, s, rng))
+			e.hotF = append(e.hotF, s.Factor)
+		}
 	}
 	e.sum = Summary{Policy: spec.Name, Solver: spec.Solver, Integration: spec.Integration, Seed: seed, Chain: strings.Join(spec.Chain, ">")}
 	return e, nil
@@ -407,6 +480,10 @@ func (e *engine) resizeHosts() {
 	e.hostW = grow(e.hostW, h)
 	for len(e.hostLive) < h {
 		e.hostLive = append(e.hostLive, true)
+	}
+	for len(e.hostDeclared) < h {
+		e.hostDeclared = append(e.hostDeclared, false)
+		e.failAt = append(e.failAt, 0)
 	}
 	if cap(e.scratch) < h {
 		e.scratch = make([]float64, 0, h)
@@ -440,6 +517,8 @@ func (e *engine) start() {
 			kind, a = evRegionBack, w.region(ev.Region)
 		case EventAddHosts:
 			kind, a = evAddHosts, int32(i)
+		case EventAckMassFailure:
+			kind, a = evAck, int32(i)
 		}
 		e.sched.schedule(ev.At.D(), kind, a, 0)
 	}
@@ -447,6 +526,13 @@ func (e *engine) start() {
 		e.sched.schedule(h.At.D(), evHotOn, int32(i), 0)
 		if h.For > 0 {
 			e.sched.schedule(h.At.D()+h.For.D(), evHotOff, int32(i), 0)
+		}
+	}
+	k := len(sc.Workload.Hot)
+	for _, s := range sc.Workload.Steps {
+		if s.Partial() {
+			e.sched.schedule(s.At.D(), evHotOn, int32(k), 0)
+			k++
 		}
 	}
 	e.sched.schedule(0, evGlobalRound, 0, 0)
@@ -706,11 +792,84 @@ func (e *engine) addLat(ms, w float64) {
 	}
 }
 
-// checkTick evaluates the per-tick assertions (balance) at time t.
+// assertTrack is what an assertion follows during a run beyond its
+// AssertionResult.
+type assertTrack struct {
+	// converge: rounds per tier instance since From, until balance is back.
+	rounds map[*tierInstance]int
+	acted  map[*tierInstance]bool // instances that solved in that stretch
+	broken bool                   // balance was lost after From
+	done   bool                   // ... and is back (or was never lost)
+	worst  float64                // worst max/mean after From
+	backAt time.Duration          // when it was back
+	// guard: whether and when (and where) the guard engaged.
+	guarded bool
+	guardAt time.Duration
+	guardBy string
+	// no_bounce: the first return.
+	bounce string
+}
+
+// departure is a child a shard left, at one level of the hierarchy.
+type departure struct {
+	kind  uint8 // moveHost, moveRegion or moveRack
+	child int32
+	at    time.Duration
+}
+
+// left records that shard i leaves child from for child to (a relocation of the
+// given kind) at t, and checks the no_bounce assertions: a shard must not
+// return to a child it left less than their window before.
+func (e *engine) left(i int32, kind uint8, from, to int32, t time.Duration) {
+	if e.departures == nil || from < 0 {
+		return
+	}
+	ds := e.departures[i][:0]
+	for _, d := range e.departures[i] {
+		if t-d.at < e.bounceWin {
+			ds = append(ds, d)
+		}
+	}
+	for k := range e.asserts {
+		ar := &e.asserts[k]
+		a := &e.sc.Assertions[ar.Index]
+		if a.Kind != AssertNoBounce || t < a.From.D() || t >= a.To.D() {
+			continue
+		}
+		win := e.bounceWindow(a)
+		for _, d := range ds {
+			if d.kind == kind && d.child == to && t-d.at < win {
+				ar.Value++
+				if ar.Passed {
+					ar.Passed, ar.At = false, t.Seconds()
+					e.track[k].bounce = fmt.Sprintf("shard %s went back to %s at t=%v, %v after leaving it (from %s)", e.w.shardID[i], e.childName(kind, to), t, t-d.at, e.childName(kind, from))
+				}
+				break
+			}
+		}
+	}
+	e.departures[i] = append(ds, departure{kind: kind, child: from, at: t})
+}
+
+func (e *engine) childName(kind uint8, c int32) string {
+	switch kind {
+	case moveRegion:
+		return e.w.regionName[c]
+	case moveRack:
+		return e.w.rackName[c]
+	}
+	return e.w.hostName[c]
+}
+
+// checkTick evaluates the per-tick assertions (balance, converge) at time t.
 func (e *engine) checkTick(t time.Duration) {
 	for k := range e.asserts {
 		ar := &e.asserts[k]
 		a := &e.sc.Assertions[ar.Index]
+		if a.Kind == AssertConverge {
+			e.checkConverge(k, t)
+			continue
+		}
 		if a.Kind != AssertBalance || t < a.From.D() || t >= a.To.D() {
 			continue
 		}
@@ -727,6 +886,27 @@ func (e *engine) checkTick(t time.Duration) {
 			ar.At = t.Seconds()
 		}
 	}
+}
+
+// checkConverge follows a converge assertion at tick t: once balance is lost
+// after From, the first tick it is back ends the count of rounds.
+func (e *engine) checkConverge(k int, t time.Duration) {
+	ar, tr := &e.asserts[k], &e.track[k]
+	a := &e.sc.Assertions[ar.Index]
+	if tr.done || t < a.From.D() || t >= a.To.D() {
+		return
+	}
+	r, _ := resourceIndex(a.Resource)
+	if e.lastMean[r] <= 0 {
+		return
+	}
+	v := e.lastMaxU[r] / e.lastMean[r]
+	tr.worst = max(tr.worst, v)
+	if v > a.Max {
+		tr.broken = true
+		return
+	}
+	tr.done, tr.backAt = true, t // back (or never lost: converged at once)
 }
 
 // sample records one row of the time series at time t.
@@ -897,6 +1077,26 @@ func (e *engine) finish() PolicyResult {
 			} else {
 				ar.Message = fmt.Sprintf("spread: rack_loss_impact ≤ %g over [%v, %v]: FAILED first at t=%v (worst %.4g)", a.Max, a.From.D(), a.To.D(), secs(ar.At), ar.Value)
 			}
+		case AssertConverge:
+			e.finishConverge(k)
+		case AssertNoBounce:
+			if ar.Passed {
+				ar.Message = fmt.Sprintf("no_bounce: no shard back to a child it left within %v, over [%v, %v): held", e.bounceWindow(a), a.From.D(), a.To.D())
+			} else {
+				ar.Message = fmt.Sprintf("no_bounce: no shard back to a child it left within %v, over [%v, %v): FAILED, %g returns; the first: %s", e.bounceWindow(a), a.From.D(), a.To.D(), ar.Value, e.track[k].bounce)
+			}
+		case AssertGuard:
+			tr := &e.track[k]
+			ar.Passed = tr.guarded && ar.Value <= a.Max
+			switch {
+			case !tr.guarded:
+				ar.At = (a.From.D() + a.Within.D()).Seconds()
+				ar.Message = fmt.Sprintf("guard: FAILED, no tier instance engaged the mass-failure guard (with its mass_failure alert) within %v of %v; %g moves over [%v, %v)", a.Within.D(), a.From.D(), ar.Value, a.From.D(), a.To.D())
+			case ar.Value > a.Max:
+				ar.Message = fmt.Sprintf("guard: engaged by %s at t=%v, but %g moves over [%v, %v) (at most %g), the first over the limit at t=%v", tr.guardBy, tr.guardAt, ar.Value, a.From.D(), a.To.D(), a.Max, secs(ar.At))
+			default:
+				ar.Message = fmt.Sprintf("guard: engaged by %s at t=%v with a mass_failure alert; %g moves over [%v, %v) (at most %g): held", tr.guardBy, tr.guardAt, ar.Value, a.From.D(), a.To.D(), a.Max)
+			}
 		case AssertNoLoss:
 			ar.Value = float64(s.Unowned)
 			ar.Passed = s.Unowned == 0
@@ -909,6 +1109,48 @@ func (e *engine) finish() PolicyResult {
 		}
 	}
 	return PolicyResult{Summary: s, Series: e.series, Assertions: e.asserts}
+}
+
+func (e *engine) bounceWindow(a *Assertion) time.Duration {
+	if a.Within > 0 {
+		return a.Within.D()
+	}
+	return e.cfg.BounceWindow
+}
+
+// finishConverge judges a converge assertion: Value is the most control rounds
+// one tier instance ran from From until balance was back (among the instances
+// that solved in that stretch, when any did: an instance that only held, like a
+// global tier over one region, does not count).
+func (e *engine) finishConverge(k int) {
+	ar, tr := &e.asserts[k], &e.track[k]
+	a := &e.sc.Assertions[ar.Index]
+	n, by := 0, ""
+	for in, c := range tr.rounds {
+		if len(tr.acted) > 0 && !tr.acted[in] {
+			continue // count the instances that acted on the change
+		}
+		if c > n || (c == n && in.name < by) {
+			n, by = c, in.name
+		}
+	}
+	ar.Value = float64(n)
+	head := fmt.Sprintf("converge %s: max/mean back ≤ %g within %d control rounds after %v", a.Resource, a.Max, a.Rounds, a.From.D())
+	switch {
+	case tr.done && !tr.broken:
+		ar.Value = 0
+		ar.Message = fmt.Sprintf("%s: held (balance was never lost; worst %.4g)", head, tr.worst)
+	case !tr.done:
+		ar.Passed = false
+		ar.At = a.To.D().Seconds()
+		ar.Message = fmt.Sprintf("%s: FAILED, not back by t=%v (worst %.4g; %d rounds of %s)", head, a.To.D(), tr.worst, n, by)
+	case n > a.Rounds:
+		ar.Passed = false
+		ar.At = tr.backAt.Seconds()
+		ar.Message = fmt.Sprintf("%s: FAILED, back at t=%v after %d rounds of %s (worst %.4g)", head, tr.backAt, n, by, tr.worst)
+	default:
+		ar.Message = fmt.Sprintf("%s: held, back at t=%v after %d rounds of %s (worst %.4g)", head, tr.backAt, n, by, tr.worst)
+	}
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

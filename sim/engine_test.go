@@ -302,7 +302,7 @@ duration: 20m
 tick: 1s
 control_interval: 30s
 sample_every: 1m
-model: {floor: 0.1}
+control: {floor: 0.1}
 topology:
   regions:
     - {name: eu, hosts: 2, capacity: {cpu: 10}}

@@ -294,7 +294,7 @@ func rateFactors(sc *Scenario, w *world, arr *arrivalSeries, t time.Duration, ou
 		out[j] = g
 	}
 	for _, s := range sc.Workload.Steps {
-		if t >= s.At.D() {
+		if t >= s.At.D() && !s.Partial() { // a partial step is a hot set (pickFraction)
 			for j := range out {
 				if s.Job == "" || w.jobName[j] == s.Job {
 					out[j] *= s.Factor
@@ -319,6 +319,25 @@ func rateFactors(sc *Scenario, w *world, arr *arrivalSeries, t time.Duration, ou
 			}
 		}
 	}
+}
+
+// pickFraction draws the shards a step on a fraction of shards applies to:
+// ceil(fraction × n) of the n shards of its job (of all shards when the job is
+// empty), at least one, with the seeded stream.
+func pickFraction(w *world, s StepSpec, rng *rand.Rand) []int {
+	var cands []int
+	for i, j := range w.shardJob {
+		if s.Job == "" || w.jobName[j] == s.Job {
+			cands = append(cands, i)
+		}
+	}
+	rng.Shuffle(len(cands), func(a, b int) { cands[a], cands[b] = cands[b], cands[a] })
+	n := max(1, int(math.Ceil(s.Fraction*float64(len(cands))-1e-9)))
+	if n < len(cands) {
+		cands = cands[:n]
+	}
+	sort.Ints(cands)
+	return cands
 }
 
 // pickHot returns the shard indexes a hot spec names or draws.

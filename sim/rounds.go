@@ -3,10 +3,11 @@ package sim
 import (
 	"context"
 	"fmt"
-	"math"
+	"strings"
 	"time"
 
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/tiers/control"
 )
 
 // handle applies one discrete event.
@@ -54,13 +55,23 @@ func (e *engine) handle(ctx context.Context, ev event) error {
 		e.moveKind[i] = moveNone
 		e.dirty = true
 	case evHostFail:
-		w.hostState[ev.a] = interfaces.ChildFailed
+		// The host stops at once; its tier instance hears nothing from it, its
+		// lease expires detect_after later (silent from then on), and the
+		// controller declares it failed after its grace, unless the
+		// mass-failure guard holds.
+		if w.hostState[ev.a] != interfaces.ChildFailed {
+			w.hostState[ev.a] = interfaces.ChildFailed
+			e.failAt[ev.a] = t
+		}
 		e.dirty = true
-		e.trigger(w.hostRegion[ev.a], t+detect)
-		e.trigger(-1, t+detect)
-		e.triggerHostRack(ev.a, t+detect)
+		for _, at := range []time.Duration{t + detect, t + detect + e.cfg.Grace} {
+			e.trigger(w.hostRegion[ev.a], at)
+			e.triggerHostRack(ev.a, at)
+			e.trigger(-1, at)
+		}
 	case evHostRecover:
 		w.hostState[ev.a] = interfaces.ChildActive
+		e.hostDeclared[ev.a] = false
 		e.dirty = true
 		e.trigger(w.hostRegion[ev.a], t)
 		e.trigger(-1, t)
@@ -73,16 +84,35 @@ func (e *engine) handle(ctx context.Context, ev event) error {
 		e.trigger(-1, t)
 		e.triggerHostRack(ev.a, t)
 	case evRegionLoss:
+		// The region's hosts and its tier instances (and racks') are gone: the
+		// global tier hears nothing from it, silent from detect_after on.
 		for _, h := range w.regionHosts[ev.a] {
-			w.hostState[h] = interfaces.ChildFailed
+			if w.hostState[h] != interfaces.ChildFailed {
+				w.hostState[h] = interfaces.ChildFailed
+				e.failAt[h] = t
+			}
+		}
+		if !e.regionLost[ev.a] {
+			e.regionLost[ev.a] = true
+			e.regionLostAt[ev.a] = t
 		}
 		e.dirty = true
 		e.trigger(-1, t+detect)
-		e.trigger(ev.a, t+detect)
-		e.triggerRegionRacks(ev.a, t+detect)
+		e.trigger(-1, t+detect+e.cfg.Grace)
 	case evRegionBack:
 		for _, h := range w.regionHosts[ev.a] {
 			w.hostState[h] = interfaces.ChildActive
+			e.hostDeclared[h] = false
+		}
+		if e.regionLost[ev.a] {
+			// New leaders: fresh controllers for the region and its racks.
+			e.regionLost[ev.a], e.regionDeclared[ev.a] = false, false
+			e.regions[ev.a] = e.newInstance(w.regionName[ev.a], e.rpol)
+			if e.rack != nil {
+				for _, k := range w.regionRacks[ev.a] {
+					e.racks[k] = e.newInstance(w.rackName[k], e.rack)
+				}
+			}
 		}
 		e.dirty = true
 		e.trigger(-1, t)
@@ -104,6 +134,18 @@ func (e *engine) handle(ctx context.Context, ev event) error {
 		e.dirty = true
 		e.trigger(r, t)
 		e.trigger(-1, t)
+	case evAck:
+		if in := e.instance(e.sc.Events[ev.a].Instance); in != nil {
+			in.ack = true
+			switch {
+			case in == e.global:
+				e.trigger(-1, t)
+			case e.regionIndex(in.name) >= 0:
+				e.trigger(e.regionIndex(in.name), t)
+			default:
+				e.triggerRack(e.w.rackIndex(in.name), t)
+			}
+		}
 	case evJobArrive:
 		for i, j := range w.shardJob {
 			if j == ev.a {
@@ -197,14 +239,6 @@ func (e *engine) triggerRegionRacks(r int32, t time.Duration) {
 	}
 }
 
-func (e *engine) stepConfig(shards int) StepConfig {
-	c := StepConfig{Trigger: e.sc.Model.Trigger, Target: e.sc.Model.Target, Floor: e.sc.Model.Floor}
-	if b := e.sc.Model.MoveBudget; b > 0 {
-		c.MoveBudget = max(1, int(math.Ceil(b*float64(shards))))
-	}
-	return c
-}
-
 // timed wraps a policy to measure its wall time when a wall clock is given.
 type timed struct {
 	interfaces.Policy
@@ -239,19 +273,31 @@ func (e *engine) shard(i int, c interfaces.ShardConstraints) interfaces.Shard {
 	}
 }
 
-// regionCapacity sums the capacity of a region's active hosts.
+// regionCapacity sums the capacity of a region's active hosts, as the region
+// reports it.
 func (e *engine) regionCapacity(r int32) (interfaces.Load, int) {
 	return e.hostsCapacity(e.w.regionHosts[r])
 }
 
-// hostsCapacity sums the capacity of the active hosts among hosts and counts the
-// live ones (active or draining).
+// seenState is a host's state as its tier instance knows it: a failed host its
+// instance has not declared failed yet (silent, within its grace, or held by the
+// mass-failure guard) is still active there.
+func (e *engine) seenState(h int32) interfaces.ChildState {
+	if st := e.w.hostState[h]; st != interfaces.ChildFailed || e.hostDeclared[h] {
+		return st
+	}
+	return interfaces.ChildActive
+}
+
+// hostsCapacity sums the capacity of the hosts among hosts that their tier
+// instance knows as active, and counts the live ones (active or draining), as
+// that instance reports them to its parent.
 func (e *engine) hostsCapacity(hosts []int32) (interfaces.Load, int) {
 	var c [nres]float64
 	live := 0
 	for _, h := range hosts {
-		if e.w.hostState[h] != interfaces.ChildActive {
-			if e.w.hostState[h] == interfaces.ChildDraining {
+		if st := e.seenState(h); st != interfaces.ChildActive {
+			if st == interfaces.ChildDraining {
 				live++
 			}
 			continue
@@ -266,8 +312,9 @@ func (e *engine) hostsCapacity(hosts []int32) (interfaces.Load, int) {
 
 // globalView is the global tier's picture: regions as children (capacity = sum
 // of their active hosts), every active shard, its region, and region reports.
-func (e *engine) globalView(t time.Duration) *interfaces.View {
+func (e *engine) globalView(t time.Duration) (*interfaces.View, map[interfaces.ChildID]time.Time) {
 	w := e.w
+	var silent map[interfaces.ChildID]time.Time
 	v := &interfaces.View{Tier: interfaces.TierGlobal, Instance: interfaces.TierGlobal, Now: Epoch.Add(t), Seed: e.roundSeed(-1), Reports: map[interfaces.ChildID]interfaces.Report{}}
 	used := make([][nres]float64, len(w.regionName))
 	n := 0
@@ -311,7 +358,22 @@ func (e *engine) globalView(t time.Duration) *interfaces.View {
 			capacity = e.nominalCapacity(int32(r))
 		}
 		id := interfaces.ChildID(name)
+		if e.regionLost[r] {
+			if e.regionDeclared[r] {
+				st = interfaces.ChildFailed
+			} else {
+				// Silent since its lease expired: active until declared failed.
+				st = interfaces.ChildActive
+				if silent == nil {
+					silent = map[interfaces.ChildID]time.Time{}
+				}
+				silent[id] = Epoch.Add(e.regionLostAt[r] + e.sc.Model.DetectAfter.D())
+			}
+		}
 		v.Children = append(v.Children, interfaces.Child{ID: id, Tier: interfaces.TierRegion, Capacity: capacity, Labels: map[string]string{"region": name}, State: st})
+		if e.regionLost[r] {
+			continue // a lost region sends no report
+		}
 		u := interfaces.Load{CPU: used[r][0], Mem: used[r][1], Net: used[r][2], Tasks: used[r][3]}
 		rep := interfaces.Report{Child: id, Capacity: capacity, Used: u, Headroom: capacity.Sub(u).Max(interfaces.Load{})}
 		var lat float64
@@ -322,17 +384,24 @@ func (e *engine) globalView(t time.Duration) *interfaces.View {
 		}
 		rep.LatencyP99 = time.Duration(lat * float64(time.Millisecond))
 		rep.Hints = e.regionHints(int32(r), rep)
+		rep.Epoch = e.reportSeq(t)
 		v.Reports[id] = rep
 	}
 	v.Constraints = e.constraints(interfaces.TierGlobal, v)
-	return v
+	return v, silent
+}
+
+// reportSeq is the sequence number of a report measured at t: one per tick, so
+// the controller smooths one sample per tick however many rounds run in it.
+func (e *engine) reportSeq(t time.Duration) uint64 {
+	return uint64(t/e.sc.Tick.D()) + 1
 }
 
 // regionView is region r's picture: its hosts (or, in a rack chain, its racks)
 // as children and the shards the global tier has given it (not those leaving it).
-func (e *engine) regionView(t time.Duration, r int32) *interfaces.View {
+func (e *engine) regionView(t time.Duration, r int32) (*interfaces.View, map[interfaces.ChildID]time.Time) {
 	if e.rack != nil {
-		return e.racksView(t, r)
+		return e.racksView(t, r), nil
 	}
 	return e.hostsView(t, interfaces.TierRegion, e.w.regionName[r], e.roundSeed(r), e.w.regionHosts[r], func(i int) bool {
 		return e.region_[i] == r && e.moveKind[i] != moveRegion
@@ -341,7 +410,7 @@ func (e *engine) regionView(t time.Duration, r int32) *interfaces.View {
 
 // rackView is rack k's picture: its hosts as children and the shards its region
 // has given it (not those leaving it or its region).
-func (e *engine) rackView(t time.Duration, k int32) *interfaces.View {
+func (e *engine) rackView(t time.Duration, k int32) (*interfaces.View, map[interfaces.ChildID]time.Time) {
 	return e.hostsView(t, TierRack, e.w.rackName[k], e.roundSeed(int32(len(e.w.regionName))+k), e.w.rackHosts[k], func(i int) bool {
 		return e.rack_[i] == k && e.moveKind[i] != moveRegion && e.moveKind[i] != moveRack
 	})
@@ -409,6 +478,7 @@ func (e *engine) racksView(t time.Duration, r int32) *interfaces.View {
 			}
 		}
 		rep.LatencyP99 = time.Duration(lat * float64(time.Millisecond))
+		rep.Epoch = e.reportSeq(t)
 		v.Reports[id] = rep
 	}
 	v.Constraints = e.constraints(interfaces.TierRegion, v)
@@ -416,17 +486,30 @@ func (e *engine) racksView(t time.Duration, r int32) *interfaces.View {
 }
 
 // hostsView is the picture of a tier instance whose children are hosts: the
-// shards for which member is true, with their hosts as assignments.
-func (e *engine) hostsView(t time.Duration, tier, instance string, seed int64, hosts []int32, member func(i int) bool) *interfaces.View {
+// shards for which member is true, with their hosts as assignments. A failed
+// host the instance has not declared failed is still active in the view, sends
+// no report, and is silent since its lease expired (detect_after after the
+// failure): the second result, for the controller.
+func (e *engine) hostsView(t time.Duration, tier, instance string, seed int64, hosts []int32, member func(i int) bool) (*interfaces.View, map[interfaces.ChildID]time.Time) {
 	w := e.w
+	var silent map[interfaces.ChildID]time.Time
 	v := &interfaces.View{Tier: tier, Instance: instance, Now: Epoch.Add(t), Seed: seed, Reports: map[interfaces.ChildID]interfaces.Report{}}
 	for _, h := range hosts {
 		id := interfaces.ChildID(w.hostName[h])
 		o := int(h) * nres
 		capacity := interfaces.Load{CPU: w.hostCap[o], Mem: w.hostCap[o+1], Net: w.hostCap[o+2], Tasks: w.hostCap[o+3]}
-		v.Children = append(v.Children, interfaces.Child{ID: id, Tier: interfaces.TierHost, Capacity: capacity, Labels: w.hostLabels[h], State: w.hostState[h]})
+		v.Children = append(v.Children, interfaces.Child{ID: id, Tier: interfaces.TierHost, Capacity: capacity, Labels: w.hostLabels[h], State: e.seenState(h)})
+		if w.hostState[h] == interfaces.ChildFailed {
+			if !e.hostDeclared[h] {
+				if silent == nil {
+					silent = map[interfaces.ChildID]time.Time{}
+				}
+				silent[id] = Epoch.Add(e.failAt[h] + e.sc.Model.DetectAfter.D())
+			}
+			continue // a failed host sends no report
+		}
 		u := interfaces.Load{CPU: e.hostLoad[o], Mem: e.hostLoad[o+1], Net: e.hostLoad[o+2], Tasks: e.hostLoad[o+3]}
-		v.Reports[id] = interfaces.Report{Child: id, Capacity: capacity, Used: u, Headroom: capacity.Sub(u).Max(interfaces.Load{}), LatencyP99: time.Duration(e.hostLat[h] * float64(time.Millisecond))}
+		v.Reports[id] = interfaces.Report{Child: id, Epoch: e.reportSeq(t), Capacity: capacity, Used: u, Headroom: capacity.Sub(u).Max(interfaces.Load{}), LatencyP99: time.Duration(e.hostLat[h] * float64(time.Millisecond))}
 	}
 	n := 0
 	for i, act := range w.active {
@@ -451,25 +534,97 @@ func (e *engine) hostsView(t time.Duration, tier, instance string, seed int64, h
 		}
 	}
 	v.Constraints = e.constraints(interfaces.TierRegion, v)
-	return v
+	return v, silent
 }
 
 func (e *engine) globalRound(ctx context.Context, t time.Duration) error {
-	v := e.globalView(t)
-	res, err := ControlStep(ctx, timed{e.global, e}, v, e.stepConfig(len(v.Shards)))
+	v, silent := e.globalView(t)
+	return e.round(ctx, t, e.global, v, silent, func(ms []interfaces.Move) []interfaces.Move { return e.applyRegionMoves(ms, t) }, func(id interfaces.ChildID) {
+		if r := e.regionIndex(string(id)); r >= 0 {
+			e.regionDeclared[r] = true
+		}
+	})
+}
+
+func (e *engine) regionRound(ctx context.Context, t time.Duration, r int32) error {
+	if e.regionLost[r] {
+		return nil // the region's tier instance is down with it
+	}
+	v, silent := e.regionView(t, r)
+	if len(v.Shards) == 0 && len(silent) == 0 {
+		return nil
+	}
+	apply := func(ms []interfaces.Move) []interfaces.Move { return e.applyHostMoves(ms, t) }
+	if e.rack != nil {
+		apply = func(ms []interfaces.Move) []interfaces.Move { return e.applyRackMoves(ms, t) }
+	}
+	return e.round(ctx, t, e.regions[r], v, silent, apply, func(id interfaces.ChildID) {
+		if h := e.w.hostIndex(string(id)); h >= 0 {
+			e.hostDeclared[h] = true
+			e.trigger(-1, t) // the region reports less capacity
+		}
+	})
+}
+
+// rackRound runs rack k's control round over its hosts.
+func (e *engine) rackRound(ctx context.Context, t time.Duration, k int32) error {
+	if e.regionLost[e.w.rackRegion[k]] {
+		return nil
+	}
+	v, silent := e.rackView(t, k)
+	if len(v.Shards) == 0 && len(silent) == 0 {
+		return nil
+	}
+	return e.round(ctx, t, e.racks[k], v, silent, func(ms []interfaces.Move) []interfaces.Move { return e.applyHostMoves(ms, t) }, func(id interfaces.ChildID) {
+		if h := e.w.hostIndex(string(id)); h >= 0 {
+			e.hostDeclared[h] = true
+			e.trigger(e.w.rackRegion[k], t) // the rack reports less capacity
+		}
+	})
+}
+
+// round runs one control round of tier instance in (ControlRound: the
+// daemons' controller, the policy, verification) on view v, marks the children
+// it declares failed, and accounts for it.
+func (e *engine) round(ctx context.Context, t time.Duration, in *tierInstance, v *interfaces.View, silent map[interfaces.ChildID]time.Time, apply func([]interfaces.Move) []interfaces.Move, declare func(interfaces.ChildID)) error {
+	out, err := ControlRound(ctx, in.ctl, timed{in.pol, e}, control.Input{Now: v.Now, View: v, Silent: silent, AckMassFailure: in.ack}, apply)
 	if err != nil {
 		return err
 	}
-	e.account(res)
+	dec := &out.Decision
+	for _, id := range dec.DeclareFailed {
+		declare(id)
+	}
+	if in.ack && dec.Record.Silent == 0 {
+		in.ack = false // the acknowledged failure is over
+	}
+	in.rounds++
+	if dec.Solve() {
+		e.sum.Rounds++
+	}
+	if out.SolveErr != nil {
+		e.sum.SolveFailures++
+	}
+	e.sum.Rejected += len(out.Rejected)
+	e.noteRound(in, t, dec)
+	return nil
+}
+
+// applyRegionMoves applies the global tier's accepted moves: a first placement
+// gives the shard to the region (whose round places it); a relocation moves its
+// state between regions. It returns the moves applied.
+func (e *engine) applyRegionMoves(ms []interfaces.Move, t time.Duration) []interfaces.Move {
 	w := e.w
 	idx := e.shardIndex()
-	for _, m := range res.Accepted {
+	applied := ms[:0:0]
+	for _, m := range ms {
 		i := idx[m.Shard]
 		to := w.region(string(m.To))
 		if e.moveKind[i] != moveNone {
 			e.sum.Rejected++ // busy with a host move; the next round retries
 			continue
 		}
+		applied = append(applied, m)
 		e.epochR[i]++
 		if m.From == "" {
 			e.region_[i] = to
@@ -479,58 +634,27 @@ func (e *engine) globalRound(ctx context.Context, t time.Duration) error {
 			e.trigger(to, t)
 			continue
 		}
-		d := e.moveTime(i, e.sc.Model.CrossRegionBandwidth)
-		e.startMove(i, moveRegion, to, t, d)
+		e.left(i, moveRegion, w.region(string(m.From)), to, t)
+		e.startMove(i, moveRegion, to, t, e.moveTime(i, e.sc.Model.CrossRegionBandwidth))
 	}
-	return nil
-}
-
-func (e *engine) regionRound(ctx context.Context, t time.Duration, r int32) error {
-	v := e.regionView(t, r)
-	if len(v.Shards) == 0 {
-		return nil
-	}
-	res, err := ControlStep(ctx, timed{e.region, e}, v, e.stepConfig(len(v.Shards)))
-	if err != nil {
-		return err
-	}
-	e.account(res)
-	if e.rack != nil {
-		e.applyRackMoves(res, t)
-		return nil
-	}
-	e.applyHostMoves(res, t)
-	return nil
-}
-
-// rackRound runs rack k's control step over its hosts.
-func (e *engine) rackRound(ctx context.Context, t time.Duration, k int32) error {
-	v := e.rackView(t, k)
-	if len(v.Shards) == 0 {
-		return nil
-	}
-	res, err := ControlStep(ctx, timed{e.rack, e}, v, e.stepConfig(len(v.Shards)))
-	if err != nil {
-		return err
-	}
-	e.account(res)
-	e.applyHostMoves(res, t)
-	return nil
+	return applied
 }
 
 // applyRackMoves applies a region's accepted moves onto its racks: a first
 // placement gives the shard to the rack (whose round places it on a host); a
 // relocation moves its state to a host of the new rack, after which that rack
-// places it.
-func (e *engine) applyRackMoves(res StepResult, t time.Duration) {
+// places it. It returns the moves applied.
+func (e *engine) applyRackMoves(ms []interfaces.Move, t time.Duration) []interfaces.Move {
 	idx := e.shardIndex()
-	for _, m := range res.Accepted {
+	applied := ms[:0:0]
+	for _, m := range ms {
 		i := idx[m.Shard]
 		k := e.w.rackIndex(string(m.To))
 		if e.moveKind[i] != moveNone {
 			e.sum.Rejected++ // busy with a host move; the next round retries
 			continue
 		}
+		applied = append(applied, m)
 		e.epochK[i]++
 		if m.From == "" {
 			e.rack_[i] = k
@@ -540,14 +664,17 @@ func (e *engine) applyRackMoves(res StepResult, t time.Duration) {
 			e.triggerRack(k, t)
 			continue
 		}
+		e.left(i, moveRack, e.w.rackIndex(string(m.From)), k, t)
 		e.startMove(i, moveRack, k, t, e.moveTime(i, e.sc.Model.MoveBandwidth))
 	}
+	return applied
 }
 
-// applyHostMoves applies the accepted moves of an instance whose children are hosts.
-func (e *engine) applyHostMoves(res StepResult, t time.Duration) {
+// applyHostMoves applies the accepted moves of an instance whose children are
+// hosts; all of them apply.
+func (e *engine) applyHostMoves(ms []interfaces.Move, t time.Duration) []interfaces.Move {
 	idx := e.shardIndex()
-	for _, m := range res.Accepted {
+	for _, m := range ms {
 		i := idx[m.Shard]
 		h := e.w.hostIndex(string(m.To))
 		e.epochH[i]++
@@ -557,15 +684,10 @@ func (e *engine) applyHostMoves(res StepResult, t time.Duration) {
 			e.dirty = true
 			continue
 		}
+		e.left(i, moveHost, e.w.hostIndex(string(m.From)), h, t)
 		e.startMove(i, moveHost, h, t, e.moveTime(i, e.sc.Model.MoveBandwidth))
 	}
-}
-
-func (e *engine) account(res StepResult) {
-	if res.Mode != ModeIdle {
-		e.sum.Rounds++
-	}
-	e.sum.Rejected += len(res.Rejected)
+	return ms
 }
 
 func (e *engine) moveTime(i int32, bw Quantity) time.Duration {
@@ -592,6 +714,12 @@ func (e *engine) startMove(i int32, kind uint8, to int32, t, d time.Duration) {
 				ar.At = t.Seconds()
 			}
 			ar.Value++
+		}
+		if a.Kind == AssertGuard && t >= a.From.D() && t < a.To.D() {
+			ar.Value++
+			if ar.Value > a.Max && ar.At == 0 {
+				ar.At = t.Seconds()
+			}
 		}
 	}
 }
@@ -621,4 +749,143 @@ func (e *engine) nominalHostsCapacity(hosts []int32) interfaces.Load {
 		}
 	}
 	return interfaces.Load{CPU: c[0], Mem: c[1], Net: c[2], Tasks: c[3]}
+}
+
+// tierInstance is one tier instance of a policy run — the global tier, a
+// region or a rack — with its policy and its own controller (tiers/control),
+// created at the start of the run (and again when its region comes back: a new
+// leader). Its controller is driven with the run's virtual time only.
+type tierInstance struct {
+	name   string
+	pol    interfaces.Policy
+	ctl    *control.Controller
+	ack    bool // an operator acknowledged a mass failure: passed on until no child is silent
+	rounds int  // rounds run
+	// open are the alerts in force after the last round: key → index into
+	// Summary.Alerts (-1 when it was dropped).
+	open map[string]int
+}
+
+func (e *engine) newInstance(name string, pol interfaces.Policy) *tierInstance {
+	ctl, err := control.New(e.cfg)
+	if err != nil {
+		panic(err) // validated with the scenario (checkControl)
+	}
+	return &tierInstance{name: name, pol: pol, ctl: ctl, open: map[string]int{}}
+}
+
+// newInstances creates the run's tier instances.
+func (e *engine) newInstances() error {
+	if err := e.cfg.Validate(); err != nil {
+		return err
+	}
+	w := e.w
+	e.global = e.newInstance(interfaces.TierGlobal, e.gpol)
+	e.regions = make([]*tierInstance, len(w.regionName))
+	for r, name := range w.regionName {
+		e.regions[r] = e.newInstance(name, e.rpol)
+	}
+	if e.rack != nil {
+		e.racks = make([]*tierInstance, len(w.rackName))
+		for k, name := range w.rackName {
+			e.racks[k] = e.newInstance(name, e.rack)
+		}
+	}
+	e.regionLost = make([]bool, len(w.regionName))
+	e.regionLostAt = make([]time.Duration, len(w.regionName))
+	e.regionDeclared = make([]bool, len(w.regionName))
+	return nil
+}
+
+// regionIndex returns the index of the region named name, or -1 (unlike
+// world.region, it never adds one).
+func (e *engine) regionIndex(name string) int32 {
+	for i, n := range e.w.regionName {
+		if n == name {
+			return int32(i)
+		}
+	}
+	return -1
+}
+
+// instance returns the tier instance named name (global, a region or a rack of
+// the policy's chain), or nil.
+func (e *engine) instance(name string) *tierInstance {
+	if name == interfaces.TierGlobal {
+		return e.global
+	}
+	if r := e.regionIndex(name); r >= 0 {
+		return e.regions[r]
+	}
+	if e.racks != nil {
+		if k := e.w.rackIndex(name); k >= 0 {
+			return e.racks[k]
+		}
+	}
+	return nil
+}
+
+// alertKey identifies an alert across rounds: its code, and for a straggler
+// the child it names.
+func alertKey(a control.Alert) string {
+	if a.Code == control.AlertStraggler {
+		if f := strings.Fields(a.Message); len(f) > 0 {
+			return a.Code + " " + f[0]
+		}
+	}
+	return a.Code
+}
+
+// noteRound records a round's alerts (opening and closing Summary.Alerts
+// entries) and feeds the assertions that follow rounds (converge, guard).
+func (e *engine) noteRound(in *tierInstance, t time.Duration, dec *control.Decision) {
+	now := map[string]bool{}
+	for _, a := range dec.Alerts {
+		k := alertKey(a)
+		now[k] = true
+		if _, ok := in.open[k]; ok {
+			continue
+		}
+		if len(e.sum.Alerts) >= maxAlerts {
+			e.sum.AlertsDropped++
+			in.open[k] = -1
+			continue
+		}
+		in.open[k] = len(e.sum.Alerts)
+		e.sum.Alerts = append(e.sum.Alerts, Alert{At: t.Seconds(), Instance: in.name, Code: a.Code, Message: a.Message})
+	}
+	for k, i := range in.open {
+		if !now[k] {
+			if i >= 0 {
+				e.sum.Alerts[i].Until = t.Seconds()
+			}
+			delete(in.open, k)
+		}
+	}
+	massAlert := false
+	for _, a := range dec.Alerts {
+		if a.Code == control.AlertMassFailure {
+			massAlert = true
+		}
+	}
+	for k := range e.asserts {
+		a := &e.sc.Assertions[e.asserts[k].Index]
+		tr := &e.track[k]
+		switch a.Kind {
+		case AssertConverge:
+			if t >= a.From.D() && !tr.done {
+				if tr.rounds == nil {
+					tr.rounds, tr.acted = map[*tierInstance]int{}, map[*tierInstance]bool{}
+				}
+				tr.rounds[in]++
+				if dec.Solve() {
+					tr.acted[in] = true
+				}
+			}
+		case AssertGuard:
+			if !tr.guarded && dec.Record.Guard && massAlert && t >= a.From.D() && t <= a.From.D()+a.Within.D() {
+				tr.guarded, tr.guardAt, tr.guardBy = true, t, in.name
+			}
+		}
+	}
 }

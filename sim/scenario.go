@@ -69,16 +69,16 @@ type Model struct {
 	MoveOverhead Duration `yaml:"move_overhead"`
 	// DetectAfter is how long a failure takes to be noticed by the parent tier.
 	DetectAfter Duration `yaml:"detect_after"`
-	// Trigger is the control loop's hysteresis: a periodic round plans only when
-	// some resource's max/mean utilization across children exceeds it, or a child
-	// is above Target utilization (emergencies always plan).
-	Trigger float64 `yaml:"trigger"`
-	// Target is the utilization above which a child counts as overloaded.
-	Target float64 `yaml:"target"`
-	// Floor is the utilization below which imbalance does not trigger a round.
-	Floor float64 `yaml:"floor"`
-	// MoveBudget is the fraction of a tier instance's shards a periodic round may
-	// relocate (at least one move); 0 means the default 0.05, negative no cap.
+	// Trigger, Target and Floor are deprecated aliases of the control block
+	// (the simulator runs the daemons' controller, tiers/control): trigger
+	// sets control.target_imbalance to trigger − dead_band (the controller then
+	// acts when the busiest child's utilization over the lower bound exceeds
+	// trigger), target sets control.target_util and floor control.floor; a key
+	// of a control block wins. MoveBudget, the old per-round fraction of
+	// shards, has no equivalent and is rejected (use control.max_moves).
+	Trigger    float64 `yaml:"trigger"`
+	Target     float64 `yaml:"target"`
+	Floor      float64 `yaml:"floor"`
 	MoveBudget float64 `yaml:"move_budget"`
 }
 
@@ -389,8 +389,20 @@ func (s *ControlSpec) apply(c *control.Config) (keys map[string]bool) {
 // the policy's.
 func (sc *Scenario) ControlConfig(p PolicySpec) control.Config {
 	c := control.DefaultConfig()
-	sc.Control.apply(&c)
-	p.Control.apply(&c)
+	m := sc.Model
+	if m.Target != 0 {
+		c.TargetUtil = m.Target // deprecated aliases (Model)
+	}
+	if m.Floor != 0 {
+		c.Floor = m.Floor
+	}
+	keys := sc.Control.apply(&c)
+	for k := range p.Control.apply(&c) {
+		keys[k] = true
+	}
+	if m.Trigger != 0 && !keys["target_imbalance"] {
+		c.TargetImbalance = math.Max(1, m.Trigger-c.DeadBand)
+	}
 	return c
 }
 
@@ -426,6 +438,9 @@ func (sc *Scenario) checkControl() error {
 		c := base
 		pk := pol.Control.apply(&c)
 		if err := check(c, pk, p("policies", i, "control"), p("control")); err != nil {
+			return err
+		}
+		if err := check(sc.ControlConfig(pol), pk, p("policies", i, "control"), p("model")); err != nil {
 			return err
 		}
 	}
@@ -641,18 +656,6 @@ func (sc *Scenario) setDefaults() {
 	}
 	if m.DetectAfter == 0 {
 		m.DetectAfter = Duration(10 * time.Second)
-	}
-	if m.Trigger == 0 {
-		m.Trigger = 1.15
-	}
-	if m.Target == 0 {
-		m.Target = 0.85
-	}
-	if m.Floor == 0 {
-		m.Floor = 0.5
-	}
-	if m.MoveBudget == 0 {
-		m.MoveBudget = 0.05
 	}
 	for i := range sc.Workload.Jobs {
 		j := &sc.Workload.Jobs[i]
@@ -874,17 +877,19 @@ func (sc *Scenario) validate() error {
 	if m.MoveOverhead < 0 || m.DetectAfter < 0 {
 		return sc.fail(p("model"), "move_overhead and detect_after must be ≥ 0")
 	}
-	if m.Trigger < 1 {
-		return sc.fail(p("model", "trigger"), "must be ≥ 1 (a max/mean ratio)")
+	if m.Trigger != 0 && (math.IsNaN(m.Trigger) || m.Trigger < 1) {
+		return sc.fail(p("model", "trigger"), "must be ≥ 1 (a max/LB ratio; deprecated, see control.target_imbalance; got %v)", m.Trigger)
 	}
-	if err := sc.checkFraction(p("model", "target"), m.Target, 0.01, 10); err != nil {
+	if m.Target != 0 {
+		if err := sc.checkFraction(p("model", "target"), m.Target, 0.01, 1); err != nil {
+			return err
+		}
+	}
+	if err := sc.checkFraction(p("model", "floor"), m.Floor, 0, 1); err != nil {
 		return err
 	}
-	if err := sc.checkFraction(p("model", "floor"), m.Floor, 0, 10); err != nil {
-		return err
-	}
-	if m.MoveBudget > 1 {
-		return sc.fail(p("model", "move_budget"), "must be a fraction ≤ 1, or negative for no cap (got %v)", m.MoveBudget)
+	if m.MoveBudget != 0 {
+		return sc.fail(p("model", "move_budget"), "is no longer supported: the simulator runs the daemons' controller (tiers/control), whose PI budget is bounded by control.min_moves, max_moves and max_bytes")
 	}
 
 	// Topology.
