@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/sim"
 )
 
 func init() { commands = append(commands, newPlanCmd) }
@@ -40,10 +43,10 @@ type planMoveJSON struct {
 func newPlanCmd(g *globalOptions) *cobra.Command {
 	var cf clientFlags
 	var out outputFlag
-	var drain, fail, policy string
+	var drain, fail, policy, scenario string
 	var seed int64
 	cmd := &cobra.Command{
-		Use:   "plan [--drain HOST | --fail REGION | --policy P]",
+		Use:   "plan [--drain HOST | --fail REGION | --policy P | --scenario FILE]",
 		Short: "Show what would move if a host were drained, a region failed, or another policy ran — without moving anything",
 		Long: `Ask the live cluster what it would do, without doing it. The tier instance that
 decides (the region of --drain HOST; the global tier for --fail REGION and for
@@ -54,6 +57,37 @@ resource). Nothing is applied.
 The plan comes with a token bound to the state it saw: "strata plan apply TOKEN"
 carries out exactly that plan, and refuses (exit code 1) once the state has
 changed; plan again then. Tokens live 10 minutes on the leader that made them.
+
+--scenario FILE simulates a what-if on the live state. The cluster's hosts
+(capacities, labels, states), its shards (declared loads, rates, state sizes,
+constraints) and their current assignment are read through the Admin API and
+become the simulator's topology, workload and starting point (not a fresh
+placement). FILE is a scenario file (docs/simulation.md) without topology and
+without workload jobs, replay or arrivals — those are errors naming the line,
+since the live state is the topology and the workload. It may give events on the
+live hosts and regions by name (host_fail, drain, region_loss, add_hosts, ...),
+load changes on the live jobs by name (workload.steps, spikes, hot, diurnal),
+the policies to compare (default: one policy named "live" with the cluster's own
+global and region policies), duration (default 10m), tick, model and assertions.
+The output is the simulator's summary per policy (utilization, max/LB, latency,
+lag, moves, bytes moved, assertions) and the predicted moves: their count and
+bytes over the run, and every shard the simulator has moved by the end of the
+first control interval (longer when a host or region fails at t=0, to include
+its detection), with where from and where to.
+
+The token of --scenario is a tier's own plan, made by the Plan call of the
+instance that decides: the changes FILE makes at t=0 that a tier can plan for —
+host_fail and drain (the host's region treats the host as draining), and
+region_loss (the global tier treats the region as draining) — solved with the
+chosen policy (--policy NAME: one of FILE's policies, by name; default the
+first; the cluster's configured policy for the default "live"). With no such
+change, it is the global tier's plan for the current state under that policy.
+One token per deciding instance is printed. The simulator's predicted moves and
+the tier's plan are computed separately (the simulator runs the control loop
+over time; the plan is one solve now), so they can differ; "plan apply" applies
+the tier's plan. Changes at t=0 that no plan expresses (add_hosts, recoveries)
+and later events are in the simulation only. A failed assertion exits with 1
+after printing.
 
 For what-if questions about workloads that are not running yet, use the
 simulator: "strata sim run FILE".`,
@@ -68,10 +102,16 @@ simulator: "strata sim run FILE".`,
 			if drain != "" && fail != "" {
 				return usageErr(fmt.Errorf("--drain and --fail: give one of them"))
 			}
+			if scenario != "" && (drain != "" || fail != "") {
+				return usageErr(fmt.Errorf("--scenario: give the drains and failures as events in the file, not with --drain or --fail"))
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 			defer cancel()
 			conns := newAdminConns()
 			defer conns.close()
+			if scenario != "" {
+				return planScenario(ctx, g, conns, cf.addr, scenario, policy, seed, &out)
+			}
 			roots, err := walkTree(ctx, conns, cf.addr)
 			if err != nil {
 				return remoteCallErr(cf.addr, err)
@@ -111,7 +151,8 @@ simulator: "strata sim run FILE".`,
 	f := cmd.Flags()
 	f.StringVar(&drain, "drain", "", "plan as if HOST were drained (asks HOST's region)")
 	f.StringVar(&fail, "fail", "", "plan as if REGION had failed (asks the global tier)")
-	f.StringVar(&policy, "policy", "", "plan with this policy instead of the configured one")
+	f.StringVar(&policy, "policy", "", "plan with this policy instead of the configured one (with --scenario: the file's policy the token is made with)")
+	f.StringVar(&scenario, "scenario", "", "simulate the what-if in FILE (events, load changes, policies) from the live state; see above")
 	f.Int64Var(&seed, "seed", 0, "seed of the solve (0: derived from the state index)")
 	cmd.AddCommand(newPlanApplyCmd(g))
 	return cmd
@@ -204,4 +245,355 @@ func newPlanApplyCmd(g *globalOptions) *cobra.Command {
 	cf.register(cmd)
 	out.register(cmd)
 	return cmd
+}
+
+// liveSource is what "plan --scenario" read of the live cluster: the state the
+// simulator starts from, and where each tier instance's leader answers.
+type liveSource struct {
+	state      *sim.LiveState
+	globalAddr string
+	global     *tierNode
+	regions    map[string]*tierNode // region → its instance (leader address in LeaderAddress)
+	unplaced   int
+}
+
+// readLive reads the live state through the Admin API at addr, which must serve
+// the global tier: its regions, each region's hosts (capacity, labels, state),
+// every shard and its region and host. Only the chain global → region → host is
+// supported.
+func readLive(ctx context.Context, conns *adminConns, addr string) (*liveSource, error) {
+	status := func(a string) (*wire.InstanceStatus, string, error) {
+		c, err := conns.client(a)
+		if err != nil {
+			return nil, "", &exitError{code: 1, err: err}
+		}
+		st, err := c.Status(ctx, &wire.StatusRequest{})
+		if err != nil {
+			return nil, "", remoteCallErr(a, err)
+		}
+		if len(st.GetTiers()) == 0 || len(st.GetTiers()[0].GetInstances()) == 0 {
+			return nil, "", &exitError{code: 1, err: fmt.Errorf("the Admin API at %s returned no tier instance in its status", a)}
+		}
+		is := st.GetTiers()[0].GetInstances()[0]
+		leader := is.GetLeaderAddress()
+		if leader == "" {
+			leader = a
+		}
+		if st.GetTiers()[0].GetTier() == interfaces.TierGlobal || st.GetTiers()[0].GetTier() == interfaces.TierRegion {
+			return is, leader, nil
+		}
+		return nil, "", &exitError{code: 1, err: fmt.Errorf("the Admin API at %s serves the %s tier; --scenario supports the chain global → region → host", a, st.GetTiers()[0].GetTier())}
+	}
+	list := func(a string) ([]*wire.ShardInfo, error) {
+		c, err := conns.client(a)
+		if err != nil {
+			return nil, &exitError{code: 1, err: err}
+		}
+		resp, err := c.ListShards(ctx, &wire.ListShardsRequest{})
+		if err != nil {
+			return nil, remoteCallErr(a, err)
+		}
+		return resp.GetShards(), nil
+	}
+	gi, gaddr, err := status(addr)
+	if err != nil {
+		return nil, err
+	}
+	src := &liveSource{state: &sim.LiveState{GlobalPolicy: policyName(gi.GetPolicy())}, globalAddr: gaddr, regions: map[string]*tierNode{},
+		global: &tierNode{Tier: interfaces.TierGlobal, Instance: gi.GetInstance(), Address: addr, LeaderAddress: gaddr, StateIndex: gi.GetStateIndex()}}
+	hostOf := map[string]string{}
+	for _, cs := range gi.GetChildren() {
+		region := cs.GetChild().GetId()
+		if cs.GetChild().GetTier() != interfaces.TierRegion {
+			return nil, &exitError{code: 1, err: fmt.Errorf("child %s of the global tier is a %s; --scenario supports the chain global → region → host", region, cs.GetChild().GetTier())}
+		}
+		if cs.GetAddress() == "" {
+			return nil, &exitError{code: 1, err: fmt.Errorf("region %s: the global tier knows no Admin address for it, so its hosts cannot be read", region)}
+		}
+		ri, raddr, err := status(cs.GetAddress())
+		if err != nil {
+			return nil, fmt.Errorf("region %s: %w", region, err)
+		}
+		src.regions[region] = &tierNode{Tier: interfaces.TierRegion, Instance: ri.GetInstance(), Address: cs.GetAddress(), LeaderAddress: raddr, StateIndex: ri.GetStateIndex()}
+		if src.state.RegionPolicy == "" {
+			src.state.RegionPolicy = policyName(ri.GetPolicy())
+		}
+		regionState := cs.GetChild().GetState()
+		for _, hs := range ri.GetChildren() {
+			c, err := wire.ChildFromWire(hs.GetChild())
+			if err != nil {
+				return nil, &exitError{code: 1, err: fmt.Errorf("region %s: %w", region, err)}
+			}
+			if c.Tier != interfaces.TierHost {
+				return nil, &exitError{code: 1, err: fmt.Errorf("child %s of region %s is a %s; --scenario supports the chain global → region → host", c.ID, region, c.Tier)}
+			}
+			switch {
+			case regionState == wire.ChildState_CHILD_STATE_FAILED:
+				c.State = interfaces.ChildFailed
+			case regionState == wire.ChildState_CHILD_STATE_DRAINING && c.State == interfaces.ChildActive:
+				c.State = interfaces.ChildDraining
+			}
+			src.state.Hosts = append(src.state.Hosts, sim.LiveHost{Name: string(c.ID), Region: region, Capacity: c.Capacity, Labels: c.Labels, State: c.State})
+		}
+		infos, err := list(raddr)
+		if err != nil {
+			return nil, fmt.Errorf("region %s: %w", region, err)
+		}
+		for _, info := range infos {
+			if pl := info.GetPlacement(); len(pl) > 0 && pl[0].GetChild() != "" {
+				hostOf[info.GetShard().GetId()] = region + "\x00" + pl[0].GetChild()
+			}
+		}
+	}
+	infos, err := list(gaddr)
+	if err != nil {
+		return nil, err
+	}
+	for _, info := range infos {
+		sh, err := wire.ShardFromWire(info.GetShard())
+		if err != nil {
+			return nil, &exitError{code: 1, err: fmt.Errorf("global tier: %w", err)}
+		}
+		ls := sim.LiveShard{Shard: sh}
+		if pl := info.GetPlacement(); len(pl) > 0 {
+			ls.Region = pl[0].GetChild()
+		}
+		// The host counts only when the shard's region (as the global tier
+		// sees it) is the region that placed it.
+		if r, h, ok := strings.Cut(hostOf[string(sh.ID)], "\x00"); ok && r == ls.Region {
+			ls.Host = h
+		}
+		if ls.Host == "" {
+			src.unplaced++
+		}
+		src.state.Shards = append(src.state.Shards, ls)
+	}
+	return src, nil
+}
+
+// policyName is the registry name in an InstanceStatus.policy ("plugin: …" → "plugin").
+func policyName(s string) string {
+	name, _, _ := strings.Cut(s, ":")
+	return strings.TrimSpace(name)
+}
+
+// scenarioPlanJSON is the output of "strata plan --scenario".
+type scenarioPlanJSON struct {
+	Scenario   string          `json:"scenario"`
+	Live       liveJSON        `json:"live"`
+	Simulation sim.Report      `json:"simulation"`
+	Predicted  []predictedJSON `json:"predicted"`
+	// Plans are the tier plans for the changes at t=0, one per deciding
+	// instance, each with its token.
+	Plans []planJSON `json:"plans"`
+	// NotInPlans lists what the simulation has and the tier plans do not.
+	NotInPlans []string `json:"not_in_plans,omitempty"`
+}
+
+type liveJSON struct {
+	Regions      int               `json:"regions"`
+	Hosts        int               `json:"hosts"`
+	Shards       int               `json:"shards"`
+	Unplaced     int               `json:"unplaced"`
+	StateIndexes map[string]uint64 `json:"state_indexes"`
+}
+
+// predictedJSON is one policy's predicted moves: over the whole run (from the
+// simulator's summary) and the shards moved by the end of the first window.
+type predictedJSON struct {
+	Policy          string         `json:"policy"`
+	Moves           int            `json:"moves"`
+	BytesMoved      int64          `json:"bytes_moved"`
+	FirstWindow     string         `json:"first_window"`
+	FirstMoves      []sim.PlanMove `json:"first_moves"`
+	FirstBytesMoved int64          `json:"first_bytes_moved"`
+}
+
+func planScenario(ctx context.Context, g *globalOptions, conns *adminConns, addr, file, policy string, seed int64, out *outputFlag) error {
+	if _, err := os.Stat(file); err != nil {
+		return usageErr(fmt.Errorf("--scenario: %w", err))
+	}
+	src, err := readLive(ctx, conns, addr)
+	if err != nil {
+		return err
+	}
+	sc, err := sim.LoadPlan(file, src.state)
+	if err != nil {
+		return usageErr(err)
+	}
+	var names []string
+	for _, p := range sc.Policies {
+		names = append(names, p.Name)
+	}
+	spec := sc.Policies[0]
+	viaLive := spec.Name == sim.LivePolicy && len(sc.Policies) == 1
+	if policy != "" {
+		found := false
+		for _, p := range sc.Policies {
+			if p.Name == policy {
+				spec, found = p, true
+			}
+		}
+		switch {
+		case found:
+			viaLive = false
+		case viaLive:
+			// No policies in the file: --policy names the policy of both tiers,
+			// in the simulation as in the plan.
+			if !sim.PolicyKnown(policy) {
+				return usageErr(fmt.Errorf("--policy %q: %s lists no policies, and this is not a policy the simulator can build (known: %s): %w",
+					policy, file, strings.Join(sim.PolicyNames(), ", "), interfaces.ErrNotFound))
+			}
+			src.state.GlobalPolicy, src.state.RegionPolicy = policy, policy
+			if sc, err = sim.LoadPlan(file, src.state); err != nil {
+				return usageErr(err)
+			}
+			spec, viaLive = sc.Policies[0], false
+		default:
+			return usageErr(fmt.Errorf("--policy %q: not a policy of %s (it has %s)", policy, file, strings.Join(names, ", ")))
+		}
+	}
+
+	res := scenarioPlanJSON{Scenario: sc.Name, Live: liveJSON{Regions: len(src.regions), Hosts: len(src.state.Hosts), Shards: len(src.state.Shards),
+		Unplaced: src.unplaced, StateIndexes: map[string]uint64{"global/" + src.global.Instance: src.global.StateIndex}}}
+	for name, n := range src.regions {
+		res.Live.StateIndexes["region/"+name] = n.StateIndex
+	}
+	simRes, err := sim.Run(ctx, sc, sim.Options{})
+	if err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("simulation: %w", err)}
+	}
+	res.Simulation = simRes.Report(sc)
+	for _, p := range simRes.Policies {
+		moves, bytes, err := sim.FirstMoves(ctx, sc, p.Summary.Policy, 0)
+		if err != nil {
+			return &exitError{code: 1, err: fmt.Errorf("simulation: %w", err)}
+		}
+		if moves == nil {
+			moves = []sim.PlanMove{}
+		}
+		sort.SliceStable(moves, func(i, k int) bool { return naturalLess(moves[i].Shard, moves[k].Shard) })
+		res.Predicted = append(res.Predicted, predictedJSON{Policy: p.Summary.Policy, Moves: p.Summary.Moves, BytesMoved: p.Summary.BytesMoved,
+			FirstWindow: sc.FirstWindow().String(), FirstMoves: moves, FirstBytesMoved: bytes})
+	}
+
+	// The tier plans for the changes at t=0.
+	start, other := sc.StartChanges()
+	for _, e := range other {
+		res.NotInPlans = append(res.NotInPlans, fmt.Sprintf("%s at t=0 (no tier plan expresses it; simulated only)", describeEvent(e)))
+	}
+	if len(spec.Params) > 0 {
+		res.NotInPlans = append(res.NotInPlans, fmt.Sprintf("the params of policy %s (a tier's plan builds the policy by name with its defaults)", spec.Name))
+	}
+	if spec.Integration != sim.Collaborative {
+		res.NotInPlans = append(res.NotInPlans, fmt.Sprintf("integration %s of policy %s (a tier plans with the constraints in force)", spec.Integration, spec.Name))
+	}
+	tierPolicy := func(tier string) string {
+		if viaLive {
+			return "" // the tier's configured policy
+		}
+		return spec.TierPolicy(tier)
+	}
+	drains := map[string][]string{} // instance key → children
+	var order []string
+	add := func(key, child string) {
+		if _, ok := drains[key]; !ok {
+			order = append(order, key)
+		}
+		if !slices.Contains(drains[key], child) {
+			drains[key] = append(drains[key], child)
+		}
+	}
+	hostRegion := map[string]string{}
+	for _, h := range src.state.Hosts {
+		hostRegion[h.Name] = h.Region
+	}
+	for _, e := range start {
+		if e.Kind == sim.EventRegionLoss {
+			add("", e.Region)
+		} else {
+			add(hostRegion[e.Host], e.Host)
+		}
+	}
+	if len(order) == 0 {
+		order, drains[""] = []string{""}, nil
+	}
+	for _, key := range order {
+		target, tier := src.global, interfaces.TierGlobal
+		if key != "" {
+			target, tier = src.regions[key], interfaces.TierRegion
+		}
+		a, err := conns.client(target.LeaderAddress)
+		if err != nil {
+			return err
+		}
+		resp, err := a.Plan(ctx, &wire.AdminPlanRequest{Policy: tierPolicy(tier), DrainChildren: drains[key], Seed: seed})
+		if err != nil {
+			return remoteCallErr(target.LeaderAddress, err)
+		}
+		res.Plans = append(res.Plans, planOutput(target, target.LeaderAddress, resp))
+	}
+
+	if err := out.print(g.stdout, res, func(w io.Writer) error { return printScenarioPlan(w, res, src.globalAddr) }); err != nil {
+		return err
+	}
+	if failed := simRes.Failed(); len(failed) > 0 {
+		var msgs []string
+		for _, a := range failed {
+			msgs = append(msgs, fmt.Sprintf("%s: assertion %d (%s, line %d): %s", a.Policy, a.Index, a.Kind, a.Line, a.Message))
+		}
+		return &exitError{code: 1, err: fmt.Errorf("%d assertion(s) failed in the simulation (nothing was applied):\n  %s", len(failed), strings.Join(msgs, "\n  "))}
+	}
+	return nil
+}
+
+func describeEvent(e sim.Event) string {
+	switch e.Kind {
+	case sim.EventRegionLoss, sim.EventRegionBack:
+		return e.Kind + " " + e.Region
+	case sim.EventAddHosts:
+		return fmt.Sprintf("add_hosts %d in %s", e.Count, e.Region)
+	}
+	return e.Kind + " " + e.Host
+}
+
+func printScenarioPlan(w io.Writer, p scenarioPlanJSON, addr string) error {
+	fmt.Fprintf(w, "Live state from %s: %d regions, %d hosts, %d shards (%d not on a host)\n\n", addr, p.Live.Regions, p.Live.Hosts, p.Live.Shards, p.Live.Unplaced)
+	if err := sim.WriteTable(w, p.Simulation); err != nil {
+		return err
+	}
+	where := func(region, host string) string {
+		switch {
+		case host != "":
+			return region + "/" + host
+		case region != "":
+			return region + "/-"
+		}
+		return "-"
+	}
+	for _, pr := range p.Predicted {
+		fmt.Fprintf(w, "\nPredicted moves, policy %s: %d over the run (%s); by %s: %d shards moved or placed (%s):\n",
+			pr.Policy, pr.Moves, formatQuantity(float64(pr.BytesMoved)), pr.FirstWindow, len(pr.FirstMoves), formatQuantity(float64(pr.FirstBytesMoved)))
+		if len(pr.FirstMoves) == 0 {
+			continue
+		}
+		tw := newTable(w)
+		fmt.Fprintln(tw, "SHARD\tFROM\tTO\tSTATE")
+		for _, m := range pr.FirstMoves {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Shard, where(m.FromRegion, m.From), where(m.ToRegion, m.To), formatQuantity(float64(m.StateBytes)))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "\nTier plans for the changes at t=0 (what 'strata plan apply' carries out):\n")
+	for _, pl := range p.Plans {
+		if err := printPlan(w, pl); err != nil {
+			return err
+		}
+	}
+	for _, n := range p.NotInPlans {
+		fmt.Fprintf(w, "Not in the tier plans: %s\n", n)
+	}
+	return nil
 }

@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -129,4 +132,220 @@ func TestPlanCommand(t *testing.T) {
 	if err := c.CloseAndCheckLedger(); err != nil {
 		t.Error(err)
 	}
+}
+
+// TestPlanScenario: "plan --scenario" on a settled cluster, with a file that
+// fails a host at t=0 and steps the job's load later, prints the simulator's
+// metrics and the predicted moves (the failed host's shards move off it),
+// applies nothing, and prints a token for the host's region that applies — and
+// that is refused once the region's state has changed.
+func TestPlanScenario(t *testing.T) {
+	c, err := devcluster.Start(devcluster.Options{Dir: t.TempDir(), Regions: 2, HostsPerRegion: 2,
+		Interval: 200 * time.Millisecond, LeaseTTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	addr := c.Global.GRPCAddr()
+	if code, _, errOut := runCLI("job", "submit", "--addr", addr, "../../deploy/examples/job.yaml"); code != 0 {
+		t.Fatalf("submit: %s", errOut)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, out, _ := runCLI("shards", "--addr", addr, "-o", "json")
+		if code == 0 && !strings.Contains(out, `"pending"`) && strings.Contains(out, `"placed"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("shards not placed: %s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := c.Settle(1500*time.Millisecond, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	host := ""
+	for name, h := range c.Hosts {
+		if len(h.Agent().Running()) > 0 {
+			host = name
+			break
+		}
+	}
+	regionName := c.HostRegion[host]
+	region := c.Regions[regionName]
+	// Wait until every host runs what its region has committed for it: the
+	// simulator starts from the committed assignment.
+	running := func() map[string]int {
+		m := map[string]int{}
+		for name, h := range c.Hosts {
+			m[name] = len(h.Agent().Running())
+		}
+		return m
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		agree := true
+		for _, rd := range c.Regions {
+			st, err := adminClient(t, rd.GRPCAddr()).Status(context.Background(), &wire.StatusRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ch := range st.Tiers[0].Instances[0].Children {
+				if h := c.Hosts[ch.Child.GetId()]; h == nil || int64(len(h.Agent().Running())) != ch.Shards {
+					agree = false
+				}
+			}
+		}
+		if agree {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hosts do not run what their regions committed: %v", running())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	before := running()
+	file := writePlanFile(t, "plan-fail.yaml", fmt.Sprintf(`# fail a host now, and 50%% more load on wordcount in 2 minutes
+duration: 5m
+events:
+  - {at: 0, kind: host_fail, host: %s}
+workload:
+  steps:
+    - {at: 2m, job: wordcount, factor: 1.5}
+assertions:
+  - {kind: no_loss}
+`, host))
+	code, out, errOut := runCLI("plan", "--addr", addr, "--scenario", file, "-o", "json")
+	if code != 0 {
+		t.Fatalf("plan --scenario: exit %d: %s\n%s", code, errOut, out)
+	}
+	after := running()
+	var p scenarioPlanJSON
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("plan --scenario -o json: %v\n%s", err, out)
+	}
+	if p.Live.Hosts != 4 || p.Live.Shards != 16 || p.Live.Regions != 2 || p.Live.Unplaced != 0 {
+		t.Errorf("live state: %+v", p.Live)
+	}
+	if len(p.Simulation.Policies) != 1 || p.Simulation.Policies[0].Policy != "live" || len(p.Simulation.Policies[0].MaxOverLB) == 0 || !p.Simulation.Passed {
+		t.Errorf("simulation: %+v", p.Simulation)
+	}
+	if len(p.Predicted) != 1 {
+		t.Fatalf("predicted: %+v", p.Predicted)
+	}
+	off := 0
+	for _, m := range p.Predicted[0].FirstMoves {
+		if m.From == host {
+			off++
+			if m.To == host {
+				t.Errorf("predicted move stays on the failed host: %+v", m)
+			}
+		}
+	}
+	if off != before[host] || p.Predicted[0].Moves < off || p.Predicted[0].BytesMoved <= 0 {
+		t.Errorf("predicted: %d of %s's %d shards move off it in %s; over the run %d moves, %d bytes: %+v",
+			off, host, before[host], p.Predicted[0].FirstWindow, p.Predicted[0].Moves, p.Predicted[0].BytesMoved, p.Predicted[0].FirstMoves)
+	}
+	if len(p.Plans) != 1 || p.Plans[0].Tier != "region" || p.Plans[0].Instance != regionName || !strings.Contains(p.Plans[0].Token, "@") {
+		t.Fatalf("plans: %+v", p.Plans)
+	}
+	planOff := 0
+	for _, m := range p.Plans[0].Moves {
+		if m.From == host {
+			planOff++
+		}
+	}
+	if planOff != before[host] {
+		t.Errorf("the region's plan moves %d shards off %s, want %d: %+v", planOff, host, before[host], p.Plans[0])
+	}
+	for name, n := range before {
+		if after[name] != n {
+			t.Errorf("plan --scenario changed what runs: %s %d → %d", name, n, after[name])
+		}
+	}
+	// The table form says the same for people.
+	code, out, errOut = runCLI("plan", "--addr", addr, "--scenario", file)
+	t.Logf("plan --scenario %s:\n%s", filepath.Base(file), out)
+	for _, want := range []string{"Live state from", "POLICY", "MAX/LB CPU", "Predicted moves, policy live:", host, "Tier plans for the changes at t=0", "strata plan apply "} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("table output: exit %d, no %q in\n%s\n%s", code, want, out, errOut)
+		}
+	}
+
+	// A change of the region's state since the plan: the token is refused.
+	other := ""
+	for name, r := range c.HostRegion {
+		if r == regionName && name != host {
+			other = name
+		}
+	}
+	if _, err := adminClient(t, region.GRPCAddr()).Undrain(context.Background(), &wire.UndrainRequest{Child: other}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCLI("plan", "apply", "--addr", addr, p.Plans[0].Token); code == 0 || !strings.Contains(errOut, "state changed") {
+		t.Errorf("apply after a state change: exit %d, %q; want a refusal", code, errOut)
+	}
+
+	// Plan again and apply: the failed host's shards leave it.
+	deadline = time.Now().Add(20 * time.Second)
+	token := ""
+	for {
+		code, out, errOut = runCLI("plan", "--addr", addr, "--scenario", file, "-o", "json")
+		if code != 0 {
+			t.Fatalf("plan --scenario: %s", errOut)
+		}
+		p = scenarioPlanJSON{}
+		if err := json.Unmarshal([]byte(out), &p); err != nil || len(p.Plans) != 1 {
+			t.Fatalf("plan --scenario -o json: %v\n%s", err, out)
+		}
+		token = p.Plans[0].Token
+		if code, _, errOut = runCLI("plan", "apply", "--addr", addr, token); code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("apply: %s", errOut)
+		}
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for len(c.Hosts[host].Agent().Running()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still runs shards after the plan was applied", host)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, _, _ := runCLI("plan", "apply", "--addr", addr, token); code == 0 {
+		t.Error("a used token was accepted again")
+	}
+
+	// Bad files and flags: exit 2 with the file, line and key.
+	bad := func(name, text string) string { return writePlanFile(t, name, text) }
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--scenario", bad("k.yaml", "duration: 1m\nbogus: 1\n")}, "line 2: field bogus not found"},
+		{[]string{"--scenario", bad("h.yaml", "duration: 1m\nevents:\n  - {at: 0, kind: drain, host: nope}\n")}, `h.yaml:3: events[0].host: host "nope" is not a host of the live cluster`},
+		{[]string{"--scenario", bad("t.yaml", "duration: 1m\ntopology:\n  regions: []\n")}, "t.yaml:2: topology: not allowed in a plan file"},
+		{[]string{"--scenario", bad("p.yaml", "duration: 1m\n"), "--policy", "nope"}, `--policy "nope"`},
+		{[]string{"--scenario", filepath.Join(t.TempDir(), "missing.yaml")}, "--scenario:"},
+		{[]string{"--scenario", file, "--drain", host}, "--scenario: give the drains"},
+	} {
+		args := append([]string{"plan", "--addr", addr}, tc.args...)
+		code, _, errOut := runCLI(args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+	if err := c.CloseAndCheckLedger(); err != nil {
+		t.Error(err)
+	}
+}
+
+func writePlanFile(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
