@@ -80,6 +80,10 @@ type syntheticFile struct {
 	Period      duration `yaml:"period"`
 	Noise       float64  `yaml:"noise"`
 	BaseLatency duration `yaml:"base_latency"`
+	// Execute runs the shards' work on the host's capacity cpu cores in the
+	// order of Discipline (llf or fifo) and reports measured latency.
+	Execute    bool   `yaml:"execute"`
+	Discipline string `yaml:"discipline"`
 }
 
 type execFile struct {

@@ -44,6 +44,7 @@ func TestCheckConfig(t *testing.T) {
 		{"host bad capacity", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 0}\n", 2, "capacity: must be > 0"},
 		{"host exec without command", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {kind: exec}\n", 2, "driver.exec.command: is required"},
 		{"host unknown driver", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {kind: docker}\n", 2, `driver.kind: must be synthetic, exec or callback (got "docker")`},
+		{"host bad discipline", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {synthetic: {execute: true, discipline: edf}}\n", 2, `driver.synthetic.discipline: must be "llf" or "fifo"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

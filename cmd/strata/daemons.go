@@ -17,6 +17,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/hostagent/driver/callback"
 	"github.com/strata-sched/strata/coordinator/hostagent/driver/execdriver"
 	"github.com/strata-sched/strata/coordinator/hostagent/driver/synthetic"
+	synexec "github.com/strata-sched/strata/coordinator/hostagent/driver/synthetic/exec"
 	"github.com/strata-sched/strata/coordinator/hostd"
 	"github.com/strata-sched/strata/coordinator/tierd"
 	"github.com/strata-sched/strata/interfaces"
@@ -224,7 +225,7 @@ when its lease expires. SIGTERM or SIGINT stops it gracefully.
 }
 
 // hostDriver builds the driver a host file names; stop releases what it holds.
-func hostDriver(f driverFile) (drv driver.Driver, stop func(), err error) {
+func hostDriver(f driverFile, cpu float64) (drv driver.Driver, stop func(), err error) {
 	if err := validateDriver(f); err != nil {
 		return nil, nil, err
 	}
@@ -232,8 +233,13 @@ func hostDriver(f driverFile) (drv driver.Driver, stop func(), err error) {
 	stop = func() {}
 	switch f.Kind {
 	case "", "synthetic":
+		var cores float64
+		if f.Synthetic.Execute {
+			cores = cpu
+		}
 		drv, err = synthetic.New(synthetic.Config{Clock: clock, Seed: f.Synthetic.Seed, Wave: f.Synthetic.Wave,
-			Period: time.Duration(f.Synthetic.Period), Noise: f.Synthetic.Noise, BaseLatency: time.Duration(f.Synthetic.BaseLatency)})
+			Period: time.Duration(f.Synthetic.Period), Noise: f.Synthetic.Noise, BaseLatency: time.Duration(f.Synthetic.BaseLatency),
+			Cores: cores, Discipline: f.Synthetic.Discipline})
 	case "exec":
 		drv, err = execdriver.New(execdriver.Config{Command: f.Exec.Command, Env: f.Exec.Env, Dir: f.Exec.Dir,
 			StopTimeout: time.Duration(f.Exec.StopTimeout), Clock: clock, Output: os.Stderr})
@@ -259,7 +265,7 @@ func runHost(ctx context.Context, g *globalOptions, f hostFile) error {
 	if err != nil {
 		return err
 	}
-	drv, stopDriver, err := hostDriver(f.Driver)
+	drv, stopDriver, err := hostDriver(f.Driver, cfg.Capacity.CPU)
 	if err != nil {
 		return err
 	}
@@ -325,6 +331,9 @@ func (f hostFile) hostConfig() (hostd.Config, error) {
 func validateDriver(f driverFile) error {
 	switch f.Kind {
 	case "", "synthetic":
+		if _, err := synexec.ParseDiscipline("driver.synthetic.discipline", f.Synthetic.Discipline); err != nil {
+			return err
+		}
 	case "exec":
 		if len(f.Exec.Command) == 0 {
 			return fmt.Errorf("driver.exec.command: is required for driver kind exec: %w", interfaces.ErrInvalid)
