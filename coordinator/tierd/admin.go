@@ -238,6 +238,9 @@ func (d *Daemon) ListShards(ctx context.Context, req *wire.ListShardsRequest) (*
 			continue
 		}
 		info := &wire.ShardInfo{Shard: wire.ShardToWire(s)}
+		if st, ok := d.tier.FSM.Shard(s.ID); ok {
+			info.Quarantined = st.Quarantined
+		}
 		if st, ok := d.tier.FSM.Shard(s.ID); ok && (st.Owner != "" || st.InFlight != nil) {
 			p := &wire.Placement{Tier: d.cfg.Tier, Instance: d.cfg.Instance, Child: string(st.Owner), Epoch: uint64(st.Epoch)}
 			if st.InFlight != nil {
@@ -272,6 +275,7 @@ func (d *Daemon) Status(ctx context.Context, _ *wire.StatusRequest) (*wire.Statu
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	inst.Alerts = append([]string(nil), d.alerts...)
+	inst.Findings = findingStrings(d.Findings())
 	for _, cu := range d.tier.FSM.Children() {
 		used := cu.Used
 		if r, ok := d.reports[cu.Child.ID]; ok && !r.Used.IsZero() {
@@ -351,7 +355,7 @@ func (d *Daemon) Explain(ctx context.Context, req *wire.ExplainRequest) (*wire.E
 	if !ok && len(hist) == 0 {
 		return nil, wire.ToStatus(fmt.Errorf("shard %q in %s/%s: %w", id, d.cfg.Tier, d.cfg.Instance, interfaces.ErrNotFound))
 	}
-	resp := &wire.ExplainResponse{}
+	resp := &wire.ExplainResponse{Quarantined: st.Quarantined, Findings: d.findingsAbout(id, st.Spec.Job)}
 	if ok {
 		resp.Shard = wire.ShardToWire(st.Spec)
 		if st.Owner != "" || st.InFlight != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/tiers/control"
 )
 
 // Peer is a replica of this tier instance, as configured.
@@ -55,6 +56,12 @@ type Config struct {
 	MaxMoves     int
 	// ReportInterval is how often children report (sent in LeaseGrant).
 	ReportInterval time.Duration
+	// ControlPolicies names the control policies (tiers/control registry:
+	// straggler, doctor, autoscale) the leader runs after each round's
+	// controller step; nil means control.DefaultPolicies(), an empty list none.
+	// ControlPolicyConfig configures them by name.
+	ControlPolicies     []string
+	ControlPolicyConfig map[string]control.PolicySettings
 	// Capacity of this tier instance, reported to the parent, is the sum of its
 	// active children's capacities.
 }
@@ -81,6 +88,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.Policy == "" {
 		c.Policy = "local"
+	}
+	if c.ControlPolicies == nil {
+		c.ControlPolicies = control.DefaultPolicies()
 	}
 	if len(c.Chain) == 0 {
 		c.Chain = DefaultChain()
@@ -189,6 +199,9 @@ func (c Config) Validate() error {
 		return bad("control.grace", "must be ≥ 0")
 	case c.MaxMoves < 0:
 		return bad("control.max_moves", "must be ≥ 0")
+	}
+	if _, err := control.NewPolicies(c.ControlPolicies, c.ControlPolicyConfig); err != nil {
+		return err
 	}
 	if c.Bootstrap {
 		found := false

@@ -67,6 +67,8 @@ type Daemon struct {
 	// ctl is the leader's controller (tiers/control), made when this replica
 	// becomes leader; only the control-loop goroutine uses it.
 	ctl *control.Controller
+	// pol holds the control policies (straggler, doctor, autoscale).
+	pol policyState
 
 	up *uplink // nil for the top tier
 

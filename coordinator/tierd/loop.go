@@ -55,6 +55,10 @@ func (d *Daemon) trackLeadership(ctx context.Context) bool {
 			return false
 		}
 		d.ctl = ctl // used by this goroutine only
+		if err := d.newPolicies(); err != nil {
+			d.logger.Printf("control policies: %v", err)
+			return false
+		}
 		d.scope.Gauge("leader").Update(1)
 		d.logger.Printf("became leader")
 		if d.up != nil {
@@ -88,7 +92,8 @@ func (d *Daemon) stepDown() {
 
 // round is one pass of observe → detect → decide → act → explain. The decisions
 // (mode, budget, who is lost, the mass-failure guard, anti-bounce) are the pure
-// controller's (tiers/control); the solve runs without d.decide held (it may take
+// controller's (tiers/control), followed by the control policies' (stragglers,
+// failing shards, job sizes; see runPolicies); the solve runs without d.decide held (it may take
 // a while, and sessions must not wait for it), and what it returns is verified
 // against the state at commit time, under the lock.
 func (d *Daemon) round(ctx context.Context, now time.Time) {
@@ -110,6 +115,7 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 		d.decide.Unlock()
 		return
 	}
+	quarantined := d.withoutQuarantined(view) // never placed until released
 	dec, err := d.ctl.Step(control.Input{Now: now, View: view, Silent: d.silent(now)})
 	if err != nil {
 		d.decide.Unlock()
@@ -117,6 +123,10 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 		return
 	}
 	d.declareFailed(ctx, view, dec.DeclareFailed)
+	// The control policies (detect → diagnose → resolve): quarantines and
+	// resizes are committed now; their constraints and evictions join the
+	// decision, their alerts the controller's.
+	evictions := d.runPolicies(ctx, now, view, &dec, quarantined)
 	d.decide.Unlock()
 	d.setAlerts(dec.Alerts)
 	mode := dec.Mode.String()
@@ -140,6 +150,7 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 		return
 	}
 	admitted, _ := dec.Admit(sv, plan)
+	explainEvictions(admitted, evictions)
 	d.decide.Lock()
 	applied, rejected, err := d.act(ctx, admitted)
 	d.decide.Unlock()

@@ -416,6 +416,9 @@ func (d *Daemon) onAck(ctx context.Context, s *childSession, ack *wire.Ack) {
 	if !ack.GetOk() {
 		d.scope.Counter("acks_failed_total").Inc(1)
 		d.logger.Printf("session %s: %s of %s@%d failed: %s", s.id, ack.GetKind(), shard, ack.GetEpoch(), ack.GetError())
+		if ack.GetFailed() {
+			d.noteFailure(shard, s.id, ack.GetError(), time.Now()) // evidence for the doctor
+		}
 		return
 	}
 	if ack.GetKind() != wire.AckKind_ACK_KIND_REVOKE {

@@ -1,0 +1,356 @@
+package tierd
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/strata-sched/strata/coordinator/fsm"
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/tiers/control"
+)
+
+// policyState is the leader's control policies (tiers/control: straggler,
+// doctor, autoscale) and what they need and found.
+type policyState struct {
+	// set is made with the controller when this replica becomes leader; only
+	// the control-loop goroutine uses it.
+	set *control.Policies
+
+	mu       sync.Mutex
+	failures []control.Failure // shard process failures since the last round (from acks)
+	findings []control.Finding // the last round's findings
+}
+
+// maxPendingFailures bounds the failures kept between two rounds.
+const maxPendingFailures = 4096
+
+// noteFailure records that shard's process failed on child (an assign ack with
+// failed set): evidence for the doctor.
+func (d *Daemon) noteFailure(shard interfaces.ShardID, child interfaces.ChildID, why string, at time.Time) {
+	d.pol.mu.Lock()
+	defer d.pol.mu.Unlock()
+	if len(d.pol.failures) < maxPendingFailures {
+		d.pol.failures = append(d.pol.failures, control.Failure{Shard: shard, Child: child, At: at, Error: why})
+	}
+	d.scope.Counter("shard_failures_total").Inc(1)
+}
+
+func (d *Daemon) takeFailures() []control.Failure {
+	d.pol.mu.Lock()
+	defer d.pol.mu.Unlock()
+	f := d.pol.failures
+	d.pol.failures = nil
+	return f
+}
+
+// Findings returns the control policies' findings of the last round.
+func (d *Daemon) Findings() []control.Finding {
+	d.pol.mu.Lock()
+	defer d.pol.mu.Unlock()
+	return append([]control.Finding(nil), d.pol.findings...)
+}
+
+func (d *Daemon) newPolicies() error {
+	ps, err := control.NewPolicies(d.cfg.ControlPolicies, d.cfg.ControlPolicyConfig)
+	if err != nil {
+		return err
+	}
+	d.pol.set = ps
+	return nil
+}
+
+// withoutQuarantined drops the quarantined shards from v (they are never
+// placed) and returns their reasons.
+func (d *Daemon) withoutQuarantined(v *interfaces.View) map[interfaces.ShardID]string {
+	q := d.tier.FSM.Quarantined()
+	if len(q) > 0 {
+		dropShards(v, func(id interfaces.ShardID) bool { _, ok := q[id]; return ok })
+	}
+	return q
+}
+
+// dropShards removes the shards for which gone is true from v (shards,
+// assignments, in-flight moves and the shard lists of constraints; a
+// constraint left without shards is dropped). The slices are copied.
+func dropShards(v *interfaces.View, gone func(interfaces.ShardID) bool) {
+	shards := make([]interfaces.Shard, 0, len(v.Shards))
+	for _, s := range v.Shards {
+		if !gone(s.ID) {
+			shards = append(shards, s)
+		}
+	}
+	v.Shards = shards
+	as := make([]interfaces.Assignment, 0, len(v.Assignments))
+	for _, a := range v.Assignments {
+		if !gone(a.Shard) {
+			as = append(as, a)
+		}
+	}
+	v.Assignments = as
+	var fl []interfaces.Move
+	for _, m := range v.InFlight {
+		if !gone(m.Shard) {
+			fl = append(fl, m)
+		}
+	}
+	v.InFlight = fl
+	v.Constraints = dropFromConstraints(v.Constraints, gone)
+}
+
+func dropFromConstraints(cs []interfaces.Constraint, gone func(interfaces.ShardID) bool) []interfaces.Constraint {
+	out := make([]interfaces.Constraint, 0, len(cs))
+	for _, c := range cs {
+		if len(c.Shards) == 0 {
+			out = append(out, c)
+			continue
+		}
+		keep := make([]interfaces.ShardID, 0, len(c.Shards))
+		for _, id := range c.Shards {
+			if !gone(id) {
+				keep = append(keep, id)
+			}
+		}
+		if len(keep) == 0 {
+			continue
+		}
+		c.Shards = keep
+		out = append(out, c)
+	}
+	return out
+}
+
+// runPolicies runs the control policies on the round's view after the
+// controller's step: quarantines are committed now (the shard leaves the view
+// and its owner is told to stop it), resizes in mode apply are committed (top
+// tier only), and the rest — constraints for the solve, shards to evict, alerts
+// — is merged into the decision. It returns the evictions by shard, whose moves
+// carry the evidence as their reason. Called with d.decide held.
+func (d *Daemon) runPolicies(ctx context.Context, now time.Time, view *interfaces.View, dec *control.Decision, quarantined map[interfaces.ShardID]string) map[interfaces.ShardID]control.Eviction {
+	if d.pol.set == nil {
+		return nil
+	}
+	out, err := d.pol.set.Run(control.PolicyInput{Now: now, View: view, Failures: d.takeFailures(), Quarantined: quarantined})
+	if err != nil {
+		d.logger.Printf("control policies: %v", err)
+		return nil
+	}
+	gone := map[interfaces.ShardID]bool{}
+	for _, a := range out.Actions.Quarantine {
+		st, ok := d.tier.FSM.Shard(a.Shard)
+		if !ok || st.Quarantined != "" || st.InFlight != nil {
+			continue
+		}
+		if _, err := d.commit(ctx, &fsm.Quarantine{Shard: a.Shard, Reason: a.Reason}); err != nil {
+			d.logger.Printf("quarantine %s: %v", a.Shard, err)
+			continue
+		}
+		gone[a.Shard] = true
+		d.scope.Counter("shards_quarantined_total").Inc(1)
+		d.logger.Printf("shard %s quarantined: %s", a.Shard, a.Reason)
+		if st.Owner != "" {
+			d.sendRevoke(st.Owner, a.Shard, st.Epoch) // it may still run there
+		}
+	}
+	if d.up == nil {
+		for _, r := range out.Actions.Resize {
+			if !r.Apply || r.Target == r.Current {
+				continue
+			}
+			deleted, err := d.resize(ctx, r)
+			if err != nil {
+				d.logger.Printf("autoscale %s %d → %d: %v", r.Job, r.Current, r.Target, err)
+				continue
+			}
+			for _, id := range deleted {
+				gone[id] = true
+			}
+			d.logger.Printf("autoscale: job %s resized %d → %d shards (%s)", r.Job, r.Current, r.Target, r.Reason)
+		}
+	}
+	isGone := func(id interfaces.ShardID) bool { return gone[id] }
+	if len(gone) > 0 {
+		dropShards(view, isGone)
+		out.Actions.Constraints = dropFromConstraints(out.Actions.Constraints, isGone)
+		keep := out.Actions.Evict[:0]
+		for _, e := range out.Actions.Evict {
+			if !gone[e.Shard] {
+				keep = append(keep, e)
+			}
+		}
+		out.Actions.Evict = keep
+	}
+	out.Merge(dec)
+	d.pol.mu.Lock()
+	d.pol.findings = out.Findings
+	d.pol.mu.Unlock()
+	d.scope.Gauge("control_findings").Update(float64(len(out.Findings)))
+	if len(out.Actions.Evict) == 0 {
+		return nil
+	}
+	ev := make(map[interfaces.ShardID]control.Eviction, len(out.Actions.Evict))
+	for _, e := range out.Actions.Evict {
+		ev[e.Shard] = e
+	}
+	return ev
+}
+
+// explainEvictions gives the moves of evicted shards the policy's evidence as
+// their reason (what strata explain shows) and the policy as their goal.
+func explainEvictions(moves []interfaces.Move, ev map[interfaces.ShardID]control.Eviction) {
+	for i := range moves {
+		e, ok := ev[moves[i].Shard]
+		if !ok || moves[i].From != e.From {
+			continue
+		}
+		moves[i].Reason = e.Reason
+		if p, _, ok := strings.Cut(e.Reason, ":"); ok {
+			moves[i].Goal = p
+		}
+	}
+}
+
+// resize changes a job's shard count to r.Target (autoscale in mode apply):
+// new shards "<job>/<n>" copy the spec of the job's last shard; removed shards
+// are the last ones (natural order), stopped like a deleted job's. It returns
+// the shards it deleted. Called with d.decide held, on the top tier.
+func (d *Daemon) resize(ctx context.Context, r control.Resize) ([]interfaces.ShardID, error) {
+	var shards []interfaces.Shard
+	for _, s := range d.tier.FSM.View(d.cfg.Tier, d.cfg.Instance).Shards {
+		if s.Job == r.Job {
+			shards = append(shards, s)
+		}
+	}
+	if len(shards) != r.Current {
+		return nil, fmt.Errorf("the job has %d shards now, not %d: %w", len(shards), r.Current, interfaces.ErrConflict)
+	}
+	sort.Slice(shards, func(i, j int) bool { return shardIndexLess(shards[i].ID, shards[j].ID) })
+	if r.Target > r.Current {
+		next := 0
+		for _, s := range shards {
+			if n, ok := shardIndex(s.ID, r.Job); ok && n >= next {
+				next = n + 1
+			}
+		}
+		tmpl := shards[len(shards)-1]
+		var add []interfaces.Shard
+		for len(add) < r.Target-r.Current {
+			id := interfaces.ShardID(fmt.Sprintf("%s/%d", r.Job, next))
+			next++
+			if _, taken := d.tier.FSM.Shard(id); taken {
+				continue
+			}
+			s := tmpl
+			s.ID = id
+			add = append(add, s)
+		}
+		_, err := d.commit(ctx, &fsm.PutShards{Shards: add})
+		return nil, err
+	}
+	victims := shards[r.Target:]
+	ids := make([]interfaces.ShardID, 0, len(victims))
+	type owned struct {
+		child interfaces.ChildID
+		epoch interfaces.Epoch
+	}
+	owners := map[interfaces.ShardID]owned{}
+	for _, s := range victims {
+		st, _ := d.tier.FSM.Shard(s.ID)
+		if st.InFlight != nil {
+			if _, err := d.exec(ctx, &fsm.AbortMove{Shard: s.ID, Epoch: st.Epoch, Reason: "autoscale: removed"}); err != nil {
+				return nil, err
+			}
+		}
+		if st.Owner != "" {
+			owners[s.ID] = owned{st.Owner, st.Epoch}
+		}
+		ids = append(ids, s.ID)
+	}
+	if _, err := d.commit(ctx, &fsm.DeleteShards{IDs: ids}); err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		o, ok := owners[id]
+		if !ok {
+			continue
+		}
+		if we, known := d.wireEpoch(id, o.epoch); known {
+			d.mu.Lock()
+			d.deleted[id] = we
+			d.mu.Unlock()
+		}
+		d.sendRevoke(o.child, id, o.epoch)
+	}
+	return ids, nil
+}
+
+// shardIndex parses "<job>/<n>".
+func shardIndex(id interfaces.ShardID, job string) (int, bool) {
+	rest, ok := strings.CutPrefix(string(id), job+"/")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n >= 0
+}
+
+// shardIndexLess orders "<job>/2" before "<job>/10".
+func shardIndexLess(a, b interfaces.ShardID) bool {
+	ai, aj := strings.LastIndexByte(string(a), '/'), strings.LastIndexByte(string(b), '/')
+	if ai >= 0 && aj >= 0 && a[:ai] == b[:aj] {
+		x, err1 := strconv.Atoi(string(a[ai+1:]))
+		y, err2 := strconv.Atoi(string(b[aj+1:]))
+		if err1 == nil && err2 == nil {
+			return x < y
+		}
+	}
+	return a < b
+}
+
+// ReleaseShard releases a shard the doctor quarantined at this tier instance.
+func (d *Daemon) ReleaseShard(ctx context.Context, req *wire.ReleaseShardRequest) (*wire.ReleaseShardResponse, error) {
+	if resp, ok, err := forward(ctx, d, func(c wire.AdminClient) (*wire.ReleaseShardResponse, error) { return c.ReleaseShard(ctx, req) }); ok {
+		return resp, err
+	}
+	id := interfaces.ShardID(req.GetShard())
+	if err := interfaces.ValidateID("shard", string(id)); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	reason := req.GetReason()
+	if reason == "" {
+		reason = "released by an operator"
+	}
+	d.decide.Lock()
+	res, err := d.commit(ctx, &fsm.Quarantine{Shard: id, Release: true, Reason: reason})
+	d.decide.Unlock()
+	if err != nil {
+		return nil, wire.ToStatus(fmt.Errorf("release %s in %s/%s: %w", id, d.cfg.Tier, d.cfg.Instance, err))
+	}
+	d.logger.Printf("shard %s released from quarantine: %s", id, reason)
+	d.poke()
+	return &wire.ReleaseShardResponse{Tier: d.cfg.Tier, Instance: d.cfg.Instance, StateIndex: res.Index}, nil
+}
+
+// findingsAbout returns the last findings about a shard or its job, as text.
+func (d *Daemon) findingsAbout(shard interfaces.ShardID, job string) []string {
+	var out []string
+	for _, f := range d.Findings() {
+		if (f.Shard != "" && f.Shard == shard) || (f.Job != "" && f.Job == job) {
+			out = append(out, f.String())
+		}
+	}
+	return out
+}
+
+func findingStrings(fs []control.Finding) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.String()
+	}
+	return out
+}
