@@ -1,7 +1,6 @@
 package exec
 
 import (
-	"fmt"
 	"testing"
 	"time"
 )
@@ -37,7 +36,7 @@ func BenchmarkSchedule1000Shards(b *testing.B) {
 			b.ReportMetric(float64(c.Completed()-start)/b.Elapsed().Seconds(), "items/s")
 			st, _ := c.Stats("s0")
 			if st.Window.Completed == 0 {
-				b.Fatal(fmt.Sprintf("nothing measured: %+v", st))
+				b.Fatalf("nothing measured: %+v", st)
 			}
 		})
 	}
