@@ -232,12 +232,16 @@ func (d *Daemon) DeleteJob(ctx context.Context, req *wire.DeleteJobRequest) (*wi
 // ListShards lists this instance's shards with their placement at this tier.
 func (d *Daemon) ListShards(ctx context.Context, req *wire.ListShardsRequest) (*wire.ListShardsResponse, error) {
 	v := d.tier.FSM.View(d.cfg.Tier, d.cfg.Instance)
+	reported := d.reportedLoads(v)
 	resp := &wire.ListShardsResponse{}
 	for _, s := range v.Shards {
 		if req.GetJob() != "" && s.Job != req.GetJob() {
 			continue
 		}
 		info := &wire.ShardInfo{Shard: wire.ShardToWire(s)}
+		if l, ok := reported[s.ID]; ok {
+			info.Measured = wire.LoadToWire(l)
+		}
 		if st, ok := d.tier.FSM.Shard(s.ID); ok {
 			info.Quarantined = st.Quarantined
 		}

@@ -596,7 +596,10 @@ type ShardInfo struct {
 	Placement []*Placement           `protobuf:"bytes,2,rep,name=placement,proto3" json:"placement,omitempty"`
 	// quarantined says why this tier instance quarantined the shard (it is not
 	// placed until released); empty when it is not quarantined.
-	Quarantined   string `protobuf:"bytes,3,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
+	Quarantined string `protobuf:"bytes,3,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
+	// measured is the shard's load as its owner last reported it to this tier
+	// instance (unset when not reported); shard.load is the declared load.
+	Measured      *Load `protobuf:"bytes,4,opt,name=measured,proto3" json:"measured,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -650,6 +653,13 @@ func (x *ShardInfo) GetQuarantined() string {
 		return x.Quarantined
 	}
 	return ""
+}
+
+func (x *ShardInfo) GetMeasured() *Load {
+	if x != nil {
+		return x.Measured
+	}
+	return nil
 }
 
 type ListShardsResponse struct {
@@ -2292,11 +2302,12 @@ const file_admin_proto_rawDesc = "" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\x14\n" +
 	"\x05child\x18\x03 \x01(\tR\x05child\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x1b\n" +
-	"\tin_flight\x18\x05 \x01(\bR\binFlight\"\x89\x01\n" +
+	"\tin_flight\x18\x05 \x01(\bR\binFlight\"\xb6\x01\n" +
 	"\tShardInfo\x12&\n" +
 	"\x05shard\x18\x01 \x01(\v2\x10.strata.v1.ShardR\x05shard\x122\n" +
 	"\tplacement\x18\x02 \x03(\v2\x14.strata.v1.PlacementR\tplacement\x12 \n" +
-	"\vquarantined\x18\x03 \x01(\tR\vquarantined\"B\n" +
+	"\vquarantined\x18\x03 \x01(\tR\vquarantined\x12+\n" +
+	"\bmeasured\x18\x04 \x01(\v2\x0f.strata.v1.LoadR\bmeasured\"B\n" +
 	"\x12ListShardsResponse\x12,\n" +
 	"\x06shards\x18\x01 \x03(\v2\x14.strata.v1.ShardInfoR\x06shards\"\x0f\n" +
 	"\rStatusRequest\"\xe9\x02\n" +
@@ -2504,55 +2515,56 @@ var file_admin_proto_depIdxs = []int32{
 	4,  // 6: strata.v1.ListJobsResponse.jobs:type_name -> strata.v1.JobInfo
 	40, // 7: strata.v1.ShardInfo.shard:type_name -> strata.v1.Shard
 	9,  // 8: strata.v1.ShardInfo.placement:type_name -> strata.v1.Placement
-	10, // 9: strata.v1.ListShardsResponse.shards:type_name -> strata.v1.ShardInfo
-	42, // 10: strata.v1.ChildStatus.child:type_name -> strata.v1.Child
-	41, // 11: strata.v1.ChildStatus.used:type_name -> strata.v1.Load
-	39, // 12: strata.v1.ChildStatus.utilization:type_name -> strata.v1.ChildStatus.UtilizationEntry
-	13, // 13: strata.v1.InstanceStatus.children:type_name -> strata.v1.ChildStatus
-	14, // 14: strata.v1.TierStatus.instances:type_name -> strata.v1.InstanceStatus
-	15, // 15: strata.v1.StatusResponse.tiers:type_name -> strata.v1.TierStatus
-	43, // 16: strata.v1.DrainResponse.state:type_name -> strata.v1.ChildState
-	43, // 17: strata.v1.UndrainResponse.state:type_name -> strata.v1.ChildState
-	44, // 18: strata.v1.PlacementEvent.move:type_name -> strata.v1.Move
-	40, // 19: strata.v1.ExplainResponse.shard:type_name -> strata.v1.Shard
-	9,  // 20: strata.v1.ExplainResponse.placement:type_name -> strata.v1.Placement
-	22, // 21: strata.v1.ExplainResponse.history:type_name -> strata.v1.PlacementEvent
-	45, // 22: strata.v1.AdminPlanRequest.constraints:type_name -> strata.v1.Constraint
-	46, // 23: strata.v1.AdminPlanResponse.plan:type_name -> strata.v1.Plan
-	30, // 24: strata.v1.RaftPeersResponse.peers:type_name -> strata.v1.RaftPeer
-	1,  // 25: strata.v1.Admin.SubmitJob:input_type -> strata.v1.SubmitJobRequest
-	3,  // 26: strata.v1.Admin.ListJobs:input_type -> strata.v1.ListJobsRequest
-	6,  // 27: strata.v1.Admin.DeleteJob:input_type -> strata.v1.DeleteJobRequest
-	8,  // 28: strata.v1.Admin.ListShards:input_type -> strata.v1.ListShardsRequest
-	12, // 29: strata.v1.Admin.Status:input_type -> strata.v1.StatusRequest
-	17, // 30: strata.v1.Admin.Drain:input_type -> strata.v1.DrainRequest
-	19, // 31: strata.v1.Admin.Undrain:input_type -> strata.v1.UndrainRequest
-	21, // 32: strata.v1.Admin.Explain:input_type -> strata.v1.ExplainRequest
-	26, // 33: strata.v1.Admin.Plan:input_type -> strata.v1.AdminPlanRequest
-	28, // 34: strata.v1.Admin.ApplyPlan:input_type -> strata.v1.ApplyPlanRequest
-	31, // 35: strata.v1.Admin.RaftPeers:input_type -> strata.v1.RaftPeersRequest
-	33, // 36: strata.v1.Admin.RaftJoin:input_type -> strata.v1.RaftJoinRequest
-	35, // 37: strata.v1.Admin.RaftRemove:input_type -> strata.v1.RaftRemoveRequest
-	24, // 38: strata.v1.Admin.ReleaseShard:input_type -> strata.v1.ReleaseShardRequest
-	2,  // 39: strata.v1.Admin.SubmitJob:output_type -> strata.v1.SubmitJobResponse
-	5,  // 40: strata.v1.Admin.ListJobs:output_type -> strata.v1.ListJobsResponse
-	7,  // 41: strata.v1.Admin.DeleteJob:output_type -> strata.v1.DeleteJobResponse
-	11, // 42: strata.v1.Admin.ListShards:output_type -> strata.v1.ListShardsResponse
-	16, // 43: strata.v1.Admin.Status:output_type -> strata.v1.StatusResponse
-	18, // 44: strata.v1.Admin.Drain:output_type -> strata.v1.DrainResponse
-	20, // 45: strata.v1.Admin.Undrain:output_type -> strata.v1.UndrainResponse
-	23, // 46: strata.v1.Admin.Explain:output_type -> strata.v1.ExplainResponse
-	27, // 47: strata.v1.Admin.Plan:output_type -> strata.v1.AdminPlanResponse
-	29, // 48: strata.v1.Admin.ApplyPlan:output_type -> strata.v1.ApplyPlanResponse
-	32, // 49: strata.v1.Admin.RaftPeers:output_type -> strata.v1.RaftPeersResponse
-	34, // 50: strata.v1.Admin.RaftJoin:output_type -> strata.v1.RaftJoinResponse
-	36, // 51: strata.v1.Admin.RaftRemove:output_type -> strata.v1.RaftRemoveResponse
-	25, // 52: strata.v1.Admin.ReleaseShard:output_type -> strata.v1.ReleaseShardResponse
-	39, // [39:53] is the sub-list for method output_type
-	25, // [25:39] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	41, // 9: strata.v1.ShardInfo.measured:type_name -> strata.v1.Load
+	10, // 10: strata.v1.ListShardsResponse.shards:type_name -> strata.v1.ShardInfo
+	42, // 11: strata.v1.ChildStatus.child:type_name -> strata.v1.Child
+	41, // 12: strata.v1.ChildStatus.used:type_name -> strata.v1.Load
+	39, // 13: strata.v1.ChildStatus.utilization:type_name -> strata.v1.ChildStatus.UtilizationEntry
+	13, // 14: strata.v1.InstanceStatus.children:type_name -> strata.v1.ChildStatus
+	14, // 15: strata.v1.TierStatus.instances:type_name -> strata.v1.InstanceStatus
+	15, // 16: strata.v1.StatusResponse.tiers:type_name -> strata.v1.TierStatus
+	43, // 17: strata.v1.DrainResponse.state:type_name -> strata.v1.ChildState
+	43, // 18: strata.v1.UndrainResponse.state:type_name -> strata.v1.ChildState
+	44, // 19: strata.v1.PlacementEvent.move:type_name -> strata.v1.Move
+	40, // 20: strata.v1.ExplainResponse.shard:type_name -> strata.v1.Shard
+	9,  // 21: strata.v1.ExplainResponse.placement:type_name -> strata.v1.Placement
+	22, // 22: strata.v1.ExplainResponse.history:type_name -> strata.v1.PlacementEvent
+	45, // 23: strata.v1.AdminPlanRequest.constraints:type_name -> strata.v1.Constraint
+	46, // 24: strata.v1.AdminPlanResponse.plan:type_name -> strata.v1.Plan
+	30, // 25: strata.v1.RaftPeersResponse.peers:type_name -> strata.v1.RaftPeer
+	1,  // 26: strata.v1.Admin.SubmitJob:input_type -> strata.v1.SubmitJobRequest
+	3,  // 27: strata.v1.Admin.ListJobs:input_type -> strata.v1.ListJobsRequest
+	6,  // 28: strata.v1.Admin.DeleteJob:input_type -> strata.v1.DeleteJobRequest
+	8,  // 29: strata.v1.Admin.ListShards:input_type -> strata.v1.ListShardsRequest
+	12, // 30: strata.v1.Admin.Status:input_type -> strata.v1.StatusRequest
+	17, // 31: strata.v1.Admin.Drain:input_type -> strata.v1.DrainRequest
+	19, // 32: strata.v1.Admin.Undrain:input_type -> strata.v1.UndrainRequest
+	21, // 33: strata.v1.Admin.Explain:input_type -> strata.v1.ExplainRequest
+	26, // 34: strata.v1.Admin.Plan:input_type -> strata.v1.AdminPlanRequest
+	28, // 35: strata.v1.Admin.ApplyPlan:input_type -> strata.v1.ApplyPlanRequest
+	31, // 36: strata.v1.Admin.RaftPeers:input_type -> strata.v1.RaftPeersRequest
+	33, // 37: strata.v1.Admin.RaftJoin:input_type -> strata.v1.RaftJoinRequest
+	35, // 38: strata.v1.Admin.RaftRemove:input_type -> strata.v1.RaftRemoveRequest
+	24, // 39: strata.v1.Admin.ReleaseShard:input_type -> strata.v1.ReleaseShardRequest
+	2,  // 40: strata.v1.Admin.SubmitJob:output_type -> strata.v1.SubmitJobResponse
+	5,  // 41: strata.v1.Admin.ListJobs:output_type -> strata.v1.ListJobsResponse
+	7,  // 42: strata.v1.Admin.DeleteJob:output_type -> strata.v1.DeleteJobResponse
+	11, // 43: strata.v1.Admin.ListShards:output_type -> strata.v1.ListShardsResponse
+	16, // 44: strata.v1.Admin.Status:output_type -> strata.v1.StatusResponse
+	18, // 45: strata.v1.Admin.Drain:output_type -> strata.v1.DrainResponse
+	20, // 46: strata.v1.Admin.Undrain:output_type -> strata.v1.UndrainResponse
+	23, // 47: strata.v1.Admin.Explain:output_type -> strata.v1.ExplainResponse
+	27, // 48: strata.v1.Admin.Plan:output_type -> strata.v1.AdminPlanResponse
+	29, // 49: strata.v1.Admin.ApplyPlan:output_type -> strata.v1.ApplyPlanResponse
+	32, // 50: strata.v1.Admin.RaftPeers:output_type -> strata.v1.RaftPeersResponse
+	34, // 51: strata.v1.Admin.RaftJoin:output_type -> strata.v1.RaftJoinResponse
+	36, // 52: strata.v1.Admin.RaftRemove:output_type -> strata.v1.RaftRemoveResponse
+	25, // 53: strata.v1.Admin.ReleaseShard:output_type -> strata.v1.ReleaseShardResponse
+	40, // [40:54] is the sub-list for method output_type
+	26, // [26:40] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
