@@ -25,22 +25,55 @@ type ApplierConfig struct {
 	Begin bool
 	// QueueLen is how many plans may wait for a round (default 4096).
 	QueueLen int
+	// Depth bounds the rounds in flight: verified and proposed to the log, not yet
+	// committed (default 4). With 1 a round is verified only once the previous one
+	// has committed.
+	Depth int
 }
+
+// DefaultApplierDepth is ApplierConfig.Depth when it is 0.
+const DefaultApplierDepth = 4
 
 // Applier is the plan applier of a tier leader. Plans submitted concurrently are
 // gathered into rounds (group commit): each round verifies all its plans' moves at
-// once with balancer.Verify (through fsm.FSM.VerifyPlan) against the latest state,
-// so moves accepted from one plan count against the next, then commits the accepted
-// moves in ApplyPlan log entries of at most MaxBatch moves, and answers every plan
-// with its committed moves (and their new epochs) and its rejected moves (with
-// reasons). While a round commits, the next one queues: the busier the leader, the
-// larger the batches.
+// once with balancer.Verify (through fsm.FSM.VerifyPlanPending) against the latest
+// state, so moves accepted from one plan count against the next, then proposes the
+// accepted moves in ApplyPlan log entries of at most MaxBatch moves, and answers
+// every plan with its committed moves (and their new epochs) and its rejected moves
+// (with reasons).
 //
-// The state a round verifies against is current: the first round of a term, and
-// any round after other writers appended entries, starts with a Barrier. Moves are
-// also checked again by the FSM when applied (owner and epoch compare-and-set), so a
-// write that slips in between verify and commit makes a move fail, never
-// double-applies it.
+// Rounds are pipelined: up to Depth rounds may be in flight (proposed, not yet
+// committed and applied) at once, so a plan that arrives while a round commits is
+// verified and proposed at once instead of waiting for that round (raft then
+// carries several rounds' entries in one AppendEntries and one fsync). While Depth
+// rounds are in flight the next one queues: the busier the leader, the larger the
+// batches.
+//
+// Safety with rounds in flight. Every move proposed and not yet resolved is
+// pending; a new round is verified against the applied state plus the pending
+// moves (fsm.FSM.VerifyPlanPending, which has the full argument), so:
+//
+//   - no shard is moved by two rounds in flight: while a pending move has not been
+//     applied its shard reads as in flight and every new move of it is rejected;
+//     once applied, the state shows the new owner and epoch;
+//   - no child is overfilled when rounds overlap: a pending move's load counts on
+//     its target until it has landed or can no longer land, and a child is
+//     credited the load of a pending move out of it only once the move has landed;
+//   - a round that fails or is rejected in part changes neither: a move the FSM
+//     rejects (its compare-and-set failed) or that is lost with the leadership
+//     only made the counts more conservative while it was pending. After any
+//     failed round the applier lets the rounds in flight finish and issues a
+//     Barrier before it verifies again, so it never verifies against a state that
+//     misses entries of an unknown outcome.
+//
+// The state a round verifies against is current: the first round of a term, any
+// round after a failure, and any round after other writers appended entries (the
+// log grew by more than this applier's own entries) wait for the rounds in flight
+// and start with a Barrier. Moves are also checked again by the FSM when applied
+// (owner and epoch compare-and-set), so a write that slips in between verify and
+// commit makes a move fail, never double-applies it. (The FSM does not check
+// capacity: within one round, a move that fits only because an earlier move of the
+// round frees its target relies on that move landing, as with a single plan.)
 type Applier struct {
 	t     *Tier
 	cfg   ApplierConfig
@@ -49,9 +82,14 @@ type Applier struct {
 	done  chan struct{}
 	once  sync.Once
 
+	commits  chan *round // loop → finisher, in proposal order
+	finished chan *round // finisher → loop
+
 	// Owned by the loop goroutine.
-	term      uint64
-	lastIndex uint64
+	term     uint64
+	expect   uint64   // the log's last index if only this applier appended since the last barrier
+	resync   bool     // a round failed: drain and barrier before verifying again
+	inflight []*round // proposed, not yet finished, in order
 }
 
 // CommittedMove is a move the log committed, with the shard's new epoch.
@@ -79,6 +117,21 @@ type planResp struct {
 	err error
 }
 
+// round is one verified round on its way through the log.
+type round struct {
+	live    []*planReq
+	results []*PlanResult
+	pending []fsm.Pending // the accepted moves, as proposed
+	chunks  []*chunk
+	failed  bool // set by the finisher: some entry's outcome is not known
+}
+
+type chunk struct {
+	moves  []interfaces.Move
+	owners []int
+	f      raft.ApplyFuture
+}
+
 // ErrApplierClosed is returned by Submit after Close.
 var ErrApplierClosed = errors.New("plan applier closed")
 
@@ -91,13 +144,18 @@ func NewApplier(t *Tier, cfg ApplierConfig) *Applier {
 	if cfg.QueueLen <= 0 {
 		cfg.QueueLen = 4096
 	}
+	if cfg.Depth <= 0 {
+		cfg.Depth = DefaultApplierDepth
+	}
 	a := &Applier{t: t, cfg: cfg, queue: make(chan *planReq, cfg.QueueLen),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}),
+		commits: make(chan *round, cfg.Depth), finished: make(chan *round, cfg.Depth)}
 	go a.loop()
 	return a
 }
 
-// Close stops the applier; queued plans fail with ErrApplierClosed.
+// Close stops the applier; queued plans fail with ErrApplierClosed, rounds in
+// flight are answered first.
 func (a *Applier) Close() {
 	a.once.Do(func() { close(a.stop) })
 	<-a.done
@@ -138,19 +196,38 @@ func (a *Applier) Submit(ctx context.Context, plan interfaces.Plan) (*PlanResult
 }
 
 func (a *Applier) loop() {
-	defer close(a.done)
+	fin := make(chan struct{})
+	go a.finisher(fin)
+	defer func() {
+		// Answer the rounds in flight, then the plans still queued.
+		close(a.commits)
+		<-fin
+		a.drain()
+		close(a.done)
+	}()
 	var pending *planReq
 	for {
+		a.retire(false)
 		var round []*planReq
 		n := 0
 		if pending != nil {
 			round, n, pending = append(round, pending), len(pending.moves), nil
-		} else {
+		}
+		// Wait for a free slot and (unless one is carried over) a plan.
+		for len(round) == 0 || len(a.inflight) >= a.cfg.Depth {
+			var queue chan *planReq
+			if len(round) == 0 && len(a.inflight) < a.cfg.Depth {
+				queue = a.queue
+			}
 			select {
-			case r := <-a.queue:
+			case r := <-queue:
 				round, n = append(round, r), len(r.moves)
+			case r := <-a.finished:
+				a.finish(r)
 			case <-a.stop:
-				a.drain()
+				for _, r := range round {
+					r.resp <- planResp{err: ErrApplierClosed}
+				}
 				return
 			}
 		}
@@ -171,6 +248,33 @@ func (a *Applier) loop() {
 	}
 }
 
+// retire takes finished rounds off the pending list: all of them when wait is
+// set, else those already reported.
+func (a *Applier) retire(wait bool) {
+	for len(a.inflight) > 0 {
+		if wait {
+			a.finish(<-a.finished)
+			continue
+		}
+		select {
+		case r := <-a.finished:
+			a.finish(r)
+		default:
+			return
+		}
+	}
+}
+
+func (a *Applier) finish(r *round) {
+	// Rounds finish in proposal order (one finisher, raft applies in order).
+	if len(a.inflight) > 0 && a.inflight[0] == r {
+		a.inflight = a.inflight[1:]
+	}
+	if r.failed {
+		a.resync = true
+	}
+}
+
 func (a *Applier) drain() {
 	for {
 		select {
@@ -182,7 +286,8 @@ func (a *Applier) drain() {
 	}
 }
 
-// round verifies and commits the plans of one round.
+// round verifies the plans of one round and proposes the accepted moves; the
+// finisher answers the plans once the entries are committed.
 func (a *Applier) round(reqs []*planReq) {
 	live := reqs[:0:0]
 	for _, r := range reqs {
@@ -205,19 +310,23 @@ func (a *Applier) round(reqs []*planReq) {
 		fail(a.t.notLeader())
 		return
 	}
-	// Make the FSM current: after a leadership change, or when entries other than
-	// ours were appended since our last round.
-	if term := rf.CurrentTerm(); term != a.term || rf.LastIndex() != a.lastIndex {
+	// Make the FSM current: after a leadership change, after a failed round, or
+	// when entries other than ours were appended since our last barrier. The
+	// rounds in flight finish first, so that none of them is pending across the
+	// barrier with an outcome the state already decides.
+	if term := rf.CurrentTerm(); term != a.term || a.resync || rf.LastIndex() > a.expect {
+		a.retire(true)
 		if err := a.t.wait(context.Background(), rf.Barrier(a.t.cfg.Timeouts.Apply)); err != nil {
 			fail(mapRaftErr(err, a.t.notLeader))
 			return
 		}
 		// Entries appended after the barrier are concurrent with this round; the
 		// FSM's compare-and-set still guards owners and epochs against them.
-		a.term, a.lastIndex = term, rf.LastIndex()
+		a.term, a.expect, a.resync = term, rf.LastIndex(), false
 	}
 
-	// One Verify over all moves of the round, in submission order.
+	// One Verify over all moves of the round, in submission order, against the
+	// state plus the moves of the rounds in flight.
 	var all []interfaces.Move
 	owner := make([]int, 0, len(live)) // owner[i]: the request of all[i]
 	for ri, r := range live {
@@ -226,10 +335,14 @@ func (a *Applier) round(reqs []*planReq) {
 			owner = append(owner, ri)
 		}
 	}
-	verdict := a.t.FSM.VerifyPlan(all)
-	results := make([]*PlanResult, len(live))
-	for i := range results {
-		results[i] = &PlanResult{}
+	var pending []fsm.Pending
+	for _, r := range a.inflight {
+		pending = append(pending, r.pending...)
+	}
+	verdict := a.t.FSM.VerifyPlanPending(pending, all)
+	rd := &round{live: live, results: make([]*PlanResult, len(live))}
+	for i := range rd.results {
+		rd.results[i] = &PlanResult{}
 	}
 	// Rejections carry the move; find their request by walking in order (Verify
 	// keeps plan order in both lists).
@@ -241,11 +354,10 @@ func (a *Applier) round(reqs []*planReq) {
 			acceptedOwner = append(acceptedOwner, owner[i])
 			ai++
 		case rj < len(verdict.Rejected) && sameMove(verdict.Rejected[rj].Move, m):
-			results[owner[i]].Rejected = append(results[owner[i]].Rejected, verdict.Rejected[rj])
+			rd.results[owner[i]].Rejected = append(rd.results[owner[i]].Rejected, verdict.Rejected[rj])
 			rj++
 		}
 	}
-
 	if len(acceptedOwner) != len(verdict.Accepted) || rj != len(verdict.Rejected) {
 		// Verify must return every move once, unchanged, in order; anything else
 		// is a bug, and committing blind would misreport results.
@@ -253,14 +365,25 @@ func (a *Applier) round(reqs []*planReq) {
 			len(all), len(verdict.Accepted), len(verdict.Rejected), len(acceptedOwner), rj))
 		return
 	}
-
-	// Commit the accepted moves in entries of at most MaxBatch moves, pipelined.
-	type chunk struct {
-		moves  []interfaces.Move
-		owners []int
-		f      raft.ApplyFuture
+	if len(verdict.Accepted) == 0 {
+		for i, r := range live {
+			r.resp <- planResp{res: rd.results[i]}
+		}
+		return
 	}
-	var chunks []*chunk
+	// The load each accepted move carries, as Verify counted it (under the same
+	// state; a shard's load only changes through the log).
+	rd.pending = make([]fsm.Pending, len(verdict.Accepted))
+	for i, m := range verdict.Accepted {
+		rd.pending[i] = fsm.Pending{Move: m}
+		if st, ok := a.t.FSM.Shard(m.Shard); ok {
+			rd.pending[i].Load = st.Spec.Load
+		}
+	}
+
+	// Propose the accepted moves in entries of at most MaxBatch moves; raft
+	// pipelines them.
+	var cmds [][]byte
 	for lo := 0; lo < len(verdict.Accepted); lo += a.cfg.MaxBatch {
 		hi := min(lo+a.cfg.MaxBatch, len(verdict.Accepted))
 		c := &chunk{moves: verdict.Accepted[lo:hi], owners: acceptedOwner[lo:hi]}
@@ -270,19 +393,38 @@ func (a *Applier) round(reqs []*planReq) {
 			fail(fmt.Errorf("encode plan batch: %w", err))
 			return
 		}
-		c.f = rf.Apply(b, a.t.cfg.Timeouts.Apply)
-		chunks = append(chunks, c)
+		rd.chunks, cmds = append(rd.chunks, c), append(cmds, b)
 	}
+	for i, c := range rd.chunks {
+		c.f = rf.Apply(cmds[i], a.t.cfg.Timeouts.Apply)
+		a.expect++
+	}
+	a.inflight = append(a.inflight, rd)
+	a.commits <- rd
+}
+
+// finisher waits for each round's entries, in order, answers its plans and hands
+// the round back to the loop.
+func (a *Applier) finisher(fin chan<- struct{}) {
+	defer close(fin)
+	for rd := range a.commits {
+		rd.failed = !a.complete(rd)
+		a.finished <- rd
+	}
+}
+
+// complete waits for a round's entries and answers its plans; false when some
+// entry's outcome is unknown.
+func (a *Applier) complete(rd *round) bool {
 	var firstErr error
 	committed := false
-	for _, c := range chunks {
+	for _, c := range rd.chunks {
 		if err := a.t.wait(context.Background(), c.f); err != nil {
 			if firstErr == nil {
 				firstErr = mapRaftErr(err, a.t.notLeader)
 			}
 			continue
 		}
-		a.lastIndex = c.f.Index()
 		committed = true
 		res, ok := c.f.Response().(*fsm.Result)
 		if !ok || len(res.Ops) != len(c.moves) {
@@ -293,7 +435,7 @@ func (a *Applier) round(reqs []*planReq) {
 		}
 		seen := map[int]bool{}
 		for i, op := range res.Ops {
-			pr := results[c.owners[i]]
+			pr := rd.results[c.owners[i]]
 			if !seen[c.owners[i]] {
 				pr.Indexes = append(pr.Indexes, c.f.Index())
 				seen[c.owners[i]] = true
@@ -310,12 +452,15 @@ func (a *Applier) round(reqs []*planReq) {
 		if committed || !errors.Is(firstErr, interfaces.ErrNotLeader) && !errors.Is(firstErr, ErrIndeterminate) {
 			firstErr = fmt.Errorf("%w: %w", firstErr, ErrIndeterminate)
 		}
-		fail(firstErr)
-		return
+		for _, r := range rd.live {
+			r.resp <- planResp{err: firstErr}
+		}
+		return false
 	}
-	for i, r := range live {
-		r.resp <- planResp{res: results[i]}
+	for i, r := range rd.live {
+		r.resp <- planResp{res: rd.results[i]}
 	}
+	return true
 }
 
 func sameMove(a, b interfaces.Move) bool {

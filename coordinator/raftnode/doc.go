@@ -21,7 +21,9 @@
 //     leader's admin address and how the test-mode "blocked peers" list cuts links
 //     in both directions.
 //   - The plan applier (Applier): verifies plans with balancer.Verify against the
-//     latest committed state and commits accepted moves in batched log entries.
+//     latest committed state plus the moves of rounds still in flight, and commits
+//     accepted moves in batched log entries, with up to ApplierConfig.Depth rounds
+//     in flight at once (pipelined).
 //
 // The in-memory cluster harness lives in raftest; the multi-process harness on
 // 127.0.0.1 in proctest; the test node binary they run in testnode.
@@ -35,7 +37,9 @@
 // Goroutines: raft's own (run loop, FSM, snapshots, one replicator per follower);
 // the stream layer's accept loop plus one short-lived goroutine per inbound
 // connection for its hello; the admin HTTP server and its per-request goroutines;
-// the Applier's loop (one, owns the round state); and one waiter per raft future
+// the Applier's loop (one, owns the round state and the rounds in flight) and its
+// finisher (one, waits for each round's entries in order and answers its plans);
+// and one waiter per raft future
 // (Node.wait), which lets callers give up on a future raft may never answer when
 // the replica shuts down mid-flight. Every wait selects on a timeout and on
 // shutdown.
