@@ -327,3 +327,11 @@ func containsShard(ids []interfaces.ShardID, id interfaces.ShardID) bool {
 	}
 	return false
 }
+
+// FailoverAfter is how long after a host fails (or a region is lost) its tier
+// instance first re-places its shards, unless the mass-failure guard holds:
+// the lease expires detect_after after the failure and the controller declares
+// the child failed its grace later.
+func (sc *Scenario) FailoverAfter(p PolicySpec) time.Duration {
+	return sc.Model.DetectAfter.D() + sc.ControlConfig(p).Grace
+}

@@ -1039,6 +1039,9 @@ func (e *engine) finish() PolicyResult {
 	s.LagFinal = math.Round(e.lagNow)
 	s.SolveSeconds = float64(e.solveNS) / 1e9
 	s.RackLossImpact = e.impactLast
+	if s.Alerts == nil {
+		s.Alerts = []Alert{}
+	}
 	var ids []string
 	s.Unowned = e.unowned(&ids)
 	for k := range e.asserts {

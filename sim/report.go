@@ -124,7 +124,37 @@ func WriteTable(w io.Writer, rep Report) error {
 			fmt.Fprintf(w, "%s %s assertion %d (line %d): %s\n", mark, a.Policy, a.Index, a.Line, a.Message)
 		}
 	}
+	writeAlerts(w, rep)
 	return nil
+}
+
+// alertSpan formats when an alert was in force.
+func alertSpan(a Alert) string {
+	from := secs(a.At).String()
+	if a.Until == 0 {
+		return "from t=" + from + " to the end"
+	}
+	return "t=" + from + " – " + secs(a.Until).String()
+}
+
+// writeAlerts lists the alerts the tier instances' controllers raised.
+func writeAlerts(w io.Writer, rep Report) {
+	n := 0
+	for _, s := range rep.Policies {
+		n += len(s.Alerts) + s.AlertsDropped
+	}
+	if n == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	for _, s := range rep.Policies {
+		for _, a := range s.Alerts {
+			fmt.Fprintf(w, "ALERT %s %s %s (%s): %s\n", s.Policy, a.Instance, a.Code, alertSpan(a), a.Message)
+		}
+		if s.AlertsDropped > 0 {
+			fmt.Fprintf(w, "ALERT %s: %d more alerts not kept\n", s.Policy, s.AlertsDropped)
+		}
+	}
 }
 
 func humanBytes(b int64) string {
@@ -354,6 +384,18 @@ func WriteHTML(w io.Writer, rep Report, r *Result) error {
 			fmt.Fprintf(&b, "<li><span class=\"%s\">%s</span> %s (line %d): %s</li>\n", cls, mark, html.EscapeString(a.Policy), a.Line, html.EscapeString(a.Message))
 		}
 		b.WriteString("</ul>\n")
+	}
+	var alerts strings.Builder
+	for _, s := range rep.Policies {
+		for _, a := range s.Alerts {
+			fmt.Fprintf(&alerts, "<li><span class=\"fail\">%s</span> %s %s (%s): %s</li>\n", html.EscapeString(a.Code), html.EscapeString(s.Policy), html.EscapeString(a.Instance), alertSpan(a), html.EscapeString(a.Message))
+		}
+		if s.AlertsDropped > 0 {
+			fmt.Fprintf(&alerts, "<li>%s: %d more alerts not kept</li>\n", html.EscapeString(s.Policy), s.AlertsDropped)
+		}
+	}
+	if alerts.Len() > 0 {
+		b.WriteString("<h2>Alerts</h2>\n<p>Raised by the tier instances' controllers (tiers/control).</p>\n<ul>\n" + alerts.String() + "</ul>\n")
 	}
 	b.WriteString("<h2>Overview</h2>\n")
 	b.WriteString(OverviewSVG(r))

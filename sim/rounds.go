@@ -362,12 +362,14 @@ func (e *engine) globalView(t time.Duration) (*interfaces.View, map[interfaces.C
 			if e.regionDeclared[r] {
 				st = interfaces.ChildFailed
 			} else {
-				// Silent since its lease expired: active until declared failed.
+				// Active until declared failed; silent once its lease expired.
 				st = interfaces.ChildActive
-				if silent == nil {
-					silent = map[interfaces.ChildID]time.Time{}
+				if exp := e.regionLostAt[r] + e.sc.Model.DetectAfter.D(); t >= exp {
+					if silent == nil {
+						silent = map[interfaces.ChildID]time.Time{}
+					}
+					silent[id] = Epoch.Add(exp)
 				}
-				silent[id] = Epoch.Add(e.regionLostAt[r] + e.sc.Model.DetectAfter.D())
 			}
 		}
 		v.Children = append(v.Children, interfaces.Child{ID: id, Tier: interfaces.TierRegion, Capacity: capacity, Labels: map[string]string{"region": name}, State: st})
@@ -487,9 +489,9 @@ func (e *engine) racksView(t time.Duration, r int32) *interfaces.View {
 
 // hostsView is the picture of a tier instance whose children are hosts: the
 // shards for which member is true, with their hosts as assignments. A failed
-// host the instance has not declared failed is still active in the view, sends
-// no report, and is silent since its lease expired (detect_after after the
-// failure): the second result, for the controller.
+// host the instance has not declared failed is still active in the view and
+// sends no report; once its lease has expired (detect_after after the failure)
+// it is silent since then: the second result, for the controller.
 func (e *engine) hostsView(t time.Duration, tier, instance string, seed int64, hosts []int32, member func(i int) bool) (*interfaces.View, map[interfaces.ChildID]time.Time) {
 	w := e.w
 	var silent map[interfaces.ChildID]time.Time
@@ -500,11 +502,11 @@ func (e *engine) hostsView(t time.Duration, tier, instance string, seed int64, h
 		capacity := interfaces.Load{CPU: w.hostCap[o], Mem: w.hostCap[o+1], Net: w.hostCap[o+2], Tasks: w.hostCap[o+3]}
 		v.Children = append(v.Children, interfaces.Child{ID: id, Tier: interfaces.TierHost, Capacity: capacity, Labels: w.hostLabels[h], State: e.seenState(h)})
 		if w.hostState[h] == interfaces.ChildFailed {
-			if !e.hostDeclared[h] {
+			if exp := e.failAt[h] + e.sc.Model.DetectAfter.D(); !e.hostDeclared[h] && t >= exp {
 				if silent == nil {
 					silent = map[interfaces.ChildID]time.Time{}
 				}
-				silent[id] = Epoch.Add(e.failAt[h] + e.sc.Model.DetectAfter.D())
+				silent[id] = Epoch.Add(exp)
 			}
 			continue // a failed host sends no report
 		}
