@@ -33,11 +33,14 @@ type LiveHost struct {
 
 // LiveShard is a shard of a live cluster and where it is: its region and its
 // host, "" where it is not placed at that level. A shard in flight counts as
-// already at its destination.
+// already at its destination. Measured is its load as its host last reported
+// it (zero when not reported): as in the tiers' control loop, each dimension
+// measured > 0 replaces the declared one in Shard.Load.
 type LiveShard struct {
-	Shard  interfaces.Shard
-	Region string
-	Host   string
+	Shard    interfaces.Shard
+	Region   string
+	Host     string
+	Measured interfaces.Load
 }
 
 // LiveState is what a plan starts from: every host and shard of the cluster and
@@ -94,6 +97,9 @@ func (l *LiveState) check() (*liveState, error) {
 	for i, s := range l.Shards {
 		if err := interfaces.ValidateShard(s.Shard); err != nil {
 			return nil, fmt.Errorf("live state: shards[%d]: %w", i, err)
+		}
+		if err := interfaces.ValidateLoad(fmt.Sprintf("live state: shard %s: measured", s.Shard.ID), s.Measured); err != nil {
+			return nil, err
 		}
 		if seen[s.Shard.ID] {
 			return nil, fmt.Errorf("live state: shard %q appears twice: %w", s.Shard.ID, interfaces.ErrInvalid)
@@ -158,8 +164,24 @@ func (l *liveState) buildShards(w *world) {
 			r.Pinned = c.Pinned
 			g.Allowed = []interfaces.ChildID{interfaces.ChildID(reg)}
 		}
-		w.addShard(sh.ID, j, vec(sh.Load), sh.InputRate, sh.StateBytes, g, r)
+		w.addShard(sh.ID, j, vec(s.load()), sh.InputRate, sh.StateBytes, g, r)
 	}
+}
+
+// load is the shard's declared load with the measured dimensions (> 0) in
+// place of the declared ones.
+func (s LiveShard) load() interfaces.Load {
+	l, m := s.Shard.Load, s.Measured
+	if m.CPU > 0 {
+		l.CPU = m.CPU
+	}
+	if m.Mem > 0 {
+		l.Mem = m.Mem
+	}
+	if m.Net > 0 {
+		l.Net = m.Net
+	}
+	return l
 }
 
 // place starts the run from the live cluster's assignment and host states.

@@ -33,6 +33,7 @@ func testLive() *LiveState {
 			n++
 		}
 	}
+	l.Shards[0].Measured = interfaces.Load{CPU: 3, Net: 1e6}
 	l.Shards = append(l.Shards, LiveShard{Shard: interfaces.Shard{ID: "etl/10", Job: "etl", Load: interfaces.Load{CPU: 2, Mem: 4 << 30, Tasks: 1}, InputRate: 1000, StateBytes: 64 << 20}})
 	return l
 }
@@ -79,7 +80,13 @@ func TestLiveStartsFromAssignment(t *testing.T) {
 		if w.shardID[i] != s.Shard.ID || region != s.Region || host != s.Host || !w.active[i] || e.moveKind[i] != moveNone {
 			t.Errorf("shard %d: %s on %q/%q (active %v), want %s on %q/%q", i, w.shardID[i], region, host, w.active[i], s.Shard.ID, s.Region, s.Host)
 		}
-		if w.baseLoad[i*nres] != s.Shard.Load.CPU || w.stateBytes[i] != s.Shard.StateBytes || w.baseRate[i] != s.Shard.InputRate {
+		want := s.Shard.Load
+		if i == 0 {
+			// Measured dimensions replace the declared ones; the others stay.
+			want = interfaces.Load{CPU: 3, Mem: s.Shard.Load.Mem, Net: 1e6, Tasks: s.Shard.Load.Tasks}
+		}
+		if got := w.baseLoad[i*nres : i*nres+nres]; got[0] != want.CPU || got[1] != want.Mem || got[2] != want.Net || got[3] != want.Tasks ||
+			w.stateBytes[i] != s.Shard.StateBytes || w.baseRate[i] != s.Shard.InputRate {
 			t.Errorf("shard %s: load %v state %d rate %v", s.Shard.ID, w.baseLoad[i*nres:i*nres+nres], w.stateBytes[i], w.baseRate[i])
 		}
 	}

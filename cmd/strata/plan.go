@@ -59,8 +59,8 @@ carries out exactly that plan, and refuses (exit code 1) once the state has
 changed; plan again then. Tokens live 10 minutes on the leader that made them.
 
 --scenario FILE simulates a what-if on the live state. The cluster's hosts
-(capacities, labels, states), its shards (declared loads, rates, state sizes,
-constraints) and their current assignment are read through the Admin API and
+(capacities, labels, states), its shards (loads as their hosts measured them,
+else as declared; rates, state sizes, constraints) and their current assignment are read through the Admin API and
 become the simulator's topology, workload and starting point (not a fresh
 placement). FILE is a scenario file (docs/simulation.md) without topology and
 without workload jobs, replay or arrivals — those are errors naming the line,
@@ -255,6 +255,7 @@ type liveSource struct {
 	global     *tierNode
 	regions    map[string]*tierNode // region → its instance (leader address in LeaderAddress)
 	unplaced   int
+	measured   int // shards with a measured load
 }
 
 // readLive reads the live state through the Admin API at addr, which must serve
@@ -302,6 +303,7 @@ func readLive(ctx context.Context, conns *adminConns, addr string) (*liveSource,
 	src := &liveSource{state: &sim.LiveState{GlobalPolicy: policyName(gi.GetPolicy())}, globalAddr: gaddr, regions: map[string]*tierNode{},
 		global: &tierNode{Tier: interfaces.TierGlobal, Instance: gi.GetInstance(), Address: addr, LeaderAddress: gaddr, StateIndex: gi.GetStateIndex()}}
 	hostOf := map[string]string{}
+	measured := map[string]interfaces.Load{}
 	for _, cs := range gi.GetChildren() {
 		region := cs.GetChild().GetId()
 		if cs.GetChild().GetTier() != interfaces.TierRegion {
@@ -342,6 +344,13 @@ func readLive(ctx context.Context, conns *adminConns, addr string) (*liveSource,
 		for _, info := range infos {
 			if pl := info.GetPlacement(); len(pl) > 0 && pl[0].GetChild() != "" {
 				hostOf[info.GetShard().GetId()] = region + "\x00" + pl[0].GetChild()
+				if m := info.GetMeasured(); m != nil {
+					l, err := wire.LoadFromWire(m)
+					if err != nil {
+						return nil, &exitError{code: 1, err: fmt.Errorf("region %s: shard %s: measured: %w", region, info.GetShard().GetId(), err)}
+					}
+					measured[info.GetShard().GetId()] = l
+				}
 			}
 		}
 	}
@@ -362,6 +371,10 @@ func readLive(ctx context.Context, conns *adminConns, addr string) (*liveSource,
 		// sees it) is the region that placed it.
 		if r, h, ok := strings.Cut(hostOf[string(sh.ID)], "\x00"); ok && r == ls.Region {
 			ls.Host = h
+			if m, ok := measured[string(sh.ID)]; ok {
+				ls.Measured = m
+				src.measured++
+			}
 		}
 		if ls.Host == "" {
 			src.unplaced++
@@ -391,10 +404,13 @@ type scenarioPlanJSON struct {
 }
 
 type liveJSON struct {
-	Regions      int               `json:"regions"`
-	Hosts        int               `json:"hosts"`
-	Shards       int               `json:"shards"`
-	Unplaced     int               `json:"unplaced"`
+	Regions  int `json:"regions"`
+	Hosts    int `json:"hosts"`
+	Shards   int `json:"shards"`
+	Unplaced int `json:"unplaced"`
+	// Measured counts the shards whose host reported a measured load (used in
+	// place of the declared one).
+	Measured     int               `json:"measured"`
 	StateIndexes map[string]uint64 `json:"state_indexes"`
 }
 
@@ -455,7 +471,7 @@ func planScenario(ctx context.Context, g *globalOptions, conns *adminConns, addr
 	}
 
 	res := scenarioPlanJSON{Scenario: sc.Name, Live: liveJSON{Regions: len(src.regions), Hosts: len(src.state.Hosts), Shards: len(src.state.Shards),
-		Unplaced: src.unplaced, StateIndexes: map[string]uint64{"global/" + src.global.Instance: src.global.StateIndex}}}
+		Unplaced: src.unplaced, Measured: src.measured, StateIndexes: map[string]uint64{"global/" + src.global.Instance: src.global.StateIndex}}}
 	for name, n := range src.regions {
 		res.Live.StateIndexes["region/"+name] = n.StateIndex
 	}
@@ -558,7 +574,8 @@ func describeEvent(e sim.Event) string {
 }
 
 func printScenarioPlan(w io.Writer, p scenarioPlanJSON, addr string) error {
-	fmt.Fprintf(w, "Live state from %s: %d regions, %d hosts, %d shards (%d not on a host)\n\n", addr, p.Live.Regions, p.Live.Hosts, p.Live.Shards, p.Live.Unplaced)
+	fmt.Fprintf(w, "Live state from %s: %d regions, %d hosts, %d shards (%d not on a host; %d with a measured load, the rest declared)\n\n",
+		addr, p.Live.Regions, p.Live.Hosts, p.Live.Shards, p.Live.Unplaced, p.Live.Measured)
 	if err := sim.WriteTable(w, p.Simulation); err != nil {
 		return err
 	}

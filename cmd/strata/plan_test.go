@@ -224,7 +224,7 @@ assertions:
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatalf("plan --scenario -o json: %v\n%s", err, out)
 	}
-	if p.Live.Hosts != 4 || p.Live.Shards != 16 || p.Live.Regions != 2 || p.Live.Unplaced != 0 {
+	if p.Live.Hosts != 4 || p.Live.Shards != 16 || p.Live.Regions != 2 || p.Live.Unplaced != 0 || p.Live.Measured != 16 {
 		t.Errorf("live state: %+v", p.Live)
 	}
 	if len(p.Simulation.Policies) != 1 || p.Simulation.Policies[0].Policy != "live" || len(p.Simulation.Policies[0].MaxOverLB) == 0 || !p.Simulation.Passed {
