@@ -24,6 +24,10 @@
 //     budget, anti-bounce, grace, mass-failure guard), the policy plans, and
 //     the admitted moves are verified (VerifyMove, balancer.VerifyView).
 //   - report.go: table, JSON, CSV and a self-contained HTML report with SVG plots.
+//   - live.go: plans against a live cluster ("strata plan --scenario") —
+//     ParsePlan turns a plan file and a LiveState (hosts, shards, assignment)
+//     into a scenario that starts from the live assignment; FirstMoves lists
+//     the moves of its first control interval.
 //
 // See docs/simulation.md for the file format, the models and the scenario library
 // in sim/scenarios.
