@@ -2,29 +2,121 @@ package sim
 
 import (
 	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+	"weak"
 
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/tiers/coop"
 )
 
+// Integration modes decide what crosses a tier boundary besides assignments:
+//
+//   - decoupled: nothing; each tier plans alone from what it sees (the global
+//     tier sees a region as the sum of its hosts).
+//   - manual: the operator constraints of the policy spec, for the tier they
+//     name (for a region instance, children outside the region are dropped; a
+//     constraint left with no children is dropped, except max_moves).
+//   - collaborative: tiers/coop. Each region derives hints from its hosts'
+//     state (usable headroom below the target, a shed request for the load it
+//     cannot keep below the target on any host, SLO at risk, avoid proposals
+//     for shards it cannot place), the global tier turns them into constraints
+//     for its own solve (coop.Derive, with its memory of held shards), and each
+//     region's rounds get the move budget the global tier sends it. The target
+//     utilization is 1 − reserve of the policy spec.
+//
+// The global tier's controller measures a child's utilization against its
+// capacity in the view, so in collaborative mode the capacity limit of a region
+// asked to shed load (coop.Derived.Shed) also becomes its capacity in the
+// global view: the region is seen as over its usable capacity and the round
+// runs (the daemons' controller gets there through the SLO error of the
+// region's p99).
+
+// coopState is one engine's collaborative state: the global tier's memory of
+// held shards and the budgets it last sent each region.
+type coopState struct {
+	mem  coop.Memory
+	down map[interfaces.ChildID]coop.Down
+}
+
+// coopStates maps an engine (weakly: an engine that is gone takes its entry
+// with it) to its collaborative state. The engine struct is not this file's,
+// and the state is only needed in collaborative mode.
+var coopStates sync.Map // weak.Pointer[engine] → *coopState
+
+func (e *engine) coop() *coopState {
+	k := weak.Make(e)
+	if s, ok := coopStates.Load(k); ok {
+		return s.(*coopState)
+	}
+	s := &coopState{}
+	coopStates.Store(k, s)
+	runtime.AddCleanup(e, func(k weak.Pointer[engine]) { coopStates.Delete(k) }, k)
+	return s
+}
+
+// coopConfig is the cooperation configuration of the engine's policy.
+func (e *engine) coopConfig() coop.Config {
+	return coop.Config{Target: 1 - e.spec.Reserve}
+}
+
 // regionHints returns the hints region r sends the global tier with its report
-// rep, by integration mode: only a collaborative region sends any.
+// rep, by integration mode: only a collaborative region sends any, derived by
+// coop.ChildHints from the region's hosts and the shards it holds, with the
+// target the global tier last sent it.
 func (e *engine) regionHints(r int32, rep interfaces.Report) []interfaces.Hint {
 	if e.spec.Integration != Collaborative {
 		return nil
 	}
-	return []interfaces.Hint{{Kind: interfaces.HintHeadroom, Amount: rep.Headroom, Reason: "region headroom"}}
+	cfg := e.coopConfig()
+	if d, ok := e.coop().down[rep.Child]; ok && d.Target > 0 {
+		cfg.Target = d.Target
+	}
+	hs, err := coop.ChildHints(e.hintView(r), cfg)
+	if err != nil {
+		// The config is validated with the scenario (reserve ∈ [0, 0.9]).
+		panic(fmt.Sprintf("sim: coop.ChildHints: %v", err))
+	}
+	return hs
 }
 
-// constraints returns the tier-level constraints for a view by integration mode.
-//
-//   - decoupled: none; each tier plans alone.
-//   - manual: the operator constraints of the policy spec for this tier; for a
-//     region instance, children outside the region are dropped (a constraint
-//     left with no children is dropped, except max_moves).
-//   - collaborative: at the global tier, each region's headroom hint becomes a
-//     capacity constraint when the region reports less headroom than Reserve of
-//     its capacity in some resource: the region is capped at (1-Reserve) of its
-//     capacity, so the global tier sends it no more load. Nothing else.
+// hintView is region r's picture for its hints: its hosts with their current
+// load and modeled p99 as reports, and the shards the global tier gave it (not
+// those leaving it), placed on their hosts (in-flight host moves counted as
+// done).
+func (e *engine) hintView(r int32) *interfaces.View {
+	w := e.w
+	v := &interfaces.View{Tier: interfaces.TierRegion, Instance: w.regionName[r], Now: Epoch.Add(e.now), Reports: map[interfaces.ChildID]interfaces.Report{}}
+	for _, h := range w.regionHosts[r] {
+		id := interfaces.ChildID(w.hostName[h])
+		o := int(h) * nres
+		capacity := interfaces.Load{CPU: w.hostCap[o], Mem: w.hostCap[o+1], Net: w.hostCap[o+2], Tasks: w.hostCap[o+3]}
+		v.Children = append(v.Children, interfaces.Child{ID: id, Tier: interfaces.TierHost, Capacity: capacity, Labels: w.hostLabels[h], State: w.hostState[h]})
+		u := interfaces.Load{CPU: e.hostLoad[o], Mem: e.hostLoad[o+1], Net: e.hostLoad[o+2], Tasks: e.hostLoad[o+3]}
+		v.Reports[id] = interfaces.Report{Child: id, Capacity: capacity, Used: u, LatencyP99: time.Duration(e.hostLat[h] * float64(time.Millisecond))}
+	}
+	for i, act := range w.active {
+		if !act || e.region_[i] != r || e.moveKind[i] == moveRegion {
+			continue
+		}
+		v.Shards = append(v.Shards, e.shard(i, w.rcons[i]))
+		h := e.host[i]
+		if e.moveKind[i] == moveHost {
+			h = e.moveTo[i]
+		}
+		if h >= 0 {
+			v.Assignments = append(v.Assignments, interfaces.Assignment{Shard: w.shardID[i], Child: interfaces.ChildID(w.hostName[h]), Epoch: e.epochH[i]})
+		}
+	}
+	return v
+}
+
+// constraints returns the tier-level constraints for a view by integration
+// mode (see the comment at the top of this file). In collaborative mode, at the
+// global tier, it also lowers a region's capacity in v to a derived capacity
+// limit.
 func (e *engine) constraints(tier string, v *interfaces.View) []interfaces.Constraint {
 	var out []interfaces.Constraint
 	switch e.spec.Integration {
@@ -71,28 +163,214 @@ func (e *engine) constraints(tier string, v *interfaces.View) []interfaces.Const
 			out = append(out, c)
 		}
 	case Collaborative:
+		st := e.coop()
 		if tier != interfaces.TierGlobal {
-			return nil
-		}
-		res := e.spec.Reserve
-		for _, ch := range v.Children {
-			rep := v.Reports[ch.ID]
-			for _, h := range rep.Hints {
-				if h.Kind != interfaces.HintHeadroom {
-					continue
-				}
-				low := false
-				for q := 0; q < nres; q++ {
-					c := capOf(ch.Capacity, q)
-					if c > 0 && capOf(h.Amount, q) < res*c {
-						low = true
-					}
-				}
-				if low {
-					out = append(out, interfaces.Constraint{Kind: interfaces.ConstraintCapacity, Children: []interfaces.ChildID{ch.ID}, Limit: ch.Capacity.Scale(1 - res), Reason: fmt.Sprintf("region %s reports headroom below %.0f%%", ch.ID, 100*res)})
-				}
+			// A region's rounds get the budget the global tier sent it, for
+			// relocations: a round with shards to place or evacuate has none
+			// (the balancer counts first placements against max_moves), nor
+			// has a region with a host that is not active (its controller may
+			// declare it failed and evacuate it in this very round).
+			if d, ok := st.down[interfaces.ChildID(v.Instance)]; ok && d.MaxMoves > 0 && !coop.NeedsPlacement(v) && e.allHostsActive(v.Instance) {
+				out = append(out, interfaces.Constraint{Kind: interfaces.ConstraintMaxMoves, Max: d.MaxMoves, Reason: "budget from the global tier: " + d.Reason})
 			}
+			return out
 		}
+		d, err := coop.Derive(v, e.coopConfig(), st.mem)
+		if err != nil {
+			panic(fmt.Sprintf("sim: coop.Derive: %v", err))
+		}
+		st.mem = d.Memory
+		st.down = make(map[interfaces.ChildID]coop.Down, len(d.Down))
+		for _, x := range d.Down {
+			st.down[x.Child] = x
+		}
+		lowerCapacities(v, d.Shed)
+		out = d.Constraints
 	}
 	return out
+}
+
+// allHostsActive reports whether region name exists and all its hosts are
+// active (in the world, whatever the region has noticed yet).
+func (e *engine) allHostsActive(name string) bool {
+	for r, n := range e.w.regionName {
+		if n != name {
+			continue
+		}
+		for _, h := range e.w.regionHosts[r] {
+			if e.w.hostState[h] != interfaces.ChildActive {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// lowerCapacities lowers the capacity of each child in v that was asked to
+// shed load to the limit it got (every dimension where the limit is above
+// zero).
+func lowerCapacities(v *interfaces.View, shed map[interfaces.ChildID]interfaces.Load) {
+	for i := range v.Children {
+		lim, ok := shed[v.Children[i].ID]
+		if !ok {
+			continue
+		}
+		capacity := v.Children[i].Capacity
+		for _, r := range interfaces.UnionNames(lim) {
+			if l := lim.Get(r); l > 0 && l < capacity.Get(r) {
+				capacity = capacity.With(r, l)
+			}
+		}
+		v.Children[i].Capacity = capacity
+	}
+}
+
+// Versus compares two policies of a run (the versus assertion).
+//
+// Utilization spread is how far the busiest host runs above the mean: max/mean
+// − 1 of host utilization in the assertion's resource, where max and mean are
+// taken across live hosts at every tick and the ratio is averaged over every
+// tick of the run (Summary.MaxOverMean − 1; 0 is perfectly even). "spread
+// better by x" means spread(policy) ≤ (1 − x) · spread(baseline); "p99 lower by
+// y" means the modeled p99 latency over all records of the run, p99(policy) ≤
+// (1 − y) · p99(baseline).
+type Versus struct {
+	Policy         string  `json:"policy"`
+	Baseline       string  `json:"baseline"`
+	Resource       string  `json:"resource"`
+	SpreadPolicy   float64 `json:"spread_policy"`
+	SpreadBaseline float64 `json:"spread_baseline"`
+	SpreadBetter   float64 `json:"spread_better"` // 1 − spread(policy)/spread(baseline)
+	P99Policy      float64 `json:"p99_policy_ms"`
+	P99Baseline    float64 `json:"p99_baseline_ms"`
+	P99Lower       float64 `json:"p99_lower"` // 1 − p99(policy)/p99(baseline)
+}
+
+// UtilSpread is a summary's utilization spread in resource r: MaxOverMean − 1
+// (see Versus).
+func UtilSpread(s Summary, r string) float64 {
+	m, ok := s.MaxOverMean[r]
+	if !ok {
+		return 0
+	}
+	return round4(m - 1)
+}
+
+// Compare computes the versus figures of policy against baseline from their
+// summaries; ok is false when either did not run.
+func (r *Result) Compare(policy, baseline, resource string) (Versus, bool) {
+	var p, b *Summary
+	for k := range r.Policies {
+		switch r.Policies[k].Summary.Policy {
+		case policy:
+			p = &r.Policies[k].Summary
+		case baseline:
+			b = &r.Policies[k].Summary
+		}
+	}
+	if p == nil || b == nil {
+		return Versus{}, false
+	}
+	vs := Versus{Policy: policy, Baseline: baseline, Resource: resource,
+		SpreadPolicy: UtilSpread(*p, resource), SpreadBaseline: UtilSpread(*b, resource),
+		P99Policy: p.LatencyP99MS, P99Baseline: b.LatencyP99MS}
+	if vs.SpreadBaseline > 0 {
+		vs.SpreadBetter = round4(1 - vs.SpreadPolicy/vs.SpreadBaseline)
+	}
+	if vs.P99Baseline > 0 {
+		vs.P99Lower = round4(1 - vs.P99Policy/vs.P99Baseline)
+	}
+	return vs, true
+}
+
+// versusResults evaluates the versus assertions of sc on r, after all policies
+// ran. A versus assertion whose policies did not both run (strata sim run
+// with one policy) passes as skipped and says so.
+func versusResults(sc *Scenario, r *Result) []AssertionResult {
+	var out []AssertionResult
+	for i, a := range sc.Assertions {
+		if a.Kind != AssertVersus {
+			continue
+		}
+		res := a.Resource
+		if res == "" {
+			res = interfaces.CPU
+		}
+		ar := AssertionResult{Policy: a.Policy + " vs " + a.Baseline, Index: i, Line: a.line, Kind: a.Kind, Passed: true, Limit: a.SpreadBetter}
+		vs, ok := r.Compare(a.Policy, a.Baseline, res)
+		if !ok {
+			ar.Message = fmt.Sprintf("versus: skipped, %s and %s did not both run (use strata sim compare)", a.Policy, a.Baseline)
+			out = append(out, ar)
+			continue
+		}
+		ar.Value = vs.SpreadBetter
+		var fails []string
+		if a.SpreadBetter > 0 && !(vs.SpreadBetter >= a.SpreadBetter) {
+			fails = append(fails, fmt.Sprintf("spread better by %.1f%%, want ≥ %.1f%%", 100*vs.SpreadBetter, 100*a.SpreadBetter))
+		}
+		if a.P99Lower > 0 && !(vs.P99Lower >= a.P99Lower) {
+			fails = append(fails, fmt.Sprintf("p99 lower by %.1f%%, want ≥ %.1f%%", 100*vs.P99Lower, 100*a.P99Lower))
+		}
+		figures := fmt.Sprintf("%s spread (max/mean−1) %.4g vs %.4g: %.1f%% better; modeled p99 %.4gms vs %.4gms: %.1f%% lower",
+			res, vs.SpreadPolicy, vs.SpreadBaseline, 100*vs.SpreadBetter, vs.P99Policy, vs.P99Baseline, 100*vs.P99Lower)
+		want := fmt.Sprintf("versus %s against %s (spread ≥ %.0f%% better, p99 ≥ %.0f%% lower)", a.Policy, a.Baseline, 100*a.SpreadBetter, 100*a.P99Lower)
+		if len(fails) == 0 {
+			ar.Message = fmt.Sprintf("%s: held: %s", want, figures)
+		} else {
+			sort.Strings(fails)
+			ar.Passed = false
+			ar.Message = fmt.Sprintf("%s: FAILED (%s): %s", want, joinComma(fails), figures)
+		}
+		out = append(out, ar)
+	}
+	return out
+}
+
+// checkVersus validates a versus assertion: two different policies of the
+// scenario, fractions in [0, 1) with at least one above 0, a built-in
+// resource, and no window (the figures are whole-run).
+func (sc *Scenario) checkVersus(path []any, a Assertion, names map[string]bool) error {
+	for _, f := range []struct{ key, name string }{{"policy", a.Policy}, {"baseline", a.Baseline}} {
+		if f.name == "" {
+			return sc.fail(append(path, f.key), "is required for versus")
+		}
+		if !names[f.name] {
+			return sc.fail(append(path, f.key), "policy %q is not in policies", f.name)
+		}
+	}
+	if a.Policy == a.Baseline {
+		return sc.fail(append(path, "baseline"), "must differ from policy (both %q)", a.Policy)
+	}
+	if a.Resource != "" {
+		if _, ok := resourceIndex(a.Resource); !ok {
+			return sc.fail(append(path, "resource"), "must be cpu, mem, net or tasks (got %q)", a.Resource)
+		}
+	}
+	for _, f := range []struct {
+		key string
+		x   float64
+	}{{"spread_better", a.SpreadBetter}, {"p99_lower", a.P99Lower}} {
+		if !(f.x >= 0 && f.x < 1) {
+			return sc.fail(append(path, f.key), "must be a fraction in [0, 1) (got %v)", f.x)
+		}
+	}
+	if a.SpreadBetter == 0 && a.P99Lower == 0 {
+		return sc.fail(path, "versus needs spread_better or p99_lower above 0")
+	}
+	if a.From != 0 || a.To != sc.Duration || len(a.Policies) > 0 {
+		return sc.fail(path, "versus compares whole runs: from, to and policies do not apply")
+	}
+	return nil
+}
+
+func joinComma(xs []string) string {
+	s := ""
+	for i, x := range xs {
+		if i > 0 {
+			s += "; "
+		}
+		s += x
+	}
+	return s
 }

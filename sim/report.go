@@ -6,6 +6,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -36,16 +37,50 @@ func (r *Result) Report(sc *Scenario) Report {
 	for _, p := range r.Policies {
 		rep.Policies = append(rep.Policies, p.Summary)
 		for _, a := range p.Assertions {
+			if a.Kind == AssertVersus {
+				continue // cross-policy: evaluated below, once all policies ran
+			}
 			rep.Assertions = append(rep.Assertions, a)
 			if !a.Passed {
 				rep.Passed = false
 			}
 		}
 	}
+	for _, a := range versusResults(sc, r) {
+		rep.Assertions = append(rep.Assertions, a)
+		if !a.Passed {
+			rep.Passed = false
+		}
+	}
 	if rep.Assertions == nil {
 		rep.Assertions = []AssertionResult{}
 	}
 	return rep
+}
+
+// Failed lists the report's failed assertions, the cross-policy ones included.
+func (rep Report) Failed() []AssertionResult {
+	var out []AssertionResult
+	for _, a := range rep.Assertions {
+		if !a.Passed {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// MarshalJSON writes a summary with its utilization spread per resource
+// (util_spread: max_over_mean − 1, see Versus) next to its fields.
+func (s Summary) MarshalJSON() ([]byte, error) {
+	type plain Summary
+	spread := make(map[string]float64, len(s.MaxOverMean))
+	for r := range s.MaxOverMean {
+		spread[r] = UtilSpread(s, r)
+	}
+	return json.Marshal(struct {
+		plain
+		UtilSpread map[string]float64 `json:"util_spread"`
+	}{plain(s), spread})
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -78,6 +113,10 @@ func WriteTable(w io.Writer, rep Report) error {
 		return nil
 	}
 	res := resourcesOf(rep.Policies[0])
+	spreadRes := interfaces.CPU // the SPREAD column: max/mean − 1 of host utilization, tick-averaged
+	if len(res) > 0 && !slices.Contains(res, spreadRes) {
+		spreadRes = res[0]
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := []string{"POLICY"}
 	for _, r := range res {
@@ -86,7 +125,7 @@ func WriteTable(w io.Writer, rep Report) error {
 	for _, r := range res {
 		head = append(head, "MAX/LB "+strings.ToUpper(r))
 	}
-	head = append(head, "LAT P50 MS", "LAT P99 MS", "LAG", "MOVES", "BYTES MOVED", "SOLVE S")
+	head = append(head, "SPREAD "+strings.ToUpper(spreadRes), "LAT P50 MS", "LAT P99 MS", "LAG", "MOVES", "BYTES MOVED", "SOLVE S")
 	racks := rep.Racks > 0
 	if racks {
 		head = append(head, "CHAIN", "RACK LOSS")
@@ -104,7 +143,7 @@ func WriteTable(w io.Writer, rep Report) error {
 		if s.SolveSeconds > 0 {
 			solve = strconv.FormatFloat(s.SolveSeconds, 'f', 3, 64)
 		}
-		row = append(row, f3(s.LatencyP50MS), f3(s.LatencyP99MS), strconv.FormatFloat(s.Lag, 'f', 0, 64),
+		row = append(row, f3(UtilSpread(s, spreadRes)), f3(s.LatencyP50MS), f3(s.LatencyP99MS), strconv.FormatFloat(s.Lag, 'f', 0, 64),
 			strconv.Itoa(s.Moves), humanBytes(s.BytesMoved), solve)
 		if racks {
 			row = append(row, s.Chain, f3(s.RackLossImpact))

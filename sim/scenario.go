@@ -503,6 +503,12 @@ const (
 	// its mass_failure alert, within Within of From, and at most Max
 	// relocations start over [From, To) (no stampede).
 	AssertGuard = "guard"
+	// AssertVersus compares two policies of the run after both ran: Policy's
+	// utilization spread in Resource (default cpu; max/mean − 1 of host
+	// utilization, averaged over every tick) is at least SpreadBetter lower
+	// than Baseline's, and its modeled p99 latency at least P99Lower lower
+	// (fractions; 0 skips that half). Whole-run figures: from/to do not apply.
+	AssertVersus = "versus"
 )
 
 // Assertion is a check on a run. Balance: max/mean host utilization of Resource
@@ -523,7 +529,12 @@ type Assertion struct {
 	// Rounds (converge) and Within (no_bounce, guard).
 	Rounds int      `yaml:"rounds"`
 	Within Duration `yaml:"within"`
-	line   int
+	// Policy, Baseline, SpreadBetter and P99Lower (versus).
+	Policy       string  `yaml:"policy"`
+	Baseline     string  `yaml:"baseline"`
+	SpreadBetter float64 `yaml:"spread_better"`
+	P99Lower     float64 `yaml:"p99_lower"`
+	line         int
 }
 
 // Duration is a time.Duration written as "30s", "5m" or a number of seconds.
@@ -1250,9 +1261,13 @@ func (sc *Scenario) validate() error {
 			if a.Max < 0 || a.Max != math.Trunc(a.Max) {
 				return sc.fail(append(path, "max"), "must be a whole number of moves ≥ 0 (got %v)", a.Max)
 			}
+		case AssertVersus:
+			if err := sc.checkVersus(path, a, names); err != nil {
+				return err
+			}
 		case AssertSteady, AssertNoLoss:
 		default:
-			return sc.fail(append(path, "kind"), "unknown assertion %q (known: balance, steady, slo, no_loss, spread, converge, no_bounce, guard)", a.Kind)
+			return sc.fail(append(path, "kind"), "unknown assertion %q (known: balance, steady, slo, no_loss, spread, converge, no_bounce, guard, versus)", a.Kind)
 		}
 		if a.From < 0 || a.To > sc.Duration || a.From >= a.To {
 			return sc.fail(path, "window [from, to) must lie within [0, duration] and be non-empty")

@@ -127,7 +127,7 @@ func runSim(ctx context.Context, g *globalOptions, f *simFlags, file string, com
 			return err
 		}
 	}
-	if failed := res.Failed(); len(failed) > 0 {
+	if failed := rep.Failed(); len(failed) > 0 {
 		var msgs []string
 		for _, a := range failed {
 			msgs = append(msgs, fmt.Sprintf("%s: assertion %d (%s, line %d): %s", a.Policy, a.Index, a.Kind, a.Line, a.Message))
