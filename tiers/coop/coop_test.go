@@ -250,6 +250,44 @@ func TestDeriveShed(t *testing.T) {
 	}
 }
 
+// The others' usable headroom bounds what a child may shed: when every child
+// is above target, shedding would only move the problem.
+func TestDeriveShedBoundedByUsableHeadroom(t *testing.T) {
+	v := globalView(map[interfaces.ChildID][]interfaces.Hint{
+		"eu": {{Kind: interfaces.HintShed, Amount: interfaces.Load{CPU: 10}, Shards: []interfaces.ShardID{"web-0", "db-0", "db-1"}, Reason: "hot"}},
+		"us": {{Kind: interfaces.HintHeadroom, Amount: interfaces.Load{CPU: 7}, Reason: "little room below target"}},
+	})
+	d, err := Derive(v, Config{}, Memory{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// web-0 (10) does not fit in 7, db-0 (5) does, db-1 then no longer; us
+	// is capped at its load plus its usable headroom.
+	if len(d.Constraints) != 3 || d.Constraints[0].Kind != interfaces.ConstraintCapacity || d.Constraints[0].Limit.CPU != 25 || d.Constraints[1].Limit.CPU != 17 {
+		t.Fatalf("constraints %+v refused %q", d.Constraints, d.Refused)
+	}
+	if c := d.Constraints[2]; c.Kind != interfaces.ConstraintAllowed || !reflect.DeepEqual(c.Shards, []interfaces.ShardID{"db-0"}) {
+		t.Fatalf("allowed %+v", c)
+	}
+	v.Reports["us"] = interfaces.Report{Child: "us", Hints: []interfaces.Hint{{Kind: interfaces.HintHeadroom, Amount: interfaces.Load{CPU: 4}}}}
+	d, err = Derive(v, Config{}, Memory{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Refused) != 1 || !strings.Contains(d.Refused[0], "none of its 3 candidate shards fits") {
+		t.Fatalf("constraints %+v refused %q", d.Constraints, d.Refused)
+	}
+	// A shed hint naming no shard of the child sheds its amount, bounded.
+	v.Reports["eu"] = interfaces.Report{Child: "eu", Hints: []interfaces.Hint{{Kind: interfaces.HintShed, Amount: interfaces.Load{CPU: 10}}}}
+	d, err = Derive(v, Config{}, Memory{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Constraints) != 2 || d.Constraints[0].Limit.CPU != 26 || d.Shed["eu"].CPU != 26 {
+		t.Fatalf("constraints %+v refused %q shed %v", d.Constraints, d.Refused, d.Shed)
+	}
+}
+
 // Nowhere else has room: the shed request is refused and the shards are only
 // preferred elsewhere.
 func TestDeriveShedWithoutRoom(t *testing.T) {
@@ -261,7 +299,7 @@ func TestDeriveShedWithoutRoom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Constraints) != 0 || len(d.Refused) != 1 || !strings.Contains(d.Refused[0], "no other child has room") {
+	if len(d.Constraints) != 0 || len(d.Refused) != 1 || !strings.Contains(d.Refused[0], "none of its 1 candidate shards fits") {
 		t.Fatalf("constraints %+v refused %q", d.Constraints, d.Refused)
 	}
 }

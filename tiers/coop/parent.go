@@ -41,6 +41,10 @@ type Derived struct {
 	Constraints []interfaces.Constraint
 	// Down holds one entry per active child, in child order.
 	Down []Down
+	// Shed maps each child asked to give load back (a shed request, or a
+	// proposed capacity below its load) to the capacity limit it got: the
+	// child is over its usable capacity, and the parent's round should run.
+	Shed map[interfaces.ChildID]interfaces.Load
 	// Refused lists the hints and proposals not used, with why, for people.
 	Refused []string
 	// Memory is the memory to pass to the next Derive.
@@ -93,6 +97,42 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 	limited := map[int]bool{}           // children with a capacity limit from a shed or a proposal
 	capped := map[int]interfaces.Load{} // those limits
 
+	// usable is each active child's usable headroom: what its headroom hint
+	// says (the last valid one), else its capacity minus its load. Load pushed
+	// off a child goes only where others have usable headroom for it: when
+	// every child is above target, shedding would only move the problem.
+	usable := make([]interfaces.Load, len(v.Children))
+	for _, c := range order {
+		usable[c] = v.Children[c].Capacity.Sub(st.load[c]).Max(interfaces.Load{})
+		for _, h := range v.Reports[v.Children[c].ID].Hints {
+			if h.Kind == interfaces.HintHeadroom && interfaces.ValidateLoad("amount", h.Amount) == nil {
+				usable[c] = h.Amount
+			}
+		}
+	}
+	// A child that asks to shed has no headroom to give.
+	var usableSum, pushed interfaces.Load
+	shedding := map[int]bool{}
+	for _, c := range order {
+		for _, h := range v.Reports[v.Children[c].ID].Hints {
+			if h.Kind == interfaces.HintShed {
+				shedding[c] = true
+			}
+		}
+		if !shedding[c] {
+			usableSum = usableSum.Add(usable[c])
+		}
+	}
+	// When the children together are at or above the target in a resource,
+	// shedding it only moves the excess from one child to the next.
+	hotRes := ""
+	for _, r := range st.res {
+		if cp := capSum.Get(r); cp > 0 && total.Get(r) >= cfg.Target*cp {
+			hotRes = r
+			break
+		}
+	}
+
 	// limit caps child c at its load minus amount (per resource with amount >
 	// 0), bounded so that the capacity it takes away stays within the pool; it
 	// returns the constraint, or false when nothing can be pushed elsewhere.
@@ -102,7 +142,11 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 		capacity := v.Children[c].Capacity
 		for _, r := range st.res {
 			load, cp := st.load[c].Get(r), capacity.Get(r)
-			a := math.Min(math.Min(amount.Get(r), load), load-cp+pool.Get(r))
+			elsewhere := usableSum.Get(r) - pushed.Get(r)
+			if !shedding[c] {
+				elsewhere -= usable[c].Get(r)
+			}
+			a := math.Min(math.Min(amount.Get(r), load), math.Min(load-cp+pool.Get(r), elsewhere))
 			if a <= 1e-12 {
 				continue
 			}
@@ -116,8 +160,13 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 			return interfaces.Constraint{}, false
 		}
 		pool = pool.Sub(reduce).Max(interfaces.Load{})
+		pushed = pushed.Add(took)
 		limited[c] = true
 		capped[c] = lim
+		if out.Shed == nil {
+			out.Shed = map[interfaces.ChildID]interfaces.Load{}
+		}
+		out.Shed[v.Children[c].ID] = lim
 		return interfaces.Constraint{Kind: interfaces.ConstraintCapacity, Children: []interfaces.ChildID{v.Children[c].ID}, Limit: lim,
 			Reason: fmt.Sprintf("cooperation: %s %s; capped at %s (its load %s minus %s)", v.Children[c].ID, why, FormatLoad(lim), FormatLoad(st.load[c]), FormatLoad(took))}, true
 	}
@@ -169,13 +218,44 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 					refuse("%s (shed): %s already has a capacity limit this round", field, id)
 					continue
 				}
-				cons, ok := limit(c, h.Amount, "asks to shed "+FormatLoad(h.Amount)+" ("+h.Reason+")")
+				if hotRes != "" {
+					refuse("%s (shed): the children together are at %.0f%% %s, at or above the %.0f%% target: shedding would only move the excess", field, 100*total.Get(hotRes)/capSum.Get(hotRes), hotRes, 100*cfg.Target)
+					continue
+				}
+				// The named shards the child owns, in the child's order (its
+				// priority), each taken only if it fits, whole, in the usable
+				// headroom the other children have left: a partial shard
+				// moves nothing. A hint that names none of its shards sheds
+				// its amount.
+				amount := h.Amount
+				cands := st.ownedInOrder(h.Shards, c, shardIdx, cfg.MaxShards)
+				var taken []interfaces.ShardID
+				if len(cands) > 0 {
+					left := usableSum.Sub(pushed)
+					if !shedding[c] {
+						left = left.Sub(usable[c])
+					}
+					amount = interfaces.Load{}
+					for _, s := range cands {
+						l := v.Shards[shardIdx[s]].Load
+						if !l.Fits(left.Sub(amount)) {
+							continue
+						}
+						amount = amount.Add(l)
+						taken = append(taken, s)
+					}
+					if len(taken) == 0 {
+						refuse("%s (shed): %s asks to shed %s but none of its %d candidate shards fits in the usable headroom of the other children", field, id, FormatLoad(h.Amount), len(cands))
+						continue
+					}
+				}
+				cons, ok := limit(c, amount, "asks to shed "+FormatLoad(h.Amount)+" ("+h.Reason+")")
 				if !ok {
-					refuse("%s (shed): %s asks to shed %s but no other child has room for it", field, id, FormatLoad(h.Amount))
+					refuse("%s (shed): %s asks to shed %s but no other child has usable headroom for it", field, id, FormatLoad(h.Amount))
 					continue
 				}
 				out.Constraints = append(out.Constraints, cons)
-				for _, s := range st.owned(h.Shards, c, shardIdx, cfg.MaxShards) {
+				for _, s := range taken {
 					hold(Held{Shard: s, Child: id, Until: now.Add(cfg.Hold), Reason: fmt.Sprintf("%s shed it (%s)", id, h.Reason)})
 				}
 			case interfaces.HintSLOAtRisk:
@@ -365,6 +445,21 @@ func (st *state) owned(ids []interfaces.ShardID, c int, shardIdx map[interfaces.
 	return out
 }
 
+// ownedInOrder is owned keeping the order of ids.
+func (st *state) ownedInOrder(ids []interfaces.ShardID, c int, shardIdx map[interfaces.ShardID]int, max int) []interfaces.ShardID {
+	seen := map[interfaces.ShardID]bool{}
+	var out []interfaces.ShardID
+	for _, id := range ids {
+		i, ok := shardIdx[id]
+		if !ok || seen[id] || st.owner[i] != c || st.inFlight[i] || len(out) >= max {
+			continue
+		}
+		seen[id] = true
+		out = append(out, id)
+	}
+	return out
+}
+
 // proposal validates a constraint proposed by child c and returns the
 // constraint to use, or refuses it.
 func (st *state) proposal(field string, c int, h interfaces.Hint, cfg Config, shardIdx map[interfaces.ShardID]int,
@@ -469,4 +564,18 @@ func joinIDs(ids []interfaces.ChildID) string {
 		parts[i] = string(id)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// NeedsPlacement reports whether v has a shard that is unplaced or on a child
+// that is not active (counting in-flight moves as done): a round that must
+// place or evacuate shards. A parent's move budget (Down.MaxMoves) bounds
+// relocations only, so a child applies it to rounds without such shards.
+func NeedsPlacement(v *interfaces.View) bool {
+	st := project(v)
+	for i := range v.Shards {
+		if c := st.owner[i]; c < 0 || !st.active(c) {
+			return true
+		}
+	}
+	return false
 }
