@@ -62,16 +62,20 @@ func leaderOf(tb testing.TB, tiers []*raftnode.Tier) *raftnode.Tier {
 // with bbolt logs: W concurrent submitters each send plans of K moves of their own
 // shards (back and forth between two children, epoch compare-and-set); the
 // applier batches them into ApplyPlan entries. Reported: committed moves per
-// second and the p50/p99 latency from Submit to commit of a plan.
+// second and the p50/p99 latency from Submit to commit of a plan. depth is the
+// applier's pipeline depth (rounds in flight): 1 is the unpipelined applier, so
+// each configuration measures old and new side by side.
 func BenchmarkCommitMoves(b *testing.B) {
-	for _, tc := range []struct{ workers, perPlan int }{{1, 1}, {16, 16}, {64, 16}, {4, 256}} {
-		b.Run(fmt.Sprintf("workers=%d/moves_per_plan=%d", tc.workers, tc.perPlan), func(b *testing.B) {
-			benchCommit(b, tc.workers, tc.perPlan)
-		})
+	for _, tc := range []struct{ workers, perPlan int }{{1, 1}, {8, 32}, {16, 16}, {32, 8}, {64, 16}, {4, 256}} {
+		for _, depth := range []int{1, raftnode.DefaultApplierDepth} {
+			b.Run(fmt.Sprintf("workers=%d/moves_per_plan=%d/depth=%d", tc.workers, tc.perPlan, depth), func(b *testing.B) {
+				benchCommit(b, tc.workers, tc.perPlan, depth)
+			})
+		}
 	}
 }
 
-func benchCommit(b *testing.B, workers, perPlan int) {
+func benchCommit(b *testing.B, workers, perPlan, depth int) {
 	tiers := tcpCluster(b, 3)
 	l := leaderOf(b, tiers)
 	ctx := context.Background()
@@ -94,7 +98,7 @@ func benchCommit(b *testing.B, workers, perPlan int) {
 	if r, err := l.Exec(ctx, &fsm.ApplyPlan{Tier: "bench", Moves: place}); err != nil || r.Err() != nil {
 		b.Fatal(err, r)
 	}
-	a := raftnode.NewApplier(l, raftnode.ApplierConfig{Tier: "bench", MaxBatch: 1024})
+	a := raftnode.NewApplier(l, raftnode.ApplierConfig{Tier: "bench", MaxBatch: 1024, Depth: depth})
 	defer a.Close()
 
 	type shard struct {

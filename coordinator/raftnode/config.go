@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/strata-sched/strata/interfaces"
+	"go.etcd.io/bbolt"
 )
 
 // Timeouts are the Raft timing knobs. LANTimeouts gives the values for replicas on
@@ -177,4 +178,20 @@ func (c *Config) raftConfig() *raft.Config {
 	rc.BatchApplyCh = false
 	rc.LogLevel = c.LogLevel
 	return rc
+}
+
+// logCacheSize is how many of the newest log entries a replica keeps in memory
+// (raft.LogCache) for replication.
+const logCacheSize = 1024
+
+// boltOptions are bbolt's defaults except for the freelist: it is not written on
+// every commit (NoFreelistSync) but rebuilt by scanning when the file is opened,
+// and kept as a hash map, which stays cheap when a long-running log has freed
+// many pages after snapshots. Every commit is still fsynced: durability is
+// unchanged.
+func boltOptions() *bbolt.Options {
+	o := *bbolt.DefaultOptions
+	o.NoFreelistSync = true
+	o.FreelistType = bbolt.FreelistMapType
+	return &o
 }

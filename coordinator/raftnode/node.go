@@ -90,12 +90,19 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 		if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 			return nil, fmt.Errorf("config: dir %q: %w", cfg.Dir, err)
 		}
-		bs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")})
+		bs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db"), BoltOptions: boltOptions()})
 		if err != nil {
 			return nil, fmt.Errorf("open log store: %w", err)
 		}
 		n.bolt = bs
-		logs, stable = bs, bs
+		// The cache keeps the newest entries in memory for the replicators, which
+		// send them to followers without reading bbolt back; writes still go to
+		// bbolt (and are fsynced) before StoreLogs returns.
+		cache, err := raft.NewLogCache(logCacheSize, bs)
+		if err != nil {
+			return nil, fmt.Errorf("log cache: %w", err)
+		}
+		logs, stable = cache, bs
 		fs, err := raft.NewFileSnapshotStore(cfg.Dir, cfg.Snapshots, out)
 		if err != nil {
 			return nil, fmt.Errorf("open snapshot store: %w", err)
