@@ -1,9 +1,11 @@
 package balancer
 
 import (
+	"cmp"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/strata-sched/strata/interfaces"
@@ -195,8 +197,33 @@ func explainMoves(p *Problem, goals []Goal, lm LatencyModel, assign []int32) []i
 		}
 		moves = append(moves, m)
 	}
-	sort.SliceStable(moves, func(i, j int) bool { return moves[i].Shard < moves[j].Shard })
+	sortMovesByShard(moves)
 	return moves
+}
+
+// sortMovesByShard sorts moves by shard ID, stably: it sorts indices (ties by
+// position) and then permutes, so each Move is copied once rather than at every
+// step of a merge sort (plans of a million moves).
+func sortMovesByShard(moves []interfaces.Move) {
+	byShard := func(a, b interfaces.Move) int { return strings.Compare(string(a.Shard), string(b.Shard)) }
+	if slices.IsSortedFunc(moves, byShard) {
+		return
+	}
+	idx := make([]int32, len(moves))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		if c := byShard(moves[a], moves[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	out := make([]interfaces.Move, len(moves))
+	for i, j := range idx {
+		out[i] = moves[j]
+	}
+	copy(moves, out)
 }
 
 func forcedText(p *Problem, s int, from int32, why string) string {
