@@ -122,6 +122,11 @@ type Options struct {
 	// NodeLimit bounds the branch-and-bound nodes of the exact solver; 0 means its
 	// default. When hit, the result is not proven optimal.
 	NodeLimit int
+	// TargetMaxOverLB, when > 0 (it must then be ≥ 1), is a stopping rule of the
+	// local solver: its improvement ends as soon as every balanced resource's
+	// busiest child is at most this many times the resource's LB (the repair of
+	// forced shards always runs to the end). 0 means no target.
+	TargetMaxOverLB float64
 }
 
 // goals returns the goals to use and checks them.
@@ -191,6 +196,9 @@ func (o *Options) check(p *Problem) error {
 	}
 	if o.NodeLimit < 0 {
 		return invalid("node_limit", "must be ≥ 0", o.NodeLimit)
+	}
+	if t := o.TargetMaxOverLB; math.IsNaN(t) || math.IsInf(t, 0) || (t != 0 && t < 1) {
+		return invalid("target_max_over_lb", "must be 0 (none) or a finite number ≥ 1", t)
 	}
 	l := o.Latency
 	if l.Resource != "" && p.resourceIndex(l.Resource) < 0 {

@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -33,7 +34,8 @@ func (localSolver) Name() string { return SolverLocal }
 //     gets worse. A child where nothing improves is set aside until its load
 //     changes; the search ends at a local optimum (a full pass without a move) or
 //     when a budget (time, deadline, iterations) runs out — the plan at that
-//     moment is the best found (anytime);
+//     moment is the best found (anytime) — or, with Options.TargetMaxOverLB,
+//     as soon as every balanced resource's max/LB is within the target;
 //     Small problems (N·M ≤ 400) also try every pair of single moves at a
 //     local optimum;
 //  3. kicks (iterated local search, small problems by default): alternately a
@@ -109,6 +111,9 @@ func (ls *localSearch) improve() bool {
 		if ls.budgetOut() {
 			return true
 		}
+		if ls.targetMet() {
+			return false
+		}
 		h := pl.hot.top()
 		if pl.hot.key[h] == negInf {
 			if movesSinceClear == 0 {
@@ -138,6 +143,34 @@ func (ls *localSearch) improve() bool {
 		pl.stuck[h] = true
 		pl.hot.set(h, negInf)
 	}
+}
+
+// targetMet reports whether Options.TargetMaxOverLB is set and every balanced
+// resource's busiest child is within it.
+func (ls *localSearch) targetMet() bool {
+	t := ls.o.TargetMaxOverLB
+	if t <= 0 {
+		return false
+	}
+	pl := ls.pl
+	st := pl.st
+	for r := 0; r < st.R; r++ {
+		if pl.lbInv[r] == 0 {
+			continue
+		}
+		mx := 0.0
+		if h := st.uheap[r]; h != nil {
+			mx = h.key[h.top()]
+		} else {
+			for c := 0; c < st.M; c++ {
+				mx = math.Max(mx, st.u(c, r))
+			}
+		}
+		if mx*pl.lbInv[r] > t {
+			return false
+		}
+	}
+	return true
 }
 
 // coldest fills ls.cands with up to k of the coldest active children other than
@@ -554,7 +587,7 @@ func (ls *localSearch) kicks() int {
 // a budget ended it early.
 func (ls *localSearch) kick() bool {
 	n := ls.kicks()
-	if n == 0 || ls.pl.st.N == 0 {
+	if n == 0 || ls.pl.st.N == 0 || ls.targetMet() {
 		return false
 	}
 	pl := ls.pl

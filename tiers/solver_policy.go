@@ -3,6 +3,7 @@ package tiers
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,12 +30,13 @@ const DefaultPolicy = "local"
 
 // solverPolicyKeys documents the configuration keys a SolverPolicy accepts.
 var solverPolicyKeys = map[string]string{
-	"headroom":       "fraction of every capacity kept free, in [0, 1)",
-	"max_iterations": "bound on improvement steps (0 = until a local optimum)",
-	"kicks":          "perturbation restarts of the local solver (-1 none, 0 automatic)",
-	"candidates":     "coldest children tried per shard by the local solver (0 = 8)",
-	"node_limit":     "branch-and-bound node limit of the exact solver (0 = default)",
-	"locality_label": "child label naming its locality domain",
+	"headroom":           "fraction of every capacity kept free, in [0, 1)",
+	"max_iterations":     "bound on improvement steps (0 = until a local optimum)",
+	"kicks":              "perturbation restarts of the local solver (-1 none, 0 automatic)",
+	"candidates":         "coldest children tried per shard by the local solver (0 = 8)",
+	"node_limit":         "branch-and-bound node limit of the exact solver (0 = default)",
+	"locality_label":     "child label naming its locality domain",
+	"target_max_over_lb": "local solver: stop improving once every balanced resource's max/LB is at most this (0 = no target, else ≥ 1)",
 }
 
 // NewSolverPolicy returns a policy named name that plans with the balancer solver
@@ -70,6 +72,11 @@ func NewSolverPolicy(name, solver string, cfg interfaces.PolicyConfig) (*SolverP
 			p.opts.Candidates, err = nonNegInt(v)
 		case "node_limit":
 			p.opts.NodeLimit, err = nonNegInt(v)
+		case "target_max_over_lb":
+			p.opts.TargetMaxOverLB, err = strconv.ParseFloat(v, 64)
+			if err == nil && (math.IsNaN(p.opts.TargetMaxOverLB) || math.IsInf(p.opts.TargetMaxOverLB, 0) || (p.opts.TargetMaxOverLB != 0 && p.opts.TargetMaxOverLB < 1)) {
+				err = fmt.Errorf("must be 0 (none) or a finite number ≥ 1")
+			}
 		case "locality_label":
 			p.view.LocalityLabel = v
 		default:
