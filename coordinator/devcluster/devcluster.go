@@ -15,6 +15,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/hostd"
 	"github.com/strata-sched/strata/coordinator/tierd"
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/tiers/control"
 )
 
 // Options shape the cluster.
@@ -39,6 +40,10 @@ type Options struct {
 	// (e.g. an external "plugin").
 	RegionPolicy       string
 	RegionPolicyConfig interfaces.PolicyConfig
+	// ControlPolicies and ControlPolicyConfig select and configure every
+	// tier's control policies (nil: the daemons' default).
+	ControlPolicies     []string
+	ControlPolicyConfig map[string]control.PolicySettings
 	// Log receives every daemon's log; nil discards.
 	Log io.Writer
 }
@@ -88,6 +93,7 @@ func (o Options) tier(tier, instance, addr string, parent []string) tierd.Config
 		RaftAddr: "127.0.0.1:0", GRPCAddr: addr, HTTPAddr: "127.0.0.1:0", Bootstrap: true,
 		Parent: parent, Policy: o.Policy,
 		Interval: o.Interval, LeaseTTL: o.LeaseTTL, Grace: o.Grace,
+		ControlPolicies: o.ControlPolicies, ControlPolicyConfig: o.ControlPolicyConfig,
 	}
 }
 

@@ -43,12 +43,7 @@ func (a *Agent) HandleParent(ctx context.Context, now time.Time, m *wire.ParentM
 		if err != nil {
 			return wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, interfaces.ShardID(x.Assign.GetShard().GetId()), interfaces.Epoch(x.Assign.GetEpoch()), err), nil
 		}
-		err = a.Assign(ctx, now, spec, epoch)
-		ack := wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, spec.ID, epoch, err)
-		if errors.Is(err, ErrShardFailed) {
-			ack.GetAck().Failed = true
-		}
-		return ack, nil
+		return AckToWire(wire.AckKind_ACK_KIND_ASSIGN, spec.ID, epoch, a.Assign(ctx, now, spec, epoch)), nil
 	case *wire.ParentMessage_Revoke:
 		shard, epoch, err := wire.RevokeFromWire(x.Revoke)
 		if err != nil {
@@ -63,6 +58,16 @@ func (a *Agent) HandleParent(ctx context.Context, now time.Time, m *wire.ParentM
 		return nil, a.LeaseGrant(ctx, now, ttl, nil)
 	}
 	return nil, nil
+}
+
+// AckToWire is wire.AckToWire with Ack.failed set when err says the shard's
+// process failed here (ErrShardFailed): what a host sends its parent.
+func AckToWire(kind wire.AckKind, shard interfaces.ShardID, epoch interfaces.Epoch, err error) *wire.ChildMessage {
+	m := wire.AckToWire(kind, shard, epoch, err)
+	if errors.Is(err, ErrShardFailed) {
+		m.GetAck().Failed = true
+	}
+	return m
 }
 
 // ReportMessage builds the session Report at now (see Agent.Report).

@@ -185,7 +185,7 @@ func (d *Daemon) runPolicies(ctx context.Context, now time.Time, view *interface
 		}
 		out.Actions.Evict = keep
 	}
-	out.Merge(dec)
+	d.ctl.Merge(dec, &out)
 	d.pol.mu.Lock()
 	d.pol.findings = out.Findings
 	d.pol.mu.Unlock()

@@ -331,6 +331,22 @@ func (o *Outcome) Merge(d *Decision) {
 	d.Record.Evacuate = len(d.Evacuate)
 }
 
+// Merge is Outcome.Merge for the controller's own decision: after o is merged
+// into d (the decision Step just returned), the controller's pending copy and
+// its round record are amended too, so that Observe accepts the moves of an
+// evicting round and remembers them (anti-bounce, cooldown) and History shows
+// the round as it ran.
+func (c *Controller) Merge(d *Decision, o *Outcome) {
+	o.Merge(d)
+	if c.pending == nil || c.pending.Round != d.Round {
+		return
+	}
+	*c.pending = *d
+	if n := len(c.history); n > 0 && c.history[n-1].Round == d.Round {
+		c.history[n-1] = d.Record
+	}
+}
+
 // settings reads a policy's string settings with validation.
 type settings struct {
 	policy string

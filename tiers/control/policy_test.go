@@ -401,3 +401,29 @@ func containsShard(xs []interfaces.ShardID, id interfaces.ShardID) bool {
 	}
 	return false
 }
+
+// Controller.Merge amends the controller's pending decision: Observe accepts
+// the evictions' moves of a round the controller had decided to hold, and
+// remembers them for anti-bounce.
+func TestControllerMergeAmendsThePendingDecision(t *testing.T) {
+	c := mustNew(t, DefaultConfig())
+	v := rated(3, 6, nil)
+	d, err := c.Step(Input{Now: t0, View: v})
+	if err != nil || d.Mode != ModeHold {
+		t.Fatalf("mode %s, %v", d.Mode, err)
+	}
+	o := Outcome{Actions: Actions{Evict: []Eviction{{Shard: "s000", From: "h00"}}}}
+	c.Merge(&d, &o)
+	if h := c.History(); h[len(h)-1].Mode != "emergency" {
+		t.Errorf("history record mode %s", h[len(h)-1].Mode)
+	}
+	m := interfaces.Move{Shard: "s000", From: "h00", To: "h01"}
+	if err := c.Observe(RoundResult{Round: d.Round, Planned: 1, Applied: []interfaces.Move{m}}); err != nil {
+		t.Fatalf("Observe: %v", err)
+	}
+	applyMoves(v, []interfaces.Move{m})
+	d2, _ := c.Step(Input{Now: t0.Add(time.Second), View: v})
+	if b := d2.bounce["s000"]; len(b) != 1 || b[0] != "h00" {
+		t.Errorf("the eviction is not remembered for anti-bounce: %v", d2.bounce)
+	}
+}
