@@ -108,18 +108,6 @@ func worstP99(v *interfaces.View) time.Duration {
 
 const nres = 4 // the built-in resources, in interfaces.BuiltinResources order
 
-func capOf(l interfaces.Load, r int) float64 {
-	switch r {
-	case 0:
-		return l.CPU
-	case 1:
-		return l.Mem
-	case 2:
-		return l.Net
-	}
-	return l.Tasks
-}
-
 func vec(l interfaces.Load) [nres]float64 { return [nres]float64{l.CPU, l.Mem, l.Net, l.Tasks} }
 
 // Projection is a tier's state as a control round verifies moves against it:
