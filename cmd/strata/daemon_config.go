@@ -14,6 +14,7 @@ import (
 
 	"github.com/strata-sched/strata/coordinator/tierd"
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/tiers/control"
 )
 
 // Daemon configuration files are YAML, decoded strictly: an unknown key or a
@@ -33,6 +34,12 @@ type tierFile struct {
 	Parent    []string     `yaml:"parent"`
 	Policy    policyFile   `yaml:"policy"`
 	Control   controlFile  `yaml:"control"`
+
+	// ControlPolicies selects the control policies (tiers/control: straggler,
+	// doctor, autoscale — the default; [] runs none); ControlPolicyConfig
+	// configures them by name.
+	ControlPolicies     []string                     `yaml:"control_policies"`
+	ControlPolicyConfig map[string]map[string]string `yaml:"control_policy_config"`
 }
 
 type listenFile struct {
@@ -196,6 +203,18 @@ func readConfig(path string, v any) error {
 	return decodeStrict(path, data, v)
 }
 
+// controlPolicySettings converts control_policy_config (nil stays nil).
+func controlPolicySettings(m map[string]map[string]string) map[string]control.PolicySettings {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]control.PolicySettings, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
 // tierConfig turns a tier file into the daemon's configuration.
 func (f tierFile) tierConfig() (tierd.Config, error) {
 	if f.Tier == "" {
@@ -209,6 +228,7 @@ func (f tierFile) tierConfig() (tierd.Config, error) {
 		Interval: time.Duration(f.Control.Interval), LeaseTTL: time.Duration(f.Control.LeaseTTL),
 		Grace: time.Duration(f.Control.Grace), SolveTimeout: time.Duration(f.Control.SolveTimeout),
 		ReportInterval: time.Duration(f.Control.ReportInterval), MaxMoves: f.Control.MaxMoves,
+		ControlPolicies: f.ControlPolicies, ControlPolicyConfig: controlPolicySettings(f.ControlPolicyConfig),
 	}
 	if c.Instance == "" && c.Tier == interfaces.TierGlobal {
 		c.Instance = "global"
