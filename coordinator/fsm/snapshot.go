@@ -291,6 +291,13 @@ func (c *crcReader) readFull(p []byte) error {
 	return err
 }
 
+// ErrRestoreEmptied wraps the error of a failed restore with Options.LeanRestore:
+// the old state is gone and the FSM is empty, so it no longer matches the index
+// raft believes applied. A replica must not go on applying entries or serving
+// reads from it (raftnode stops the process; on restart raft restores from the
+// replica's own snapshots and log).
+var ErrRestoreEmptied = errors.New("the FSM is now empty")
+
 // Restore replaces the state with the snapshot read from rc. The new state is
 // built aside and swapped in at the end, so readers see either the old or the new
 // state, never a half-restored one; a corrupt snapshot leaves the old state.
@@ -305,7 +312,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		f.st = newState(f.logCap, 0) // the old state becomes garbage now
 		st, logCap, err := readSnapshot(rc)
 		if err != nil {
-			return fmt.Errorf("fsm restore (lean: the FSM is now empty): %w", err)
+			return fmt.Errorf("fsm restore (lean: %w): %w", ErrRestoreEmptied, err)
 		}
 		f.st, f.logCap = st, logCap
 		return nil

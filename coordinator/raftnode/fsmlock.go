@@ -1,10 +1,14 @@
 package raftnode
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
+	"github.com/strata-sched/strata/coordinator/fsm"
 )
 
 // lockedFSM serialises Apply, Snapshot and Restore against readers. Reads take the
@@ -15,6 +19,7 @@ type lockedFSM struct {
 	mu      sync.RWMutex
 	inner   raft.FSM
 	batcher raft.BatchingFSM // inner, when it batches; nil otherwise
+	running atomic.Bool      // set once raft has started (its startup restores are done)
 }
 
 var _ raft.BatchingFSM = (*lockedFSM)(nil)
@@ -57,10 +62,22 @@ func (l *lockedFSM) Snapshot() (raft.FSMSnapshot, error) {
 	return l.inner.Snapshot()
 }
 
+// Restore restores the inner FSM. A restore that failed after emptying the FSM
+// (fsm.ErrRestoreEmptied, with fsm.Options.LeanRestore) is fatal once raft runs:
+// raft would go on with an FSM that no longer matches the index it believes
+// applied (it answers a failed InstallSnapshot and carries on), so the replica
+// would diverge or serve an empty state. Like an undecodable entry, that panics
+// on raft's FSM goroutine; on restart raft restores from the replica's own
+// snapshots (the newest that reads back) and log. At startup the error is
+// returned: raft then tries the next older snapshot.
 func (l *lockedFSM) Restore(r io.ReadCloser) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.inner.Restore(r)
+	err := l.inner.Restore(r)
+	if err != nil && l.running.Load() && errors.Is(err, fsm.ErrRestoreEmptied) {
+		panic(fmt.Sprintf("raftnode: %v; stopping this replica: restart it to restore from its own snapshots and log", err))
+	}
+	return err
 }
 
 // read runs fn on the inner FSM under the read lock.

@@ -122,6 +122,7 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
+	n.fsm.running.Store(true)
 	if n.adminLn != nil {
 		n.registerAdmin()
 		n.adminSrv = &http.Server{Handler: n.mux, ReadHeaderTimeout: 5 * time.Second}
