@@ -272,6 +272,35 @@ assertions:
 		}
 	}
 
+	// Changes at t=0 for two deciding instances give one plan each; what no
+	// plan expresses is said.
+	otherRegion := ""
+	for name := range c.Regions {
+		if name != regionName {
+			otherRegion = name
+		}
+	}
+	two := writePlanFile(t, "plan-two.yaml", fmt.Sprintf(`duration: 2m
+events:
+  - {at: 0, kind: drain, host: %s}
+  - {at: 0, kind: region_loss, region: %s}
+  - {at: 0, kind: add_hosts, region: %s, count: 1, capacity: {cpu: 16}}
+`, host, otherRegion, regionName))
+	code, out, errOut = runCLI("plan", "--addr", addr, "--scenario", two, "-o", "json")
+	var p2 scenarioPlanJSON
+	if code != 0 || json.Unmarshal([]byte(out), &p2) != nil {
+		t.Fatalf("plan --scenario (two instances): exit %d %s\n%s", code, errOut, out)
+	}
+	if len(p2.Plans) != 2 || p2.Plans[0].Tier != "region" || p2.Plans[0].Instance != regionName || p2.Plans[1].Tier != "global" ||
+		len(p2.NotInPlans) != 1 || !strings.Contains(p2.NotInPlans[0], "add_hosts 1 in "+regionName) {
+		t.Errorf("two instances: plans %+v, not in plans %q", p2.Plans, p2.NotInPlans)
+	}
+	for _, m := range p2.Plans[1].Moves {
+		if m.From != otherRegion {
+			t.Errorf("the global plan for losing %s moves %+v", otherRegion, m)
+		}
+	}
+
 	// A change of the region's state since the plan: the token is refused.
 	other := ""
 	for name, r := range c.HostRegion {
