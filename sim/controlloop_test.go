@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/strata-sched/strata/interfaces"
 )
@@ -225,5 +226,69 @@ policies: [{name: g, solver: greedy}]
 	c := sc.ControlConfig(sc.Policies[0])
 	if c.TargetImbalance != 1.2 || c.Floor != 0.4 || c.TargetUtil != 0.7 || c.DeadBand != 0.1 {
 		t.Errorf("aliases: %+v", c)
+	}
+}
+
+// TestFailoverAfterLeaseAndGrace: a failed host's shards wait for its lease
+// (detect_after) and the controller's grace before they move, as in the
+// daemons; a lost region likewise at the global tier.
+func TestFailoverAfterLeaseAndGrace(t *testing.T) {
+	sc := mustParse(t, `name: failover
+duration: 4m
+tick: 5s
+control_interval: 30s
+sample_every: 5s
+model: {detect_after: 10s}
+control: {grace: 20s}
+topology:
+  regions:
+    - {name: eu, hosts: 4, capacity: {cpu: 10}}
+    - {name: us, hosts: 4, capacity: {cpu: 10}}
+    - {name: ap, hosts: 4, capacity: {cpu: 10}}
+workload:
+  jobs: [{name: j, shards: 24, load: {cpu: 1}, input_rate: 10}]
+events:
+  - {at: 1m, kind: host_fail, host: eu-h001}
+  - {at: 2m, kind: region_loss, region: us}
+policies: [{name: g, solver: simtest-greedy}]
+assertions: [{kind: no_loss}]
+`)
+	if got := sc.FailoverAfter(sc.Policies[0]); got != 30*time.Second {
+		t.Fatalf("FailoverAfter %v, want 30s", got)
+	}
+	p := mustRun(t, sc, Options{}).Policies[0]
+	unowned := func(sec float64) int {
+		for _, s := range p.Series {
+			if s.T == sec {
+				return s.Unowned
+			}
+		}
+		t.Fatalf("no sample at %vs", sec)
+		return 0
+	}
+	// The sample at T covers the tick that starts at T-5s.
+	if n := unowned(65); n == 0 {
+		t.Fatal("no shard on the failed host")
+	}
+	if n := unowned(90); n == 0 {
+		t.Errorf("shards re-placed before lease + grace (30 s): %d unowned at 1m25s", n)
+	}
+	if n := unowned(100); n != 0 {
+		t.Errorf("%d shards still unowned after lease + grace", n)
+	}
+	if n := unowned(125); n == 0 {
+		t.Error("the lost region held no shard")
+	}
+	if n := unowned(150); n != unowned(125) {
+		t.Errorf("the global tier moved shards of the lost region before lease + grace: %d then %d unowned", unowned(125), n)
+	}
+	if n := unowned(240); n != 0 {
+		t.Errorf("%d shards of the lost region still unowned at the end", n)
+	}
+	if !p.Assertions[0].Passed {
+		t.Error(p.Assertions[0].Message)
+	}
+	if len(p.Summary.Alerts) != 0 {
+		t.Errorf("alerts %+v; one host of four and one region of three are below the guard", p.Summary.Alerts)
 	}
 }

@@ -105,11 +105,14 @@ func (e *engine) handle(ctx context.Context, ev event) error {
 			e.hostDeclared[h] = false
 		}
 		if e.regionLost[ev.a] {
-			// New leaders: fresh controllers for the region and its racks.
+			// New leaders: fresh controllers for the region and its racks
+			// (the old ones' alerts end here).
 			e.regionLost[ev.a], e.regionDeclared[ev.a] = false, false
+			e.closeAlerts(e.regions[ev.a], t)
 			e.regions[ev.a] = e.newInstance(w.regionName[ev.a], e.rpol)
 			if e.rack != nil {
 				for _, k := range w.regionRacks[ev.a] {
+					e.closeAlerts(e.racks[k], t)
 					e.racks[k] = e.newInstance(w.rackName[k], e.rack)
 				}
 			}
@@ -616,12 +619,11 @@ func (e *engine) round(ctx context.Context, t time.Duration, in *tierInstance, v
 // gives the shard to the region (whose round places it); a relocation moves its
 // state between regions. It returns the moves applied.
 func (e *engine) applyRegionMoves(ms []interfaces.Move, t time.Duration) []interfaces.Move {
-	w := e.w
 	idx := e.shardIndex()
 	applied := ms[:0:0]
 	for _, m := range ms {
 		i := idx[m.Shard]
-		to := w.region(string(m.To))
+		to := e.regionIndex(string(m.To))
 		if e.moveKind[i] != moveNone {
 			e.sum.Rejected++ // busy with a host move; the next round retries
 			continue
@@ -636,7 +638,7 @@ func (e *engine) applyRegionMoves(ms []interfaces.Move, t time.Duration) []inter
 			e.trigger(to, t)
 			continue
 		}
-		e.left(i, moveRegion, w.region(string(m.From)), to, t)
+		e.left(i, moveRegion, e.regionIndex(string(m.From)), to, t)
 		e.startMove(i, moveRegion, to, t, e.moveTime(i, e.sc.Model.CrossRegionBandwidth))
 	}
 	return applied
@@ -836,6 +838,16 @@ func alertKey(a control.Alert) string {
 		}
 	}
 	return a.Code
+}
+
+// closeAlerts ends the alerts in force at instance in at t.
+func (e *engine) closeAlerts(in *tierInstance, t time.Duration) {
+	for k, i := range in.open {
+		if i >= 0 {
+			e.sum.Alerts[i].Until = t.Seconds()
+		}
+		delete(in.open, k)
+	}
 }
 
 // noteRound records a round's alerts (opening and closing Summary.Alerts
