@@ -19,6 +19,9 @@ import (
 type Tier struct {
 	*Node
 	FSM *fsm.FSM
+	// Options are the options the FSM was built with (StartTier's; zero when the
+	// FSM came from elsewhere, see NewTier).
+	Options fsm.Options
 }
 
 // StartTier starts a replica whose state machine is a fresh fsm.FSM.
@@ -37,7 +40,9 @@ func StartTier(cfg Config, opts fsm.Options) (*Tier, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewTier(n, f), nil
+	t := NewTier(n, f)
+	t.Options = opts
+	return t, nil
 }
 
 // NewTier makes a Tier of a running node whose FSM is f (the harnesses build nodes

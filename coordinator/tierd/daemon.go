@@ -112,13 +112,17 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		deleted:    map[interfaces.ShardID]uint64{},
 		wake:       make(chan struct{}, 1),
 	}
+	// LeanRestore: a follower that installs a snapshot over a large state peaks at
+	// about one state's memory instead of two (docs/benchmarks.md, "Coordinator
+	// FSM"). Readers of the FSM wait for the restore, and a failed restore stops
+	// the replica (raftnode), which restores from its own snapshots on restart.
 	d.tier, err = raftnode.StartTier(raftnode.Config{
 		ID:        cfg.NodeID,
 		Dir:       filepath.Join(cfg.DataDir, "raft"),
 		RaftBind:  cfg.RaftAddr,
 		AdminBind: cfg.AdminAddr,
 		LogOutput: logOut,
-	}, fsm.Options{})
+	}, fsm.Options{LeanRestore: true})
 	if err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
