@@ -1,0 +1,108 @@
+package hierbench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// flat is one policy over all hosts.
+type flat struct {
+	in     *Instance
+	seed   int64
+	policy interfaces.Policy
+	host   []int32
+	epoch  []interfaces.Epoch
+	hosts  []interfaces.Child
+	shards []interfaces.Shard
+	asg    []interfaces.Assignment
+}
+
+// newFlat reuses shards (the views by shard index) when given, with their loads
+// set back to the loads before the change.
+func newFlat(in *Instance, seed uint64, policy interfaces.Policy, shards []interfaces.Shard) *flat {
+	N := in.P.NumShards()
+	if shards == nil {
+		shards = shardViews(in)
+	}
+	R := in.P.NumResources()
+	for s := range shards {
+		shards[s].Load.CPU = in.P.Load[s*R]
+		shards[s].Load.Mem = in.P.Load[s*R+1]
+	}
+	f := &flat{in: in, seed: int64(seed), policy: policy, host: make([]int32, N), epoch: make([]interfaces.Epoch, N),
+		hosts: hostViews(in), shards: shards, asg: make([]interfaces.Assignment, 0, N)}
+	for s := range f.host {
+		f.host[s] = -1
+	}
+	return f
+}
+
+func (f *flat) run(ctx context.Context, now func() time.Time) (Run, error) {
+	var out Run
+	status := interfaces.StatusOK
+	t0 := stamp(now)
+	st, err := f.round(ctx)
+	if err != nil {
+		return out, fmt.Errorf("place: %w", err)
+	}
+	status = worse(status, st)
+	out.PlaceSeconds = since(now, t0)
+	for _, c := range f.host {
+		if c >= 0 {
+			out.Placed++
+		}
+	}
+	before := append([]int32(nil), f.host...)
+	t1 := stamp(now)
+	R := f.in.P.NumResources()
+	for s := range f.shards {
+		f.shards[s].Load.CPU = f.in.After[s*R]
+		f.shards[s].Load.Mem = f.in.After[s*R+1]
+	}
+	st, err = f.round(ctx)
+	if err != nil {
+		return out, fmt.Errorf("rebalance: %w", err)
+	}
+	status = worse(status, st)
+	out.RebalanceSeconds = since(now, t1)
+	out.Seconds = out.PlaceSeconds + out.RebalanceSeconds
+	for s, c := range f.host {
+		if c != before[s] {
+			out.Moves++
+		}
+	}
+	out.Status = status.String()
+	return out, nil
+}
+
+func (f *flat) round(ctx context.Context) (interfaces.Status, error) {
+	asg := f.asg[:0]
+	for s, c := range f.host {
+		if c >= 0 {
+			asg = append(asg, interfaces.Assignment{Shard: f.shards[s].ID, Child: f.hosts[c].ID, Epoch: f.epoch[s]})
+		}
+	}
+	v := &interfaces.View{Tier: interfaces.TierRegion, Instance: "flat", Seed: f.seed,
+		Children: f.hosts, Shards: f.shards, Assignments: asg}
+	plan, err := f.policy.Plan(ctx, v)
+	if err != nil {
+		return interfaces.StatusOK, err
+	}
+	N, M := len(f.host), len(f.hosts)
+	for _, m := range plan.Moves {
+		s, err := index(string(m.Shard), "shard-", N)
+		if err != nil {
+			return plan.Status, err
+		}
+		c, err := index(string(m.To), "host-", M)
+		if err != nil {
+			return plan.Status, err
+		}
+		f.host[s] = int32(c)
+		f.epoch[s]++
+	}
+	return plan.Status, nil
+}

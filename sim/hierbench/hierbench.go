@@ -1,0 +1,630 @@
+package hierbench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/strata-sched/strata/balancer"
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/tiers"
+)
+
+// Config describes one comparison.
+type Config struct {
+	Shards, Hosts, Regions int
+	Seed                   uint64
+	// GlobalPolicy, RegionPolicy and FlatPolicy name tier policies of the tiers
+	// registry ("greedy", "local", ...); each is built with its *Config.
+	GlobalPolicy, RegionPolicy, FlatPolicy string
+	GlobalConfig, RegionConfig, FlatConfig interfaces.PolicyConfig
+	// Change is the fraction of shards whose load changes before the rebalance
+	// round, in [0, 1]; 0 means 0.05. Use a negative value for no change.
+	Change float64
+	// Workers is the size of the region worker pool; 0 means GOMAXPROCS.
+	Workers int
+	// SkipFlat leaves the flat run out (Result.Flat is zero).
+	SkipFlat bool
+	// MatchQuality sets the flat policy's target_max_over_lb to the max_over_lb
+	// the hierarchy reached, so the flat local search stops as soon as it is as
+	// good (a target in FlatConfig is then overridden).
+	MatchQuality bool
+	// Now times the runs (wall or CPU time); nil reports 0 seconds.
+	Now func() time.Time
+}
+
+// Run is what one side (hierarchy or flat) did.
+type Run struct {
+	// Seconds is the time of both rounds (views, plans, applying the plans).
+	Seconds          float64 `json:"seconds"`
+	PlaceSeconds     float64 `json:"place_seconds"`
+	RebalanceSeconds float64 `json:"rebalance_seconds"`
+	// MaxOverLB is the worse of cpu and mem; ByResource has both.
+	MaxOverLB  float64            `json:"max_over_lb"`
+	ByResource map[string]float64 `json:"max_over_lb_by_resource"`
+	// Moves counts the shards whose host changed in the rebalance round.
+	Moves int `json:"moves"`
+	// Placed counts the shards on a host after the place round.
+	Placed int `json:"placed"`
+	// Unplaced counts the shards without a host at the end; Overloaded the hosts
+	// above their capacity in some resource at the end.
+	Unplaced   int `json:"unplaced"`
+	Overloaded int `json:"overloaded_hosts"`
+	// Status is the worst status of the plans (ok < partial < infeasible).
+	Status string `json:"status"`
+}
+
+// HierRun adds the hierarchy's own figures.
+type HierRun struct {
+	Run
+	// GlobalSeconds and RegionSeconds split Seconds by tier (the rest is
+	// applying plans and grouping shards by region).
+	GlobalSeconds float64 `json:"global_seconds"`
+	RegionSeconds float64 `json:"region_seconds"`
+	// RegionMoves counts the shards whose region changed in the rebalance round.
+	RegionMoves int `json:"region_moves"`
+	// Workers is the size of the region worker pool.
+	Workers int `json:"workers"`
+}
+
+// Result is the comparison.
+type Result struct {
+	Shards  int     `json:"shards"`
+	Hosts   int     `json:"hosts"`
+	Regions int     `json:"regions"`
+	Seed    uint64  `json:"seed"`
+	Changed int     `json:"changed_shards"`
+	Hier    HierRun `json:"hierarchy"`
+	Flat    Run     `json:"flat"`
+	// FlatTarget is the target_max_over_lb the flat policy ran with when
+	// MatchQuality is set (the hierarchy's max_over_lb), else 0.
+	FlatTarget float64 `json:"flat_target_max_over_lb,omitempty"`
+	// FlatReached says whether the flat run reached FlatTarget (it may run out
+	// of its time budget first).
+	FlatReached bool `json:"flat_reached_target"`
+	// Speedup is Flat.Seconds / Hier.Seconds (0 without a flat run).
+	Speedup float64 `json:"speedup"`
+	// LB is the lower bound per resource of the instance after the change.
+	LB map[string]float64 `json:"lb"`
+	// HierHost and FlatHost are the final host of every shard (-1 = none), for
+	// checks; RegionOf the hierarchy's final region of every shard.
+	HierHost, FlatHost, RegionOf []int32 `json:"-"`
+}
+
+func (c *Config) check() error {
+	switch {
+	case c.Shards < 1:
+		return fmt.Errorf("shards: must be ≥ 1 (got %d): %w", c.Shards, interfaces.ErrInvalid)
+	case c.Hosts < 1:
+		return fmt.Errorf("hosts: must be ≥ 1 (got %d): %w", c.Hosts, interfaces.ErrInvalid)
+	case c.Regions < 1:
+		return fmt.Errorf("regions: must be ≥ 1 (got %d): %w", c.Regions, interfaces.ErrInvalid)
+	case c.Regions > c.Hosts:
+		return fmt.Errorf("regions: must be ≤ hosts (%d), every region needs a host (got %d): %w", c.Hosts, c.Regions, interfaces.ErrInvalid)
+	case c.Shards > math.MaxInt32 || c.Hosts > math.MaxInt32:
+		return fmt.Errorf("shards: too many for 32-bit indices (got %d): %w", c.Shards, interfaces.ErrInvalid)
+	case math.IsNaN(c.Change) || c.Change > 1:
+		return fmt.Errorf("change: must be in [0, 1] (got %g): %w", c.Change, interfaces.ErrInvalid)
+	case c.Workers < 0:
+		return fmt.Errorf("workers: must be ≥ 0 (got %d): %w", c.Workers, interfaces.ErrInvalid)
+	}
+	return nil
+}
+
+// Instance is the generated instance: the flat problem (shards, hosts, loads
+// before the change), the region of every host and the loads after the change.
+type Instance struct {
+	P *balancer.Problem
+	// HostOff[r]..HostOff[r+1] are the hosts of region r.
+	HostOff []int
+	// After is the N×R load after the change; Changed the number of shards whose
+	// load changed.
+	After   []float64
+	Changed int
+}
+
+// NewInstance generates the instance of cfg.
+func NewInstance(cfg Config) (*Instance, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	p, err := balancer.Generate(balancer.InstanceSpec{Shards: cfg.Shards, Hosts: cfg.Hosts, Seed: cfg.Seed})
+	if err != nil {
+		return nil, err
+	}
+	// IDs that sort like their indices, so plans listed by shard ID come out in
+	// index order.
+	width := len(strconv.Itoa(cfg.Shards - 1))
+	for s := range p.Current {
+		p.Current[s] = -1
+		p.ShardIDs[s] = interfaces.ShardID(fmt.Sprintf("shard-%0*d", width, s))
+	}
+	in := &Instance{P: p, HostOff: make([]int, cfg.Regions+1)}
+	for r := 0; r <= cfg.Regions; r++ {
+		in.HostOff[r] = r * cfg.Hosts / cfg.Regions
+	}
+	in.After = append([]float64(nil), p.Load...)
+	frac := cfg.Change
+	if frac == 0 {
+		frac = 0.05
+	}
+	if frac > 0 {
+		R := p.NumResources()
+		rng := rand.New(rand.NewPCG(cfg.Seed, 0xc4a96e))
+		for s := 0; s < cfg.Shards; s++ {
+			if rng.Float64() >= frac {
+				continue
+			}
+			in.Changed++
+			for r := 0; r < R; r++ {
+				in.After[s*R+r] *= 0.5 + 1.5*rng.Float64()
+			}
+		}
+	}
+	return in, nil
+}
+
+// Compare runs the hierarchy and then (unless cfg.SkipFlat) the flat balancer on
+// the instance of cfg. ctx bounds the flat run only: when it ends, the flat
+// policy returns its best plan so far (Status partial) and the remaining rounds
+// are still applied. The hierarchy runs without a deadline.
+func Compare(ctx context.Context, cfg Config) (Result, error) {
+	in, err := NewInstance(cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	return CompareInstance(ctx, cfg, in)
+}
+
+// CompareInstance is Compare on a generated instance.
+func CompareInstance(ctx context.Context, cfg Config, in *Instance) (Result, error) {
+	if err := cfg.check(); err != nil {
+		return Result{}, err
+	}
+	names := [3]string{cfg.GlobalPolicy, cfg.RegionPolicy, cfg.FlatPolicy}
+	fields := [3]string{"global_policy", "region_policy", "flat_policy"}
+	cfgs := [3]interfaces.PolicyConfig{cfg.GlobalConfig, cfg.RegionConfig, cfg.FlatConfig}
+	var pols [3]interfaces.Policy
+	for i := range pols {
+		if names[i] == "" {
+			names[i] = tiers.DefaultPolicy
+		}
+		p, err := tiers.New(names[i], cfgs[i])
+		if err != nil {
+			return Result{}, fmt.Errorf("%s: %w", fields[i], err)
+		}
+		pols[i] = p
+	}
+	workers := cfg.Workers
+	if workers == 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	lb, err := in.lowerBound()
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Shards: cfg.Shards, Hosts: cfg.Hosts, Regions: cfg.Regions, Seed: cfg.Seed, Changed: in.Changed, LB: lb}
+	h := newHier(in, cfg.Seed, pols[0], pols[1], workers)
+	if res.Hier, err = h.run(cfg.Now); err != nil {
+		return Result{}, fmt.Errorf("hierarchy: %w", err)
+	}
+	res.Hier.Run.score(in, h.host, lb)
+	res.HierHost, res.RegionOf = h.host, h.regionOf
+	if !cfg.SkipFlat {
+		fp := pols[2]
+		if cfg.MatchQuality {
+			fc := interfaces.PolicyConfig{}
+			for k, v := range cfg.FlatConfig {
+				fc[k] = v
+			}
+			res.FlatTarget = math.Max(1, res.Hier.MaxOverLB)
+			fc["target_max_over_lb"] = strconv.FormatFloat(res.FlatTarget, 'g', -1, 64)
+			if fp, err = tiers.New(names[2], fc); err != nil {
+				return Result{}, fmt.Errorf("flat_policy: %w", err)
+			}
+		}
+		shards := h.gshards
+		h = nil // the hierarchy's views are garbage now
+		f := newFlat(in, cfg.Seed, fp, shards)
+		if res.Flat, err = f.run(ctx, cfg.Now); err != nil {
+			return Result{}, fmt.Errorf("flat: %w", err)
+		}
+		res.Flat.score(in, f.host, lb)
+		res.FlatHost = f.host
+		res.FlatReached = res.FlatTarget > 0 && res.Flat.MaxOverLB <= res.FlatTarget*(1+1e-9)
+		if res.Hier.Seconds > 0 {
+			res.Speedup = res.Flat.Seconds / res.Hier.Seconds
+		}
+	}
+	return res, nil
+}
+
+// lowerBound is balancer.LowerBound of the flat problem with the loads after
+// the change.
+func (in *Instance) lowerBound() (map[string]float64, error) {
+	q := *in.P
+	q.Load = in.After
+	lb := balancer.LowerBound(&q)
+	if lb == nil {
+		return nil, fmt.Errorf("instance: invalid problem: %w", q.Validate())
+	}
+	return lb, nil
+}
+
+// MaxOverLB returns, per resource, the busiest host's utilization under host
+// (shard → host index, -1 unplaced) with the loads after the change, divided by
+// lb; and the number of hosts above capacity.
+func (in *Instance) MaxOverLB(host []int32, lb map[string]float64) (map[string]float64, int) {
+	p := in.P
+	R, M := p.NumResources(), p.NumChildren()
+	load := make([]float64, M*R)
+	for s, h := range host {
+		if h >= 0 {
+			for r := 0; r < R; r++ {
+				load[int(h)*R+r] += in.After[s*R+r]
+			}
+		}
+	}
+	out := make(map[string]float64, R)
+	over := 0
+	for c := 0; c < M; c++ {
+		hot := false
+		for r := 0; r < R; r++ {
+			if load[c*R+r] > p.Capacity[c*R+r]*(1+1e-9) {
+				hot = true
+			}
+		}
+		if hot {
+			over++
+		}
+	}
+	for r, name := range p.Resources {
+		mx := 0.0
+		for c := 0; c < M; c++ {
+			if cp := p.Capacity[c*R+r]; cp > 0 {
+				mx = math.Max(mx, load[c*R+r]/cp)
+			}
+		}
+		out[name] = mx / lb[name]
+	}
+	return out, over
+}
+
+func (run *Run) score(in *Instance, host []int32, lb map[string]float64) {
+	run.ByResource, run.Overloaded = in.MaxOverLB(host, lb)
+	run.MaxOverLB = 0
+	for _, v := range run.ByResource {
+		run.MaxOverLB = math.Max(run.MaxOverLB, v)
+	}
+	run.Unplaced = 0
+	for _, h := range host {
+		if h < 0 {
+			run.Unplaced++
+		}
+	}
+}
+
+// statusRank orders plan statuses from best to worst.
+func statusRank(s interfaces.Status) int {
+	switch s {
+	case interfaces.StatusOK:
+		return 0
+	case interfaces.StatusPartial:
+		return 1
+	}
+	return 2
+}
+
+func worse(a, b interfaces.Status) interfaces.Status {
+	if statusRank(b) > statusRank(a) {
+		return b
+	}
+	return a
+}
+
+// index parses the number at the end of an ID built as prefix+decimal (the IDs
+// of balancer.Generate and of the regions here) and checks it against n.
+func index(id, prefix string, n int) (int, error) {
+	s, ok := strings.CutPrefix(id, prefix)
+	if !ok {
+		return -1, fmt.Errorf("plan names %q, not a %s ID", id, strings.TrimSuffix(prefix, "-"))
+	}
+	i, err := strconv.Atoi(s)
+	if err != nil || i < 0 || i >= n {
+		return -1, fmt.Errorf("plan names %q, which does not exist", id)
+	}
+	return i, nil
+}
+
+// shardViews builds the contract values of the shards once: ID and load.
+func shardViews(in *Instance) []interfaces.Shard {
+	p := in.P
+	R := p.NumResources()
+	out := make([]interfaces.Shard, p.NumShards())
+	for s := range out {
+		out[s] = interfaces.Shard{ID: p.ShardIDs[s], Job: "bench", Load: interfaces.Load{CPU: p.Load[s*R], Mem: p.Load[s*R+1]}, StateBytes: p.StateBytes[s]}
+	}
+	return out
+}
+
+// hostViews builds the contract values of the hosts once.
+func hostViews(in *Instance) []interfaces.Child {
+	p := in.P
+	R := p.NumResources()
+	out := make([]interfaces.Child, p.NumChildren())
+	for c := range out {
+		out[c] = interfaces.Child{ID: p.ChildIDs[c], Tier: interfaces.TierHost, Capacity: interfaces.Load{CPU: p.Capacity[c*R], Mem: p.Capacity[c*R+1]}}
+	}
+	return out
+}
+
+// since returns the seconds from t0 by now (0 without a clock).
+func since(now func() time.Time, t0 time.Time) float64 {
+	if now == nil {
+		return 0
+	}
+	return now().Sub(t0).Seconds()
+}
+
+func stamp(now func() time.Time) time.Time {
+	if now == nil {
+		return time.Time{}
+	}
+	return now()
+}
+
+// hier is the hierarchy's state: every shard's region and host, and the views.
+type hier struct {
+	in               *Instance
+	seed             int64
+	global, region   interfaces.Policy
+	workers          int
+	regionOf         []int32 // shard → region (-1 none)
+	host             []int32 // shard → host (-1 none)
+	regionEpoch      []interfaces.Epoch
+	hostEpoch        []interfaces.Epoch
+	regions          []interfaces.Child
+	hosts            []interfaces.Child
+	hostRegion       []int32
+	gshards          []interfaces.Shard // by shard index: the global view
+	rshards          []interfaces.Shard // grouped by region after each global plan
+	idx              []int32            // position in rshards → shard index
+	off              []int              // region r's shards are rshards[off[r]:off[r+1]]
+	asg              []interfaces.Assignment
+	globalS, regionS float64
+	now              func() time.Time
+}
+
+func newHier(in *Instance, seed uint64, global, region interfaces.Policy, workers int) *hier {
+	p := in.P
+	N, M := p.NumShards(), p.NumChildren()
+	Rg := len(in.HostOff) - 1
+	h := &hier{in: in, seed: int64(seed), global: global, region: region, workers: workers,
+		regionOf: make([]int32, N), host: make([]int32, N),
+		regionEpoch: make([]interfaces.Epoch, N), hostEpoch: make([]interfaces.Epoch, N),
+		hosts: hostViews(in), hostRegion: make([]int32, M), gshards: shardViews(in), rshards: make([]interfaces.Shard, N),
+		idx: make([]int32, N), off: make([]int, Rg+1), asg: make([]interfaces.Assignment, N)}
+	h.regions = make([]interfaces.Child, Rg)
+	for r := 0; r < Rg; r++ {
+		var capa interfaces.Load
+		for c := in.HostOff[r]; c < in.HostOff[r+1]; c++ {
+			h.hostRegion[c] = int32(r)
+			capa.CPU += h.hosts[c].Capacity.CPU
+			capa.Mem += h.hosts[c].Capacity.Mem
+		}
+		h.regions[r] = interfaces.Child{ID: interfaces.ChildID(regionID(r)), Tier: interfaces.TierRegion, Capacity: capa}
+	}
+	for s := range h.idx {
+		h.idx[s] = int32(s)
+		h.regionOf[s] = -1
+		h.host[s] = -1
+	}
+	return h
+}
+
+func regionID(r int) string { return "region-" + strconv.Itoa(r) }
+
+func (h *hier) run(now func() time.Time) (HierRun, error) {
+	h.now = now
+	out := HierRun{Workers: h.workers}
+	status := interfaces.StatusOK
+	t0 := stamp(now)
+	st, err := h.round()
+	if err != nil {
+		return out, fmt.Errorf("place: %w", err)
+	}
+	status = worse(status, st)
+	out.PlaceSeconds = since(now, t0)
+	for _, c := range h.host {
+		if c >= 0 {
+			out.Placed++
+		}
+	}
+	before := append([]int32(nil), h.host...)
+	beforeRegion := append([]int32(nil), h.regionOf...)
+	// The load change: the daemons would learn it from the hosts' reports.
+	t1 := stamp(now)
+	R := h.in.P.NumResources()
+	for s := range h.gshards {
+		h.gshards[s].Load.CPU = h.in.After[s*R]
+		h.gshards[s].Load.Mem = h.in.After[s*R+1]
+	}
+	st, err = h.round()
+	if err != nil {
+		return out, fmt.Errorf("rebalance: %w", err)
+	}
+	status = worse(status, st)
+	out.RebalanceSeconds = since(now, t1)
+	out.Seconds = out.PlaceSeconds + out.RebalanceSeconds
+	for s, c := range h.host {
+		if c != before[s] {
+			out.Moves++
+		}
+		if h.regionOf[s] != beforeRegion[s] {
+			out.RegionMoves++
+		}
+	}
+	out.GlobalSeconds, out.RegionSeconds = h.globalS, h.regionS
+	out.Status = status.String()
+	return out, nil
+}
+
+// round runs the global tier, applies its plan, groups the shards by region and
+// runs every region tier.
+func (h *hier) round() (interfaces.Status, error) {
+	t0 := stamp(h.now)
+	st, err := h.globalRound()
+	if err != nil {
+		return st, err
+	}
+	h.globalS += since(h.now, t0)
+	h.group()
+	t1 := stamp(h.now)
+	st2, err := h.regionRound()
+	h.regionS += since(h.now, t1)
+	return worse(st, st2), err
+}
+
+func (h *hier) globalRound() (interfaces.Status, error) {
+	asg := h.asg[:0]
+	for s, r := range h.regionOf {
+		if r >= 0 {
+			asg = append(asg, interfaces.Assignment{Shard: h.gshards[s].ID, Child: h.regions[r].ID, Epoch: h.regionEpoch[s]})
+		}
+	}
+	v := &interfaces.View{Tier: interfaces.TierGlobal, Instance: "global", Seed: h.seed,
+		Children: h.regions, Shards: h.gshards, Assignments: asg}
+	plan, err := h.global.Plan(context.Background(), v)
+	if err != nil {
+		return interfaces.StatusOK, err
+	}
+	N, Rg := len(h.regionOf), len(h.regions)
+	for _, m := range plan.Moves {
+		s, err := index(string(m.Shard), "shard-", N)
+		if err != nil {
+			return plan.Status, err
+		}
+		r, err := index(string(m.To), "region-", Rg)
+		if err != nil {
+			return plan.Status, err
+		}
+		h.regionOf[s] = int32(r)
+		h.regionEpoch[s]++
+		// The old region revokes the shard from its host.
+		if c := h.host[s]; c >= 0 && h.hostRegion[c] != int32(r) {
+			h.host[s] = -1
+		}
+	}
+	return plan.Status, nil
+}
+
+// group orders the shards by region (counting sort, by shard index within a
+// region; unplaced shards last), copies their views into rshards in that order
+// and sets off, so that each region's view is a subslice.
+func (h *hier) group() {
+	Rg := len(h.regions)
+	next := make([]int, Rg+2)
+	for _, r := range h.regionOf {
+		next[r+2]++
+	}
+	for i := 1; i < len(next); i++ {
+		next[i] += next[i-1]
+	}
+	// next[r+1] is the first position of region r (r = -1 .. Rg-1) with the
+	// unplaced first; shift so that the unplaced come last.
+	unplaced := next[1]
+	for r := 0; r <= Rg; r++ {
+		h.off[r] = next[r+1] - unplaced
+	}
+	pos := append([]int(nil), h.off...)
+	for s, r := range h.regionOf {
+		var p int
+		if r < 0 {
+			p = pos[Rg]
+			pos[Rg]++
+		} else {
+			p = pos[r]
+			pos[r]++
+		}
+		h.idx[p] = int32(s)
+		h.rshards[p] = h.gshards[s]
+	}
+}
+
+// regionRound plans every region on a pool of workers.
+func (h *hier) regionRound() (interfaces.Status, error) {
+	Rg := len(h.regions)
+	jobs := make(chan int)
+	type out struct {
+		st  interfaces.Status
+		err error
+	}
+	outs := make([]out, Rg)
+	var wg sync.WaitGroup
+	for w := 0; w < h.workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range jobs {
+				st, err := h.regionPlan(r)
+				outs[r] = out{st, err}
+			}
+		}()
+	}
+	for r := 0; r < Rg; r++ {
+		jobs <- r
+	}
+	close(jobs)
+	wg.Wait()
+	status := interfaces.StatusOK
+	for r, o := range outs {
+		if o.err != nil {
+			return status, fmt.Errorf("region %s: %w", h.regions[r].ID, o.err)
+		}
+		status = worse(status, o.st)
+	}
+	return status, nil
+}
+
+// regionPlan plans region r's shards onto its hosts and applies the plan. It
+// touches only region r's shards, so regions run concurrently.
+func (h *hier) regionPlan(r int) (interfaces.Status, error) {
+	lo, hi := h.off[r], h.off[r+1]
+	hlo, hhi := h.in.HostOff[r], h.in.HostOff[r+1]
+	asg := h.asg[lo:lo]
+	for pos := lo; pos < hi; pos++ {
+		s := h.idx[pos]
+		if c := h.host[s]; c >= 0 {
+			asg = append(asg, interfaces.Assignment{Shard: h.rshards[pos].ID, Child: h.hosts[c].ID, Epoch: h.hostEpoch[s]})
+		}
+	}
+	v := &interfaces.View{Tier: interfaces.TierRegion, Instance: string(h.regions[r].ID), Seed: h.seed,
+		Children: h.hosts[hlo:hhi], Shards: h.rshards[lo:hi], Assignments: asg}
+	plan, err := h.region.Plan(context.Background(), v)
+	if err != nil {
+		return interfaces.StatusOK, err
+	}
+	N, M := len(h.host), len(h.hosts)
+	for _, m := range plan.Moves {
+		s, err := index(string(m.Shard), "shard-", N)
+		if err != nil {
+			return plan.Status, err
+		}
+		c, err := index(string(m.To), "host-", M)
+		if err != nil {
+			return plan.Status, err
+		}
+		if c < hlo || c >= hhi || h.regionOf[s] != int32(r) {
+			return plan.Status, fmt.Errorf("plan moves %s to %s, outside the region", m.Shard, m.To)
+		}
+		h.host[s] = int32(c)
+		h.hostEpoch[s]++
+	}
+	return plan.Status, nil
+}

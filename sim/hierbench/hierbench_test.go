@@ -1,0 +1,201 @@
+package hierbench
+
+import (
+	"context"
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/strata-sched/strata/interfaces"
+)
+
+func smallConfig() Config {
+	return Config{
+		Shards: 3000, Hosts: 60, Regions: 4, Seed: 5,
+		GlobalPolicy: "local", RegionPolicy: "local", FlatPolicy: "local",
+		GlobalConfig: interfaces.PolicyConfig{"candidates": "1", "target_max_over_lb": "1.002"},
+		RegionConfig: interfaces.PolicyConfig{"candidates": "1", "target_max_over_lb": "1.02"},
+		FlatConfig:   interfaces.PolicyConfig{"candidates": "1"},
+		MatchQuality: true,
+	}
+}
+
+// direct computes max load/capacity over hosts per resource under host, and
+// the LB from its definition (max(Σload/Σcap, max shard load/largest
+// capacity)), from the instance's raw arrays: a reference for MaxOverLB.
+func direct(t *testing.T, in *Instance, host []int32) (maxOverLB float64, overloaded int) {
+	t.Helper()
+	p := in.P
+	R, M, N := p.NumResources(), p.NumChildren(), p.NumShards()
+	worst := 0.0
+	used := make([]float64, M*R)
+	for s := 0; s < N; s++ {
+		for r := 0; r < R; r++ {
+			used[int(host[s])*R+r] += in.After[s*R+r]
+		}
+	}
+	for c := 0; c < M; c++ {
+		for r := 0; r < R; r++ {
+			if used[c*R+r] > p.Capacity[c*R+r] {
+				overloaded++
+				break
+			}
+		}
+	}
+	for r := 0; r < R; r++ {
+		var load, capa, maxShard, maxCap, mx float64
+		for s := 0; s < N; s++ {
+			load += in.After[s*R+r]
+			maxShard = math.Max(maxShard, in.After[s*R+r])
+		}
+		for c := 0; c < M; c++ {
+			capa += p.Capacity[c*R+r]
+			maxCap = math.Max(maxCap, p.Capacity[c*R+r])
+			mx = math.Max(mx, used[c*R+r]/p.Capacity[c*R+r])
+		}
+		lb := math.Max(load/capa, maxShard/maxCap)
+		worst = math.Max(worst, mx/lb)
+	}
+	return worst, overloaded
+}
+
+func TestHierarchyPlacementIsValidAndScoredRight(t *testing.T) {
+	cfg := smallConfig()
+	in, err := NewInstance(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Changed == 0 {
+		t.Fatal("no shard changed load: the rebalance round tests nothing")
+	}
+	res, err := CompareInstance(context.Background(), cfg, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, host := range map[string][]int32{"hierarchy": res.HierHost, "flat": res.FlatHost} {
+		if len(host) != cfg.Shards {
+			t.Fatalf("%s: %d hosts for %d shards", name, len(host), cfg.Shards)
+		}
+		for s, c := range host {
+			if c < 0 || int(c) >= cfg.Hosts {
+				t.Fatalf("%s: shard %d on host %d: every shard must be on exactly one host", name, s, c)
+			}
+		}
+		want, over := direct(t, in, host)
+		run := res.Flat
+		if name == "hierarchy" {
+			run = res.Hier.Run
+		}
+		if math.Abs(run.MaxOverLB-want) > 1e-9 {
+			t.Errorf("%s: max_over_lb %.12f, direct computation %.12f", name, run.MaxOverLB, want)
+		}
+		if over != 0 || run.Overloaded != 0 || run.Unplaced != 0 {
+			t.Errorf("%s: %d hosts over capacity (reported %d), %d unplaced", name, over, run.Overloaded, run.Unplaced)
+		}
+		if run.Placed != cfg.Shards || run.Status != "ok" {
+			t.Errorf("%s: placed %d of %d, status %s", name, run.Placed, cfg.Shards, run.Status)
+		}
+	}
+	// A shard's host is in its region.
+	for s, c := range res.HierHost {
+		if r := res.RegionOf[s]; int(c) < in.HostOff[r] || int(c) >= in.HostOff[r+1] {
+			t.Fatalf("shard %d on host %d, outside its region %d", s, c, r)
+		}
+	}
+	if res.Hier.MaxOverLB > 1.05 {
+		t.Errorf("hierarchy max_over_lb %.4f: the tier targets (1.002 × 1.02) should keep it near 1.02", res.Hier.MaxOverLB)
+	}
+	if !res.FlatReached || res.Flat.MaxOverLB > res.FlatTarget*(1+1e-9) || res.FlatTarget != res.Hier.MaxOverLB {
+		t.Errorf("flat: target %.6f (hierarchy %.6f), reached %v with %.6f", res.FlatTarget, res.Hier.MaxOverLB, res.FlatReached, res.Flat.MaxOverLB)
+	}
+	if res.Hier.Moves == 0 || res.Flat.Moves == 0 {
+		t.Errorf("the load change moved nothing: hierarchy %d, flat %d moves", res.Hier.Moves, res.Flat.Moves)
+	}
+}
+
+// TestDeterministic: everything but the seconds repeats for a seed; another
+// seed gives another instance.
+func TestDeterministic(t *testing.T) {
+	run := func(seed uint64) Result {
+		cfg := smallConfig()
+		cfg.Shards, cfg.Hosts, cfg.Regions, cfg.Seed = 1500, 30, 3, seed
+		res, err := Compare(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	a, b, c := run(2), run(2), run(3)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("same seed, different results:\n%+v\n%+v", a, b)
+	}
+	if reflect.DeepEqual(a.HierHost, c.HierHost) {
+		t.Fatal("seeds 2 and 3 gave the same placement")
+	}
+}
+
+// TestOneRegionPerHost: with as many regions as hosts the region tier has one
+// child each and the global tier does all the balancing; still valid.
+func TestOneRegionPerHost(t *testing.T) {
+	cfg := smallConfig()
+	cfg.Shards, cfg.Hosts, cfg.Regions = 400, 8, 8
+	cfg.SkipFlat = true
+	in, err := NewInstance(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := CompareInstance(context.Background(), cfg, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := direct(t, in, res.HierHost)
+	if math.Abs(res.Hier.MaxOverLB-want) > 1e-9 || res.Hier.Unplaced != 0 || res.Flat.Seconds != 0 || res.FlatHost != nil {
+		t.Fatalf("%+v (direct max_over_lb %.6f)", res.Hier, want)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		mut  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.Shards = 0 }, "shards: must be ≥ 1"},
+		{func(c *Config) { c.Hosts = -1 }, "hosts: must be ≥ 1"},
+		{func(c *Config) { c.Regions = 0 }, "regions: must be ≥ 1"},
+		{func(c *Config) { c.Regions = 61 }, "regions: must be ≤ hosts (60)"},
+		{func(c *Config) { c.Change = 2 }, "change: must be in [0, 1]"},
+		{func(c *Config) { c.Workers = -1 }, "workers: must be ≥ 0"},
+		{func(c *Config) { c.RegionPolicy = "annealing" }, `region_policy: unknown policy "annealing"`},
+		{func(c *Config) { c.GlobalConfig = interfaces.PolicyConfig{"target_max_over_lb": "0.5"} }, `global_policy: policy "local": policy local: key "target_max_over_lb"`},
+	} {
+		cfg := smallConfig()
+		tc.mut(&cfg)
+		_, err := Compare(context.Background(), cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want an error containing %q", err, tc.want)
+		}
+		if err != nil && !errors.Is(err, interfaces.ErrInvalid) && !errors.Is(err, interfaces.ErrNotFound) {
+			t.Errorf("%v: wraps neither ErrInvalid nor ErrNotFound", err)
+		}
+	}
+}
+
+// TestFlatBudget: a flat run whose context is already done still applies
+// every round and reports a valid, partial result.
+func TestFlatBudget(t *testing.T) {
+	cfg := smallConfig()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := Compare(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Flat.Status != "partial" && res.Flat.Status != "infeasible" {
+		t.Errorf("flat status %s, want partial or infeasible (cut short)", res.Flat.Status)
+	}
+	if res.Hier.Status != "ok" {
+		t.Errorf("the hierarchy has no deadline, status %s", res.Hier.Status)
+	}
+}
