@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/sim/hierbench"
+	"github.com/strata-sched/strata/tiers"
+)
+
+// benchHierarchyJSON is the output of "strata bench hierarchy": the comparison
+// and the settings it ran with.
+type benchHierarchyJSON struct {
+	hierbench.Result
+	Policy       string  `json:"policy"`
+	Candidates   int     `json:"candidates"`
+	GlobalTarget float64 `json:"global_target"`
+	RegionTarget float64 `json:"region_target"`
+	Clock        string  `json:"clock"`
+}
+
+func newBenchHierarchyCmd(g *globalOptions) *cobra.Command {
+	var (
+		out          outputFlag
+		shards       int
+		hosts        int
+		regions      int
+		seed         uint64
+		policy       string
+		candidates   int
+		globalTarget float64
+		regionTarget float64
+		change       float64
+		workers      int
+		flatBudget   time.Duration
+		noFlat       bool
+		clock        string
+	)
+	cmd := &cobra.Command{
+		Use:   "hierarchy",
+		Short: "Place and rebalance one instance through the global → region hierarchy and through one flat balancer; print both and the speed-up",
+		Long: `Generate one reproducible instance — the shards and hosts of "strata bench balance"
+(cpu and mem; Zipf-skewed shard loads, largest/smallest = 20×; host capacities ±20%;
+mean utilization 0.6), the hosts split into --regions contiguous regions — and run two
+rounds on it: place every shard from nothing, then change the load of 5% of the shards
+(--change; each resource ×0.5–2, seeded) and rebalance from the placement.
+
+hierarchy: in each round the global tier plans the shards onto the regions (a region's
+capacity is the sum of its hosts') with the tier policy --policy from the tiers
+registry, through Policy.Plan on a View as the global daemon does; then every region
+plans its shards onto its hosts, on --workers goroutines (default GOMAXPROCS).
+
+flat: the same instance, load change and rounds through one policy of the same kind
+and configuration over all hosts, except its target: with the local policy it stops
+as soon as the busiest host is within the max_over_lb the hierarchy reached
+(target_max_over_lb), or when --flat-budget (wall clock) ends.
+
+Per run it prints seconds (both rounds: views, plans, applying plans; wall clock, or
+this process's CPU time with --clock cpu — summed over all cores), max_over_lb (the
+busiest host's utilization over the lower bound of the whole instance after the
+change, the worse of cpu and mem), moves (shards whose host changed in the
+rebalance round) and the status; then speedup = flat seconds / hierarchy seconds.
+Everything but the seconds is the same for the same flags.
+
+Example:
+  strata bench hierarchy --shards 1000000 --hosts 10000 --regions 100 --seed 1 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			switch {
+			case shards < 1:
+				return fmt.Errorf("--shards: must be ≥ 1 (got %d)", shards)
+			case hosts < 1:
+				return fmt.Errorf("--hosts: must be ≥ 1 (got %d)", hosts)
+			case regions < 1:
+				return fmt.Errorf("--regions: must be ≥ 1 (got %d)", regions)
+			case regions > hosts:
+				return fmt.Errorf("--regions: must be ≤ --hosts (%d): every region needs a host (got %d)", hosts, regions)
+			case shards > math.MaxInt32 || hosts > math.MaxInt32:
+				return fmt.Errorf("--shards, --hosts: must fit 32-bit indices")
+			case candidates < 0:
+				return fmt.Errorf("--candidates: must be ≥ 0 (got %d)", candidates)
+			case math.IsNaN(globalTarget) || (globalTarget != 0 && globalTarget < 1) || math.IsInf(globalTarget, 0):
+				return fmt.Errorf("--global-target: must be 0 (none) or a number ≥ 1 (got %g)", globalTarget)
+			case math.IsNaN(regionTarget) || (regionTarget != 0 && regionTarget < 1) || math.IsInf(regionTarget, 0):
+				return fmt.Errorf("--region-target: must be 0 (none) or a number ≥ 1 (got %g)", regionTarget)
+			case math.IsNaN(change) || change < 0 || change > 1:
+				return fmt.Errorf("--change: must be in [0, 1] (got %g)", change)
+			case workers < 0:
+				return fmt.Errorf("--workers: must be ≥ 0 (got %d)", workers)
+			case flatBudget < 0:
+				return fmt.Errorf("--flat-budget: must be ≥ 0 (got %s)", flatBudget)
+			}
+			if !tiers.Default.Has(policy) {
+				return fmt.Errorf("--policy: unknown policy %q (known: %s)", policy, strings.Join(tiers.Default.Names(), ", "))
+			}
+			now := time.Now
+			switch clock {
+			case "wall":
+			case "cpu":
+				now = cpuNow
+			default:
+				return fmt.Errorf("--clock: must be one of wall, cpu (got %q)", clock)
+			}
+			base := interfaces.PolicyConfig{}
+			if candidates > 0 {
+				base["candidates"] = strconv.Itoa(candidates)
+			}
+			withTarget := func(t float64) interfaces.PolicyConfig {
+				c := interfaces.PolicyConfig{}
+				for k, v := range base {
+					c[k] = v
+				}
+				if t > 0 {
+					c["target_max_over_lb"] = strconv.FormatFloat(t, 'g', -1, 64)
+				}
+				return c
+			}
+			chg := change
+			if chg == 0 {
+				chg = -1 // hierbench: 0 means the default
+			}
+			cfg := hierbench.Config{
+				Shards: shards, Hosts: hosts, Regions: regions, Seed: seed,
+				GlobalPolicy: policy, RegionPolicy: policy, FlatPolicy: policy,
+				GlobalConfig: withTarget(globalTarget), RegionConfig: withTarget(regionTarget), FlatConfig: base,
+				Change: chg, Workers: workers, SkipFlat: noFlat, MatchQuality: true, Now: now,
+			}
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			if flatBudget > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, flatBudget)
+				defer cancel()
+			}
+			res, err := hierbench.Compare(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			v := benchHierarchyJSON{Result: res, Policy: policy, Candidates: candidates, GlobalTarget: globalTarget, RegionTarget: regionTarget, Clock: clock}
+			return out.print(g.stdout, v, func(w io.Writer) error { return printBenchHierarchy(w, v, noFlat) })
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&shards, "shards", 100000, "number of shards")
+	f.IntVar(&hosts, "hosts", 1000, "number of hosts")
+	f.IntVar(&regions, "regions", 10, "number of regions (≤ hosts; hosts are split into contiguous blocks)")
+	f.Uint64Var(&seed, "seed", 1, "seed of the instance, the load change and the policies")
+	f.StringVar(&policy, "policy", tiers.DefaultPolicy, "tier policy of every tier and of the flat run: "+strings.Join(tiers.Default.Names(), "|"))
+	f.IntVar(&candidates, "candidates", 1, "policy key candidates: coldest children a local search tries per shard (0 = the policy's default, 8)")
+	f.Float64Var(&globalTarget, "global-target", 1.002, "policy key target_max_over_lb of the global tier: its local search stops at this max/LB over regions (0 = none)")
+	f.Float64Var(&regionTarget, "region-target", 1.02, "policy key target_max_over_lb of the region tier: each region's local search stops at this max/LB over its hosts (0 = none)")
+	f.Float64Var(&change, "change", 0.05, "fraction of shards whose load changes before the rebalance round, in [0, 1]")
+	f.IntVar(&workers, "workers", 0, "region worker pool size (0 = GOMAXPROCS)")
+	f.DurationVar(&flatBudget, "flat-budget", 10*time.Minute, "wall-clock bound of the flat run (0 = none); when it ends the flat plan in progress is cut short")
+	f.BoolVar(&noFlat, "no-flat", false, "run the hierarchy only")
+	f.StringVar(&clock, "clock", "wall", "clock for seconds: wall, or cpu (this process's CPU time over all cores, for a shared machine)")
+	out.register(cmd)
+	return cmd
+}
+
+func printBenchHierarchy(w io.Writer, v benchHierarchyJSON, noFlat bool) error {
+	fmt.Fprintf(w, "%d shards, %d hosts in %d regions, seed %d, policy %s; %d shards changed load before the rebalance; seconds: %s clock\n",
+		v.Shards, v.Hosts, v.Regions, v.Seed, v.Policy, v.Changed, v.Clock)
+	tw := newTable(w)
+	fmt.Fprintln(tw, "run\tseconds\tplace\trebalance\tmax_over_lb\tcpu\tmem\tmoves\tunplaced\toverloaded\tstatus")
+	row := func(name string, r hierbench.Run) {
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.4f\t%.4f\t%.4f\t%d\t%d\t%d\t%s\n", name, r.Seconds, r.PlaceSeconds, r.RebalanceSeconds,
+			r.MaxOverLB, r.ByResource["cpu"], r.ByResource["mem"], r.Moves, r.Unplaced, r.Overloaded, r.Status)
+	}
+	row("hierarchy", v.Hier.Run)
+	if !noFlat {
+		row("flat", v.Flat)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "hierarchy: global tier %.3f s, region tier %.3f s (%d workers), %d shards changed region in the rebalance\n",
+		v.Hier.GlobalSeconds, v.Hier.RegionSeconds, v.Hier.Workers, v.Hier.RegionMoves)
+	if noFlat {
+		return nil
+	}
+	reached := "reached it"
+	if !v.FlatReached {
+		reached = "did NOT reach it (budget or local optimum first): the speed-up is a lower bound"
+	}
+	_, err := fmt.Fprintf(w, "speedup %.2f× (flat target max_over_lb %.4f, the hierarchy's; flat %s)\n", v.Speedup, v.FlatTarget, reached)
+	return err
+}

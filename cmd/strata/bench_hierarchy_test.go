@@ -1,0 +1,81 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestBenchHierarchyJSON(t *testing.T) {
+	code, out, errOut := runCLI("bench", "hierarchy", "--shards", "2000", "--hosts", "40", "--regions", "4", "--seed", "3", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, k := range []string{"hierarchy", "flat", "speedup", "shards", "hosts", "regions", "seed", "lb", "policy", "clock", "flat_reached_target"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("no key %q in %s", k, out)
+		}
+	}
+	var v benchHierarchyJSON
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]struct {
+		s, q            float64
+		moves, unplaced int
+	}{"hierarchy": {v.Hier.Seconds, v.Hier.MaxOverLB, v.Hier.Moves, v.Hier.Unplaced}, "flat": {v.Flat.Seconds, v.Flat.MaxOverLB, v.Flat.Moves, v.Flat.Unplaced}} {
+		if r.s <= 0 || r.q < 1 || r.q > 1.1 || r.moves <= 0 || r.unplaced != 0 {
+			t.Errorf("%s: %+v", name, r)
+		}
+	}
+	if v.Shards != 2000 || v.Hosts != 40 || v.Regions != 4 || v.Policy != "local" || v.Speedup <= 0 {
+		t.Errorf("%+v", v)
+	}
+	// Same flags, same figures (except the seconds).
+	_, out2, _ := runCLI("bench", "hierarchy", "--shards", "2000", "--hosts", "40", "--regions", "4", "--seed", "3", "-o", "json")
+	var v2 benchHierarchyJSON
+	if err := json.Unmarshal([]byte(out2), &v2); err != nil {
+		t.Fatal(err)
+	}
+	if v2.Hier.MaxOverLB != v.Hier.MaxOverLB || v2.Flat.MaxOverLB != v.Flat.MaxOverLB || v2.Hier.Moves != v.Hier.Moves || v2.Flat.Moves != v.Flat.Moves {
+		t.Errorf("same flags, different results:\n%s\n%s", out, out2)
+	}
+}
+
+func TestBenchHierarchyTableAndErrors(t *testing.T) {
+	code, out, errOut := runCLI("bench", "hierarchy", "--shards", "500", "--hosts", "10", "--regions", "2", "--clock", "cpu")
+	if code != 0 || !strings.Contains(out, "hierarchy") || !strings.Contains(out, "flat") || !strings.Contains(out, "speedup") || !strings.Contains(out, "max_over_lb") {
+		t.Fatalf("table: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, _ = runCLI("bench", "hierarchy", "--shards", "500", "--hosts", "10", "--regions", "2", "--no-flat")
+	if code != 0 || strings.Contains(out, "speedup") || strings.Contains(out, "\nflat") {
+		t.Fatalf("--no-flat: exit %d\n%s", code, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--shards", "0"}, "--shards: must be ≥ 1"},
+		{[]string{"--hosts", "-1"}, "--hosts: must be ≥ 1"},
+		{[]string{"--regions", "0"}, "--regions: must be ≥ 1"},
+		{[]string{"--hosts", "5", "--regions", "6"}, "--regions: must be ≤ --hosts (5)"},
+		{[]string{"--policy", "annealing"}, `--policy: unknown policy "annealing"`},
+		{[]string{"--region-target", "0.9"}, "--region-target: must be 0 (none) or a number ≥ 1"},
+		{[]string{"--global-target", "NaN"}, "--global-target: must be 0 (none) or a number ≥ 1"},
+		{[]string{"--change", "1.5"}, "--change: must be in [0, 1]"},
+		{[]string{"--candidates", "-2"}, "--candidates: must be ≥ 0"},
+		{[]string{"--workers", "-2"}, "--workers: must be ≥ 0"},
+		{[]string{"--flat-budget", "-1s"}, "--flat-budget: must be ≥ 0"},
+		{[]string{"--clock", "sundial"}, "--clock: must be one of wall, cpu"},
+		{[]string{"-o", "yaml"}, "--output: must be one of table, json"},
+	} {
+		code, _, errOut := runCLI(append([]string{"bench", "hierarchy"}, tc.args...)...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, want it to contain %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
