@@ -23,6 +23,7 @@ func newBenchCmd(g *globalOptions) *cobra.Command {
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newBenchBalanceCmd(g))
+	cmd.AddCommand(newBenchHierarchyCmd(g))
 	return cmd
 }
 
