@@ -74,7 +74,8 @@
 //     (hottest child first, coldest candidate children first), scored
 //     incrementally (per-child load sums, per-resource max-heaps of utilization;
 //     O(goals·R + log M) per candidate), within time, deadline, iteration and move
-//     budgets, anytime, deterministic for a seed. Forced shards that fit
+//     budgets or until a target max/LB (Options.TargetMaxOverLB), anytime,
+//     deterministic for a seed. Forced shards that fit
 //     nowhere get room by moving one other shard (ejection). Small problems
 //     search the whole neighbourhood (every move, swap and pair of moves) and
 //     add seeded perturbation restarts: random moves and ruin-and-recreate
