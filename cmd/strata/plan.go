@@ -60,9 +60,9 @@ changed; plan again then. Tokens live 10 minutes on the leader that made them.
 
 --scenario FILE simulates a what-if on the live state. The cluster's hosts
 (capacities, labels, states), its shards (loads as their hosts measured them,
-else as declared; rates, state sizes, constraints) and their current assignment are read through the Admin API and
-become the simulator's topology, workload and starting point (not a fresh
-placement). FILE is a scenario file (docs/simulation.md) without topology and
+else as declared; rates, state sizes, constraints) and their current
+assignment are read through the Admin API and become the simulator's topology,
+workload and starting point (not a fresh placement). FILE is a scenario file (docs/simulation.md) without topology and
 without workload jobs, replay or arrivals — those are errors naming the line,
 since the live state is the topology and the workload. It may give events on the
 live hosts and regions by name (host_fail, drain, region_loss, add_hosts, ...),
@@ -84,8 +84,9 @@ first; the cluster's configured policy for the default "live"). With no such
 change, it is the global tier's plan for the current state under that policy.
 One token per deciding instance is printed. The simulator's predicted moves and
 the tier's plan are computed separately (the simulator runs the control loop
-over time; the plan is one solve now), so they can differ; "plan apply" applies
-the tier's plan. Changes at t=0 that no plan expresses (add_hosts, recoveries)
+over time; the plan is one solve now), so they can differ: the output says how
+many of the plan's moves the simulator also made. "plan apply" applies the
+tier's plan. Changes at t=0 that no plan expresses (add_hosts, recoveries)
 and later events are in the simulation only. A failed assertion exits with 1
 after printing.
 
@@ -399,8 +400,50 @@ type scenarioPlanJSON struct {
 	// Plans are the tier plans for the changes at t=0, one per deciding
 	// instance, each with its token.
 	Plans []planJSON `json:"plans"`
+	// Agreement compares each tier plan with the simulation's first window.
+	Agreement []agreementJSON `json:"agreement"`
 	// NotInPlans lists what the simulation has and the tier plans do not.
 	NotInPlans []string `json:"not_in_plans,omitempty"`
+}
+
+// agreementJSON says how many of a tier plan's moves the simulator (with the
+// plan's policy) also made in its first window: the same shard to the same
+// child (a host for a region's plan, a region for the global tier's).
+type agreementJSON struct {
+	Tier      string `json:"tier"`
+	Instance  string `json:"instance"`
+	Policy    string `json:"policy"`
+	PlanMoves int    `json:"plan_moves"`
+	SameInSim int    `json:"same_in_sim"`
+	SimMoves  int    `json:"sim_moves"`
+}
+
+func agreement(pl planJSON, policy string, predicted []predictedJSON) agreementJSON {
+	a := agreementJSON{Tier: pl.Tier, Instance: pl.Instance, Policy: policy, PlanMoves: len(pl.Moves)}
+	var first []sim.PlanMove
+	for _, pr := range predicted {
+		if pr.Policy == policy {
+			first = pr.FirstMoves
+		}
+	}
+	to := map[string]string{}
+	for _, m := range first {
+		if pl.Tier == interfaces.TierGlobal {
+			to[m.Shard] = m.ToRegion
+			if m.ToRegion != m.FromRegion {
+				a.SimMoves++
+			}
+		} else if m.FromRegion == pl.Instance || m.ToRegion == pl.Instance {
+			to[m.Shard] = m.To
+			a.SimMoves++
+		}
+	}
+	for _, m := range pl.Moves {
+		if t, ok := to[m.Shard]; ok && t == m.To {
+			a.SameInSim++
+		}
+	}
+	return a
 }
 
 type liveJSON struct {
@@ -547,7 +590,9 @@ func planScenario(ctx context.Context, g *globalOptions, conns *adminConns, addr
 		if err != nil {
 			return remoteCallErr(target.LeaderAddress, err)
 		}
-		res.Plans = append(res.Plans, planOutput(target, target.LeaderAddress, resp))
+		pl := planOutput(target, target.LeaderAddress, resp)
+		res.Plans = append(res.Plans, pl)
+		res.Agreement = append(res.Agreement, agreement(pl, spec.Name, res.Predicted))
 	}
 
 	if err := out.print(g.stdout, res, func(w io.Writer) error { return printScenarioPlan(w, res, src.globalAddr) }); err != nil {
@@ -604,9 +649,14 @@ func printScenarioPlan(w io.Writer, p scenarioPlanJSON, addr string) error {
 		}
 	}
 	fmt.Fprintf(w, "\nTier plans for the changes at t=0 (what 'strata plan apply' carries out):\n")
-	for _, pl := range p.Plans {
+	for i, pl := range p.Plans {
 		if err := printPlan(w, pl); err != nil {
 			return err
+		}
+		if i < len(p.Agreement) {
+			a := p.Agreement[i]
+			fmt.Fprintf(w, "The simulator (policy %s) made %d of these %d moves in its first window (it moved %d shards of %s %s then).\n",
+				a.Policy, a.SameInSim, a.PlanMoves, a.SimMoves, a.Tier, a.Instance)
 		}
 	}
 	for _, n := range p.NotInPlans {

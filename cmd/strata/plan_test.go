@@ -258,6 +258,10 @@ assertions:
 	if planOff != before[host] {
 		t.Errorf("the region's plan moves %d shards off %s, want %d: %+v", planOff, host, before[host], p.Plans[0])
 	}
+	if len(p.Agreement) != 1 || p.Agreement[0].PlanMoves != len(p.Plans[0].Moves) || p.Agreement[0].SameInSim > p.Agreement[0].PlanMoves || p.Agreement[0].SimMoves < off {
+		t.Errorf("agreement: %+v", p.Agreement)
+	}
+	t.Logf("the simulator made %d of the region plan's %d moves in its first window", p.Agreement[0].SameInSim, p.Agreement[0].PlanMoves)
 	for name, n := range before {
 		if after[name] != n {
 			t.Errorf("plan --scenario changed what runs: %s %d → %d", name, n, after[name])
