@@ -115,6 +115,7 @@ type tierNode struct {
 	StateIndex    uint64       `json:"state_index"`
 	Policy        string       `json:"policy,omitempty"`
 	Alerts        []string     `json:"alerts,omitempty"`
+	Findings      []string     `json:"findings,omitempty"`
 	Children      []*childNode `json:"children"`
 }
 
@@ -167,7 +168,7 @@ func walkFrom(ctx context.Context, conns *adminConns, addr string, depth int, se
 			n := &tierNode{
 				Tier: ts.GetTier(), Instance: is.GetInstance(), Address: addr,
 				LeaderID: is.GetLeaderId(), LeaderAddress: is.GetLeaderAddress(),
-				Term: is.GetTerm(), StateIndex: is.GetStateIndex(), Policy: is.GetPolicy(), Alerts: is.GetAlerts(),
+				Term: is.GetTerm(), StateIndex: is.GetStateIndex(), Policy: is.GetPolicy(), Alerts: is.GetAlerts(), Findings: is.GetFindings(),
 				Children: []*childNode{},
 			}
 			for _, cs := range is.GetChildren() {

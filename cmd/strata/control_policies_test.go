@@ -1,8 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/strata-sched/strata/coordinator/devcluster"
 )
 
 // control_policies and control_policy_config: checked as start-up would,
@@ -41,5 +45,56 @@ func TestCheckConfigControlPolicies(t *testing.T) {
 	_ = decodeStrict("x.yaml", []byte(regionYAML), &f)
 	if c, _ := f.tierConfig(); strings.Join(c.ControlPolicies, ",") != "straggler,doctor,autoscale" {
 		t.Errorf("default control policies %v", c.ControlPolicies)
+	}
+}
+
+// The CLI on a dev cluster where a shard fails on every host: strata shards
+// and strata explain show it quarantined with the doctor's reason; strata
+// shards release lets it run again; a second release is an error.
+func TestCLIQuarantineAndRelease(t *testing.T) {
+	c, err := devcluster.Start(devcluster.Options{Dir: t.TempDir(), Regions: 1, HostsPerRegion: 3, Interval: 200 * time.Millisecond, LeaseTTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for h, drv := range c.Drivers {
+		drv.FailNextStart(fmt.Errorf("exit status 70 on %s", h))
+	}
+	addr := c.Global.GRPCAddr()
+	if code, _, errOut := runCLI("job", "submit", writeFile(t, "name: poison\nparallelism: 1\nload: {cpu: 1}\n"), "--addr", addr); code != 0 {
+		t.Fatalf("submit: exit %d: %s", code, errOut)
+	}
+	var out string
+	eventually(t, "quarantined in strata shards", 30*time.Second, func() error {
+		code, o, errOut := runCLI("shards", "--addr", addr)
+		if code != 0 {
+			return fmt.Errorf("exit %d: %s", code, errOut)
+		}
+		if !strings.Contains(o, "QUARANTINED poison/0 at region/region-1: doctor: shard poison/0 failed on 3 distinct children") {
+			return fmt.Errorf("not quarantined yet:\n%s", o)
+		}
+		out = o
+		return nil
+	})
+	if !strings.Contains(out, "1 quarantined") || !strings.Contains(out, "quarantined\n") {
+		t.Errorf("strata shards:\n%s", out)
+	}
+	code, ex, errOut := runCLI("explain", "poison/0", "--addr", addr)
+	if code != 0 || !strings.Contains(ex, "QUARANTINED at region/region-1 (not placed until released: strata shards release poison/0)") ||
+		!strings.Contains(ex, "exit status 70 on region-1-host-2") || !strings.Contains(ex, "quarantine") {
+		t.Errorf("strata explain: exit %d %s\n%s", code, errOut, ex)
+	}
+	code, rel, errOut := runCLI("shards", "release", "poison/0", "--reason", "fixed the worker", "--addr", addr)
+	if code != 0 || !strings.Contains(rel, "released poison/0 at region/region-1") {
+		t.Fatalf("release: exit %d %s\n%s", code, errOut, rel)
+	}
+	eventually(t, "running after the release", 30*time.Second, func() error {
+		if r := runningOn(c)["poison/0"]; len(r) != 1 {
+			return fmt.Errorf("runs on %v", r)
+		}
+		return nil
+	})
+	if code, _, errOut := runCLI("shards", "release", "poison/0", "--addr", addr); code != 1 || !strings.Contains(errOut, "is not quarantined at any tier instance") {
+		t.Errorf("second release: exit %d, %q", code, errOut)
 	}
 }

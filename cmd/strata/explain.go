@@ -65,8 +65,21 @@ type explainJSON struct {
 	// now on the shard's path, then those that held it before; oldest first
 	// within each.
 	History []explainEventJSON `json:"history"`
+	// Quarantined lists the tier instances that quarantined the shard (the
+	// doctor control policy), with the reason.
+	Quarantined []quarantineJSON `json:"quarantined,omitempty"`
+	// Findings are the control policies' last findings about the shard or its
+	// job, per tier instance ("tier/instance: policy: diagnosis: evidence → action").
+	Findings []string `json:"findings,omitempty"`
 	// Warnings name the tier instances that could not be asked.
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// quarantineJSON is where and why a shard is quarantined.
+type quarantineJSON struct {
+	Tier     string `json:"tier"`
+	Instance string `json:"instance"`
+	Reason   string `json:"reason"`
 }
 
 func newExplainCmd(g *globalOptions) *cobra.Command {
@@ -81,7 +94,11 @@ it, the host that region gave it, with epochs) and the history of its placement:
 first the global tier's, then that of the region holding it now, then that of
 each region that held it before (the global history names them). Every event
 has the Raft state index that committed it, its mode (assign, move, begin,
-complete, abort, unassign), the epoch it left, the goal and the reason.
+complete, abort, unassign, quarantine, release), the epoch it left, the goal
+and the reason. A shard a tier instance quarantined (the doctor control
+policy: it failed on several hosts) is shown with the reason, and the control
+policies' current findings about the shard or its job (a straggler host, a
+failing shard, the autoscale advice) are listed.
 
 An unknown shard is an error (exit code 1).`,
 		Example: `  strata explain wordcount/3
@@ -135,7 +152,16 @@ func explainShard(ctx context.Context, conns *adminConns, addr, shard string, li
 		if err != nil {
 			return nil, err
 		}
-		return c.Explain(ctx, &wire.ExplainRequest{Shard: shard, Limit: limit})
+		resp, err := c.Explain(ctx, &wire.ExplainRequest{Shard: shard, Limit: limit})
+		if err == nil {
+			if q := resp.GetQuarantined(); q != "" {
+				res.Quarantined = append(res.Quarantined, quarantineJSON{Tier: n.Tier, Instance: n.Instance, Reason: q})
+			}
+			for _, f := range resp.GetFindings() {
+				res.Findings = append(res.Findings, n.Tier+"/"+n.Instance+": "+f)
+			}
+		}
+		return resp, err
 	}
 	addHistory := func(resp *wire.ExplainResponse, former bool) {
 		for _, e := range resp.GetHistory() {
@@ -283,6 +309,15 @@ func printExplain(w io.Writer, res *explainJSON) error {
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+	}
+	for _, q := range res.Quarantined {
+		fmt.Fprintf(w, "\nQUARANTINED at %s/%s (not placed until released: strata shards release %s)\n  %s\n", q.Tier, q.Instance, res.ShardID, q.Reason)
+	}
+	if len(res.Findings) > 0 {
+		fmt.Fprintln(w, "\nFINDINGS (control policies, last round)")
+		for _, f := range res.Findings {
+			fmt.Fprintf(w, "  %s\n", f)
 		}
 	}
 	fmt.Fprintln(w, "\nHISTORY (per tier instance, oldest first)")

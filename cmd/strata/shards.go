@@ -22,6 +22,9 @@ const (
 	shardInFlight = "in-flight" // a move is decided at some tier but has not landed
 	shardPending  = "pending"   // some tier has not placed it yet
 	shardUnknown  = "unknown"   // a tier instance on its path could not be asked
+	// shardQuarantined: a tier instance quarantined it (the doctor control
+	// policy); it is not placed until released.
+	shardQuarantined = "quarantined"
 )
 
 // placementJSON is one level of a shard's placement path.
@@ -41,6 +44,8 @@ type shardRowJSON struct {
 	State     string          `json:"state"`
 	// Host is the last child of the path when it is not a tier instance.
 	Host string `json:"host,omitempty"`
+	// Quarantined says where and why it is quarantined ("region/eu-1: doctor: …").
+	Quarantined string `json:"quarantined,omitempty"`
 }
 
 func placementFromWire(p *wire.Placement) placementJSON {
@@ -64,6 +69,9 @@ EPOCHS (the fencing epoch at each tier, top down), and STATE:
   in-flight  a move is decided but has not landed (the target is marked *)
   pending    not placed yet at some tier
   unknown    a region on the path could not be asked (see standard error)
+  quarantined  a tier instance quarantined it (it failed on several hosts:
+             the doctor control policy); the reason follows the table.
+             'strata shards release SHARD' lets it be placed again.
 An unknown --job is an error (exit code 1).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -95,6 +103,74 @@ An unknown --job is an error (exit code 1).`,
 	cf.register(cmd)
 	out.register(cmd)
 	cmd.Flags().StringVar(&job, "job", "", "only the shards of this job")
+	cmd.AddCommand(newShardsReleaseCmd(g))
+	return cmd
+}
+
+// newShardsReleaseCmd is "strata shards release SHARD": find the tier instance
+// that quarantined the shard and release it there.
+func newShardsReleaseCmd(g *globalOptions) *cobra.Command {
+	var cf clientFlags
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "release SHARD",
+		Short: "Release a quarantined shard so that it is placed again",
+		Long: `Release a shard that a tier instance quarantined (the doctor control policy
+quarantines a shard that failed on several hosts within its window). The tier
+tree is walked from --addr to find the instance holding the quarantine; the
+release is committed there with --reason and shows in 'strata explain'. A shard
+that is not quarantined anywhere is an error (exit code 1).`,
+		Example: `  strata shards release wordcount/3 --reason "fixed the worker image"`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cf.check(); err != nil {
+				return err
+			}
+			if err := interfaces.ValidateID("SHARD", args[0]); err != nil {
+				return usageErr(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+			defer cancel()
+			conns := newAdminConns()
+			defer conns.close()
+			roots, err := walkTree(ctx, conns, cf.addr)
+			if err != nil {
+				return err
+			}
+			released := 0
+			var callErr error
+			eachInstance(roots, func(n *tierNode, _ *childNode) {
+				if callErr != nil {
+					return
+				}
+				c, err := conns.client(n.Address)
+				if err != nil {
+					callErr = err
+					return
+				}
+				resp, err := c.Explain(ctx, &wire.ExplainRequest{Shard: args[0], Limit: 1})
+				if err != nil || resp.GetQuarantined() == "" {
+					return // not known or not quarantined here
+				}
+				r, err := c.ReleaseShard(ctx, &wire.ReleaseShardRequest{Shard: args[0], Reason: reason})
+				if err != nil {
+					callErr = remoteCallErr(n.Address, err)
+					return
+				}
+				released++
+				fmt.Fprintf(g.stdout, "released %s at %s/%s (state index %d); it was quarantined: %s\n", args[0], r.GetTier(), r.GetInstance(), r.GetStateIndex(), resp.GetQuarantined())
+			})
+			if callErr != nil {
+				return callErr
+			}
+			if released == 0 {
+				return &exitError{code: 1, err: fmt.Errorf("shard %s is not quarantined at any tier instance: %w", args[0], interfaces.ErrNotFound)}
+			}
+			return nil
+		},
+	}
+	cf.register(cmd)
+	cmd.Flags().StringVar(&reason, "reason", "", "why it is released (recorded in the placement history)")
 	return cmd
 }
 
@@ -111,6 +187,7 @@ func collectShards(ctx context.Context, conns *adminConns, addr, job string) (ro
 	}
 	// placements[n][shard] is the placement of shard at tier instance n.
 	placements := map[*tierNode]map[string]*wire.Placement{}
+	quarantined := map[*tierNode]map[string]string{}
 	failed := map[*tierNode]bool{}
 	var rootShards []*wire.ShardInfo
 	var listErr error
@@ -127,6 +204,12 @@ func collectShards(ctx context.Context, conns *adminConns, addr, job string) (ro
 				for _, s := range resp.GetShards() {
 					if len(s.GetPlacement()) > 0 {
 						m[s.GetShard().GetId()] = s.GetPlacement()[0]
+					}
+					if q := s.GetQuarantined(); q != "" {
+						if quarantined[n] == nil {
+							quarantined[n] = map[string]string{}
+						}
+						quarantined[n][s.GetShard().GetId()] = q
 					}
 				}
 				placements[n] = m
@@ -157,6 +240,11 @@ func collectShards(ctx context.Context, conns *adminConns, addr, job string) (ro
 		}
 		if node == nil {
 			row.State = shardPending
+			for _, r := range roots {
+				if q, ok := quarantined[r][id]; ok {
+					row.State, row.Quarantined = shardQuarantined, r.Tier+"/"+r.Instance+": "+q
+				}
+			}
 		}
 		for depth := 0; node != nil; depth++ {
 			if failed[node] {
@@ -166,6 +254,9 @@ func collectShards(ctx context.Context, conns *adminConns, addr, job string) (ro
 			p, ok := placements[node][id]
 			if !ok {
 				row.State = shardPending
+				if q, ok := quarantined[node][id]; ok {
+					row.State, row.Quarantined = shardQuarantined, node.Tier+"/"+node.Instance+": "+q
+				}
 				break
 			}
 			row.Placement = append(row.Placement, placementFromWire(p))
@@ -251,7 +342,20 @@ func printShardsTable(w io.Writer, rows []shardRowJSON, levels []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%d shards: %d placed, %d in flight, %d pending, %d unknown\n",
-		len(rows), count[shardPlaced], count[shardInFlight], count[shardPending], count[shardUnknown])
-	return err
+	q := ""
+	if n := count[shardQuarantined]; n > 0 {
+		q = fmt.Sprintf(", %d quarantined", n)
+	}
+	if _, err := fmt.Fprintf(w, "%d shards: %d placed, %d in flight, %d pending, %d unknown%s\n",
+		len(rows), count[shardPlaced], count[shardInFlight], count[shardPending], count[shardUnknown], q); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.Quarantined != "" {
+			if _, err := fmt.Fprintf(w, "QUARANTINED %s at %s\n", r.Shard, r.Quarantined); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -119,6 +119,9 @@ func printStatusTable(w io.Writer, roots []*tierNode) error {
 		for _, a := range n.Alerts {
 			fmt.Fprintf(w, "ALERT %s %s: %s\n", n.Tier, n.Instance, a)
 		}
+		for _, f := range n.Findings {
+			fmt.Fprintf(w, "FINDING %s %s: %s\n", n.Tier, n.Instance, f)
+		}
 		for _, ch := range n.Children {
 			if ch.Instance != nil {
 				alert(ch.Instance)

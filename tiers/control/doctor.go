@@ -151,6 +151,9 @@ func (p *Doctor) Resolve(in *PolicyInput, findings []Finding) Actions {
 			a.Quarantine = append(a.Quarantine, QuarantineAction{Shard: f.Shard, Reason: reason})
 			a.Alerts = append(a.Alerts, Alert{Code: AlertQuarantine, Message: reason + ": quarantined until an operator releases it"})
 			f.Action = "quarantine (release with 'strata shards release " + string(f.Shard) + "')"
+			// Its evidence is used up: a release, even before the next
+			// round, starts afresh.
+			delete(p.fails, f.Shard)
 			continue
 		}
 		hosts, _ := evidence(p.fails[f.Shard])
