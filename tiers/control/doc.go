@@ -39,6 +39,16 @@
 //     concurrency limit, the mass-failure guard is engaged, or the last solve
 //     found nothing to improve at this error).
 //
+// # Control policies
+//
+// Policies (policy.go) run after Step, each as detect → diagnose → resolve:
+// straggler (a child whose shards of a job process markedly slower than the
+// job's shards elsewhere loses them, with the evidence), doctor (a shard that
+// fails on several children is quarantined with the reason) and autoscale (DS2
+// advice on measured rates, reported or applied). They are chosen by name
+// (RegisterPolicy, NewPolicies), as pure as the Controller, and their actions
+// join the round through Controller.Merge.
+//
 // The tuning knobs, with their defaults and meaning, are the fields of Config;
 // docs/control.md ("The loop", "The controller") describes them for operators.
 package control
