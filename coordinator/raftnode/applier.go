@@ -29,6 +29,12 @@ type ApplierConfig struct {
 	// committed (default 4). With 1 a round is verified only once the previous one
 	// has committed.
 	Depth int
+	// MinPipelined is the fewest moves a round needs to start while other rounds
+	// are in flight (default MaxBatch/8; 1 starts rounds as soon as a slot is
+	// free). With no round in flight a round starts at once. Every round costs
+	// an AppendEntries and an fsync on each replica, so tiny rounds in flight
+	// would trade throughput for latency.
+	MinPipelined int
 }
 
 // DefaultApplierDepth is ApplierConfig.Depth when it is 0.
@@ -147,6 +153,9 @@ func NewApplier(t *Tier, cfg ApplierConfig) *Applier {
 	if cfg.Depth <= 0 {
 		cfg.Depth = DefaultApplierDepth
 	}
+	if cfg.MinPipelined <= 0 {
+		cfg.MinPipelined = max(1, cfg.MaxBatch/8)
+	}
 	a := &Applier{t: t, cfg: cfg, queue: make(chan *planReq, cfg.QueueLen),
 		stop: make(chan struct{}), done: make(chan struct{}),
 		commits: make(chan *round, cfg.Depth), finished: make(chan *round, cfg.Depth)}
@@ -213,18 +222,27 @@ func (a *Applier) loop() {
 		if pending != nil {
 			round, n, pending = append(round, pending), len(pending.moves), nil
 		}
-		// Wait for a free slot and (unless one is carried over) a plan.
-		for len(round) == 0 || len(a.inflight) >= a.cfg.Depth {
+		// Wait until the round may start: it has a plan and no round is in
+		// flight, or a slot is free and it has MinPipelined moves (or is full).
+		for len(round) == 0 || len(a.inflight) >= a.cfg.Depth ||
+			len(a.inflight) > 0 && n < a.cfg.MinPipelined && pending == nil {
 			var queue chan *planReq
-			if len(round) == 0 && len(a.inflight) < a.cfg.Depth {
+			if pending == nil && n < a.cfg.MaxBatch {
 				queue = a.queue
 			}
 			select {
 			case r := <-queue:
-				round, n = append(round, r), len(r.moves)
+				if len(round) > 0 && n+len(r.moves) > a.cfg.MaxBatch {
+					pending = r // full: it starts the next round
+					continue
+				}
+				round, n = append(round, r), n+len(r.moves)
 			case r := <-a.finished:
 				a.finish(r)
 			case <-a.stop:
+				if pending != nil {
+					round = append(round, pending)
+				}
 				for _, r := range round {
 					r.resp <- planResp{err: ErrApplierClosed}
 				}

@@ -145,7 +145,7 @@ func TestApplierPipelinedRoundsNeverDoubleMoveOrOverfill(t *testing.T) {
 	c, tier := pipeCluster(t, 20)
 	li := c.MustLeader()
 	l := tier(li)
-	a := raftnode.NewApplier(l, raftnode.ApplierConfig{Tier: "host", Depth: 4})
+	a := raftnode.NewApplier(l, raftnode.ApplierConfig{Tier: "host", Depth: 4, MinPipelined: 1})
 	defer a.Close()
 	// A first round makes the applier current (its barrier) before the gate shuts.
 	if r := <-submitAsync(a, toC1(19, 20)); r.err != nil || len(r.res.Committed) != 1 {
@@ -206,7 +206,7 @@ func TestApplierPipelinedRoundsLostWithLeadership(t *testing.T) {
 	c, tier := pipeCluster(t, 20, raftest.WithTimeouts(tmo))
 	li := c.MustLeader()
 	l := tier(li)
-	a := raftnode.NewApplier(l, raftnode.ApplierConfig{Tier: "host", Depth: 4})
+	a := raftnode.NewApplier(l, raftnode.ApplierConfig{Tier: "host", Depth: 4, MinPipelined: 1})
 	defer a.Close()
 	if r := <-submitAsync(a, toC1(19, 20)); r.err != nil || len(r.res.Committed) != 1 {
 		t.Fatalf("warm-up: %+v %v", r.res, r.err)
