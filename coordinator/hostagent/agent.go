@@ -172,7 +172,8 @@ func (a *Agent) LeaseGrant(ctx context.Context, now time.Time, ttl time.Duration
 
 // Tick advances the agent to now; when the lease has expired it self-fences.
 func (a *Agent) Tick(ctx context.Context, now time.Time) error {
-	return a.step(ctx, func(c *Core) ([]Effect, error) { return c.Tick(now), nil })
+	err := a.step(ctx, func(c *Core) ([]Effect, error) { return c.Tick(now), nil })
+	return errors.Join(err, a.reapExited(ctx))
 }
 
 func (a *Agent) step(ctx context.Context, f func(*Core) ([]Effect, error)) error {

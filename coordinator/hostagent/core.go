@@ -112,9 +112,14 @@ func (c LeaseConfig) Margin(ttl time.Duration) time.Duration {
 // executor and an error for the ack. It is not safe for concurrent use; the Agent
 // serialises calls.
 type Core struct {
-	lease    LeaseConfig
-	shards   map[interfaces.ShardID]*Record
-	tombs    map[interfaces.ShardID]interfaces.Epoch
+	lease  LeaseConfig
+	shards map[interfaces.ShardID]*Record
+	tombs  map[interfaces.ShardID]interfaces.Epoch
+	// failed remembers why a shard's process failed at its tombstone's epoch
+	// (start failed, or exited on its own), so that a re-sent Assign of that
+	// epoch is refused as a failure (ErrShardFailed), not just as stale: the
+	// parent's doctor counts it. In memory only.
+	failed   map[interfaces.ShardID]failure
 	leased   bool
 	deadline time.Time
 }
@@ -127,6 +132,7 @@ func NewCore(lease LeaseConfig, records []Record, tombs map[interfaces.ShardID]i
 		lease:  lease.withDefaults(),
 		shards: make(map[interfaces.ShardID]*Record, len(records)),
 		tombs:  make(map[interfaces.ShardID]interfaces.Epoch, len(tombs)),
+		failed: map[interfaces.ShardID]failure{},
 	}
 	for _, r := range records {
 		r := r
@@ -271,8 +277,13 @@ func (c *Core) Assign(now time.Time, spec interfaces.Shard, epoch interfaces.Epo
 	}
 	id := spec.ID
 	if t, ok := c.tombs[id]; ok && epoch <= t {
+		if f, ok := c.failed[id]; ok && f.epoch == epoch {
+			// Still stale (ErrStaleEpoch), and marked as the failure it was.
+			return effs, fmt.Errorf("%w (%w: %s)", staleErr("assign", id, t, epoch, "revoked at"), ErrShardFailed, f.why)
+		}
 		return effs, staleErr("assign", id, t, epoch, "revoked at")
 	}
+	delete(c.failed, id)
 	r, held := c.shards[id]
 	if held && epoch < r.Epoch {
 		return effs, staleErr("assign", id, r.Epoch, epoch, "held")
@@ -328,6 +339,7 @@ func (c *Core) Revoke(now time.Time, shard interfaces.ShardID, epoch interfaces.
 			}
 		}
 		c.tombs[shard] = epoch
+		delete(c.failed, shard)
 		return append(effs, Effect{Kind: EffDelete, Shard: shard, Epoch: epoch}), nil
 	}
 	if epoch < r.Epoch {
@@ -338,7 +350,29 @@ func (c *Core) Revoke(now time.Time, shard interfaces.ShardID, epoch interfaces.
 	}
 	delete(c.shards, shard)
 	c.tombs[shard] = epoch
+	delete(c.failed, shard)
 	return append(effs, Effect{Kind: EffDelete, Shard: shard, Epoch: epoch}), nil
+}
+
+type failure struct {
+	epoch interfaces.Epoch
+	why   string
+}
+
+// Exited is called by the agent when shard's process, running under epoch,
+// ended on its own (why says how). The shard is stopped (the ledger records
+// it) and dropped, tombstoned at epoch like a failed start: the parent's
+// re-sent Assign of that epoch is refused with ErrShardFailed and why, which
+// its doctor counts, and the parent places the shard elsewhere.
+func (c *Core) Exited(shard interfaces.ShardID, epoch interfaces.Epoch, why string) []Effect {
+	r, ok := c.shards[shard]
+	if !ok || r.Epoch != epoch || r.Fenced {
+		return nil
+	}
+	delete(c.shards, shard)
+	c.tombs[shard] = epoch
+	c.failed[shard] = failure{epoch: epoch, why: why}
+	return []Effect{{Kind: EffStop, Shard: shard, Epoch: epoch}, {Kind: EffDelete, Shard: shard, Epoch: epoch}}
 }
 
 // StartFailed is called by the executor when the driver could not start shard
@@ -352,6 +386,7 @@ func (c *Core) StartFailed(shard interfaces.ShardID, epoch interfaces.Epoch) []E
 	}
 	delete(c.shards, shard)
 	c.tombs[shard] = epoch
+	c.failed[shard] = failure{epoch: epoch, why: "its start failed"}
 	return []Effect{{Kind: EffDelete, Shard: shard, Epoch: epoch}}
 }
 

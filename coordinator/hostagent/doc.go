@@ -38,7 +38,12 @@
 //
 // Every input first applies an expiry that is due, so a late input cannot act on
 // an expired lease. A driver start that fails drops the shard (tombstone at its
-// epoch) and returns the driver's error in the ack; the parent re-places it.
+// epoch) and returns the driver's error in the ack, marked ErrShardFailed (the
+// ack's failed flag). A process that ends on its own (a driver with ExitError,
+// e.g. exec) is stopped and dropped the same way on the next Tick. A re-sent
+// Assign of a failed epoch is refused as stale and marked failed again, so the
+// parent's doctor control policy counts the failure and the parent places the
+// shard elsewhere.
 //
 // # Lease and fence timing
 //

@@ -10,7 +10,7 @@ import (
 )
 
 // A start that fails is acked with failed set (evidence for the parent's
-// doctor); a refused assign (a stale epoch) is not.
+// doctor), and so is a re-sent assign of that epoch; a stale assign is not.
 func TestAckMarksAFailedStart(t *testing.T) {
 	r := newRig(t)
 	a := r.open(t, "h1")
@@ -29,9 +29,15 @@ func TestAckMarksAFailedStart(t *testing.T) {
 	if k.Ok || !k.Failed || !strings.Contains(k.Error, "exit status 3") {
 		t.Fatalf("failed start ack %+v", k)
 	}
+	// The parent re-sends the assign of that epoch: refused as the failure it
+	// was (evidence again), while an older epoch is merely stale.
 	out, _ = a.HandleParent(ctx, now, wire.AssignToWire(spec("s1"), 2))
+	if k := out.GetAck(); k.Ok || !k.Failed || !strings.Contains(k.Error, "its start failed") {
+		t.Fatalf("a re-sent assign of the failed epoch is acked %+v", k)
+	}
+	out, _ = a.HandleParent(ctx, now, wire.AssignToWire(spec("s1"), 1))
 	if k := out.GetAck(); k.Ok || k.Failed {
-		t.Fatalf("a refused assign (the epoch is tombstoned) is acked %+v", k)
+		t.Fatalf("a stale assign is acked %+v", k)
 	}
 	out, _ = a.HandleParent(ctx, now, wire.AssignToWire(spec("s2"), 1))
 	if k := out.GetAck(); !k.Ok || k.Failed {

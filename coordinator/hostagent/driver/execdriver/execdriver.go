@@ -51,6 +51,7 @@ type proc struct {
 	cmd     *exec.Cmd
 	epoch   interfaces.Epoch
 	done    chan struct{}
+	waitErr error // cmd.Wait's result, set before done is closed
 	started time.Time
 	// last CPU sample
 	lastTicks uint64
@@ -124,7 +125,7 @@ func (d *Driver) Start(_ context.Context, spec interfaces.Shard, epoch interface
 	}
 	p := &proc{cmd: cmd, epoch: epoch, done: make(chan struct{}), started: d.cfg.Clock.Now()}
 	go func() {
-		_ = cmd.Wait()
+		p.waitErr = cmd.Wait()
 		close(p.done)
 	}()
 	d.procs[spec.ID] = p
@@ -202,6 +203,27 @@ func (d *Driver) Exited(id interfaces.ShardID) bool {
 	default:
 		return false
 	}
+}
+
+// ExitError reports whether shard's process ended on its own and how ("exit
+// status 3", "signal: killed", or "exited with status 0"): the agent drops
+// such a shard and tells its parent that it failed here.
+func (d *Driver) ExitError(id interfaces.ShardID) (string, bool) {
+	d.mu.Lock()
+	p, ok := d.procs[id]
+	d.mu.Unlock()
+	if !ok {
+		return "", false
+	}
+	select {
+	case <-p.done:
+	default:
+		return "", false
+	}
+	if p.waitErr != nil {
+		return "the process exited on its own: " + p.waitErr.Error(), true
+	}
+	return "the process exited on its own with status 0", true
 }
 
 // Measure reads CPU and RSS of every live shard process from /proc.
