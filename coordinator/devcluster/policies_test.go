@@ -179,3 +179,59 @@ func TestDoctorQuarantinesAShardFailingEverywhere(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// Autoscale in mode apply at the global tier: a job whose input (2 × 100
+// records/s) needs 5 shards at 40 records/s each grows by one shard per
+// cooldown up to its max_shards (4), and every shard runs once.
+func TestAutoscaleAppliesBoundedSteps(t *testing.T) {
+	c, err := Start(Options{Dir: t.TempDir(), Regions: 1, HostsPerRegion: 2, Interval: 200 * time.Millisecond, LeaseTTL: 3 * time.Second,
+		ControlPolicies: []string{control.PolicyAutoscale},
+		ControlPolicyConfig: map[string]control.PolicySettings{
+			control.PolicyAutoscale: {"mode": "apply", "rate_per_shard": "40", "window": "0s", "cooldown": "1s", "max_step": "1", "max_shards": "4"},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	a := admin(t, c.Global.GRPCAddr())
+	if _, err := a.SubmitJob(ctx, &wire.SubmitJobRequest{Job: &wire.JobSpec{Id: "grow", Parallelism: 2,
+		ShardTemplate: &wire.Shard{Load: &wire.Load{Cpu: 1, Tasks: 1}, InputRate: 100}}}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var sizes []int
+	waitFor(t, "grown to 4 shards, all running", 30*time.Second, func() error {
+		jobs, err := a.ListJobs(ctx, &wire.ListJobsRequest{})
+		if err != nil {
+			return err
+		}
+		n := int(jobs.GetJobs()[0].GetShards())
+		if len(sizes) == 0 || sizes[len(sizes)-1] != n {
+			sizes = append(sizes, n)
+		}
+		if n != 4 {
+			return fmt.Errorf("%d shards", n)
+		}
+		return allRunningOnce(c, 4)
+	})
+	t.Logf("shard counts seen: %v in %v", sizes, time.Since(start).Round(10*time.Millisecond))
+	for i := 1; i < len(sizes); i++ {
+		if sizes[i]-sizes[i-1] > 1 || sizes[i] < sizes[i-1] {
+			t.Errorf("a step larger than max_step 1: %v", sizes)
+		}
+	}
+	st, err := a.Status(ctx, &wire.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("global findings: %v", st.GetTiers()[0].GetInstances()[0].GetFindings())
+	time.Sleep(1500 * time.Millisecond)
+	jobs, _ := a.ListJobs(ctx, &wire.ListJobsRequest{})
+	if n := jobs.GetJobs()[0].GetShards(); n != 4 {
+		t.Errorf("max_shards 4 not kept: %d shards", n)
+	}
+	if err := c.CloseAndCheckLedger(); err != nil {
+		t.Error(err)
+	}
+}

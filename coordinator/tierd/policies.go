@@ -217,8 +217,9 @@ func explainEvictions(moves []interfaces.Move, ev map[interfaces.ShardID]control
 
 // resize changes a job's shard count to r.Target (autoscale in mode apply):
 // new shards "<job>/<n>" copy the spec of the job's last shard; removed shards
-// are the last ones (natural order), stopped like a deleted job's. It returns
-// the shards it deleted. Called with d.decide held, on the top tier.
+// are the last ones (natural order), stopped like a deleted job's. The job's
+// declared input rate is spread evenly over the new count. It returns the
+// shards it deleted. Called with d.decide held, on the top tier.
 func (d *Daemon) resize(ctx context.Context, r control.Resize) ([]interfaces.ShardID, error) {
 	var shards []interfaces.Shard
 	for _, s := range d.tier.FSM.View(d.cfg.Tier, d.cfg.Instance).Shards {
@@ -230,6 +231,11 @@ func (d *Daemon) resize(ctx context.Context, r control.Resize) ([]interfaces.Sha
 		return nil, fmt.Errorf("the job has %d shards now, not %d: %w", len(shards), r.Current, interfaces.ErrConflict)
 	}
 	sort.Slice(shards, func(i, j int) bool { return shardIndexLess(shards[i].ID, shards[j].ID) })
+	var total float64
+	for _, s := range shards {
+		total += s.InputRate
+	}
+	per := total / float64(r.Target)
 	if r.Target > r.Current {
 		next := 0
 		for _, s := range shards {
@@ -238,19 +244,28 @@ func (d *Daemon) resize(ctx context.Context, r control.Resize) ([]interfaces.Sha
 			}
 		}
 		tmpl := shards[len(shards)-1]
-		var add []interfaces.Shard
-		for len(add) < r.Target-r.Current {
+		add := make([]interfaces.Shard, 0, r.Target)
+		for _, s := range shards {
+			s.InputRate = per
+			add = append(add, s)
+		}
+		for len(add) < r.Target {
 			id := interfaces.ShardID(fmt.Sprintf("%s/%d", r.Job, next))
 			next++
 			if _, taken := d.tier.FSM.Shard(id); taken {
 				continue
 			}
 			s := tmpl
-			s.ID = id
+			s.ID, s.InputRate = id, per
 			add = append(add, s)
 		}
 		_, err := d.commit(ctx, &fsm.PutShards{Shards: add})
 		return nil, err
+	}
+	keep := make([]interfaces.Shard, 0, r.Target)
+	for _, s := range shards[:r.Target] {
+		s.InputRate = per
+		keep = append(keep, s)
 	}
 	victims := shards[r.Target:]
 	ids := make([]interfaces.ShardID, 0, len(victims))
@@ -273,6 +288,9 @@ func (d *Daemon) resize(ctx context.Context, r control.Resize) ([]interfaces.Sha
 	}
 	if _, err := d.commit(ctx, &fsm.DeleteShards{IDs: ids}); err != nil {
 		return nil, err
+	}
+	if _, err := d.commit(ctx, &fsm.PutShards{Shards: keep}); err != nil {
+		return ids, err
 	}
 	for _, id := range ids {
 		o, ok := owners[id]
