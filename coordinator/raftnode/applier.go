@@ -49,11 +49,12 @@ const DefaultApplierDepth = 4
 // (with reasons).
 //
 // Rounds are pipelined: up to Depth rounds may be in flight (proposed, not yet
-// committed and applied) at once, so a plan that arrives while a round commits is
-// verified and proposed at once instead of waiting for that round (raft then
-// carries several rounds' entries in one AppendEntries and one fsync). While Depth
-// rounds are in flight the next one queues: the busier the leader, the larger the
-// batches.
+// committed and applied) at once, so plans that arrive while a round commits are
+// verified and proposed without waiting for that round. A round starts at once
+// when none is in flight; while some are, it starts once it has MinPipelined
+// moves (every round costs an AppendEntries and fsyncs on each replica, so a
+// stream of tiny rounds would cost throughput), and while Depth rounds are in
+// flight it keeps gathering: the busier the leader, the larger the batches.
 //
 // Safety with rounds in flight. Every move proposed and not yet resolved is
 // pending; a new round is verified against the applied state plus the pending
