@@ -67,7 +67,8 @@ this process's CPU time with --clock cpu — summed over all cores), max_over_lb
 busiest host's utilization over the lower bound of the whole instance after the
 change, the worse of cpu and mem), moves (shards whose host changed in the
 rebalance round) and the status; then speedup = flat seconds / hierarchy seconds.
-Everything but the seconds is the same for the same flags.
+Everything but the seconds is the same for the same flags (unless --flat-budget cuts
+the flat run short).
 
 Example:
   strata bench hierarchy --shards 1000000 --hosts 10000 --regions 100 --seed 1 -o json`,
