@@ -144,6 +144,8 @@ func (p *Doctor) Diagnose(_ *PolicyInput, symptoms []Symptom) []Finding {
 func (p *Doctor) Resolve(in *PolicyInput, findings []Finding) Actions {
 	var a Actions
 	own, fl := effectiveOwners(in.View)
+	var specs map[interfaces.ShardID]*interfaces.Shard
+	group := map[string]int{} // excluded children → index of their constraint (-1: none possible)
 	for i := range findings {
 		f := &findings[i]
 		if f.Confirmed {
@@ -161,14 +163,32 @@ func (p *Doctor) Resolve(in *PolicyInput, findings []Finding) Actions {
 		for _, h := range hosts {
 			ex[h] = true
 		}
-		allowed := allBut(in.View, ex)
-		if len(allowed) == 0 {
+		// Shards that failed on the same children share one constraint.
+		key := joinIDs(hosts)
+		ci, seen := group[key]
+		if !seen {
+			allowed := allBut(in.View, ex)
+			if len(allowed) == 0 {
+				group[key] = -1
+				continue
+			}
+			ci = len(a.Constraints)
+			group[key] = ci
+			a.Constraints = append(a.Constraints, interfaces.Constraint{Kind: interfaces.ConstraintAllowed, Children: allowed,
+				Reason: fmt.Sprintf("doctor: failed on %s within %v; kept off it", key, p.Window)})
+		}
+		if ci < 0 {
 			continue
 		}
-		a.Constraints = append(a.Constraints, interfaces.Constraint{Kind: interfaces.ConstraintAllowed, Shards: []interfaces.ShardID{f.Shard},
-			Children: allowed, Reason: "doctor: " + f.Evidence})
-		f.Action = "keep it off " + joinIDs(hosts)
-		if c, ok := own[f.Shard]; ok && ex[c] && !fl[f.Shard] && canLeave(in.View, shardOf(in.View, f.Shard), ex) {
+		a.Constraints[ci].Shards = append(a.Constraints[ci].Shards, f.Shard)
+		f.Action = "keep it off " + key
+		if specs == nil {
+			specs = make(map[interfaces.ShardID]*interfaces.Shard, len(in.View.Shards))
+			for j := range in.View.Shards {
+				specs[in.View.Shards[j].ID] = &in.View.Shards[j]
+			}
+		}
+		if c, ok := own[f.Shard]; ok && ex[c] && !fl[f.Shard] && canLeave(in.View, specs[f.Shard], ex) {
 			a.Evict = append(a.Evict, Eviction{Shard: f.Shard, From: c, Reason: "doctor: " + f.Evidence})
 			f.Action += "; move it off " + string(c)
 		}
@@ -178,12 +198,3 @@ func (p *Doctor) Resolve(in *PolicyInput, findings []Finding) Actions {
 
 // AlertQuarantine is raised when the doctor quarantines a shard.
 const AlertQuarantine = "quarantine"
-
-func shardOf(v *interfaces.View, id interfaces.ShardID) *interfaces.Shard {
-	for i := range v.Shards {
-		if v.Shards[i].ID == id {
-			return &v.Shards[i]
-		}
-	}
-	return &interfaces.Shard{ID: id}
-}

@@ -232,7 +232,7 @@ func TestDoctor(t *testing.T) {
 				return
 			}
 			c := o.Actions.Constraints[0]
-			if c.Kind != interfaces.ConstraintAllowed || joinIDs(c.Children) != tc.avoid || len(c.Shards) != 1 || !strings.HasPrefix(c.Reason, "doctor: shard s000 failed on") {
+			if c.Kind != interfaces.ConstraintAllowed || joinIDs(c.Children) != tc.avoid || len(c.Shards) != 1 || !strings.HasPrefix(c.Reason, "doctor: failed on h00") {
 				t.Errorf("constraint %+v, want allowed %s", c, tc.avoid)
 			}
 		})

@@ -105,6 +105,7 @@ func (p *Straggler) Detect(in *PolicyInput) []Symptom {
 	sort.Strings(jobs)
 	var out []Symptom
 	seen := map[stragglerKey]bool{}
+	var all, peers []float64
 	for _, j := range jobs {
 		byChild := rates[j]
 		cs := make([]interfaces.ChildID, 0, len(byChild))
@@ -112,20 +113,29 @@ func (p *Straggler) Detect(in *PolicyInput) []Symptom {
 			cs = append(cs, c)
 		}
 		sort.Slice(cs, func(a, b int) bool { return cs[a] < cs[b] })
+		// The job's rates sorted once; a child's peers' median is computed
+		// only when it can be a straggler: removing the child's k rates
+		// from n leaves a median no higher than all[(n-k)/2 + k].
+		all = all[:0]
+		for _, c := range cs {
+			all = append(all, byChild[c]...)
+		}
+		sort.Float64s(all)
 		for _, c := range cs {
 			if !active[c] {
 				continue
 			}
-			var peers []float64
-			for _, o := range cs {
-				if o != c {
-					peers = append(peers, byChild[o]...)
-				}
-			}
-			if len(peers) < p.MinPeers {
+			own := byChild[c]
+			npeers := len(all) - len(own)
+			if npeers < p.MinPeers {
 				continue
 			}
-			mine, ref := medianF(byChild[c]), medianF(peers)
+			mine := medianF(own)
+			if hi := all[min(len(all)-1, npeers/2+len(own))]; mine*p.Factor >= hi {
+				continue
+			}
+			peers = excluding(peers[:0], all, own)
+			ref := medianSorted(peers)
 			if !(ref > 0) || mine*p.Factor >= ref {
 				continue
 			}
@@ -139,7 +149,7 @@ func (p *Straggler) Detect(in *PolicyInput) []Symptom {
 			out = append(out, Symptom{Policy: PolicyStraggler, Subject: string(c) + "/" + j, Child: c, Job: j,
 				Value: mine, Reference: ref, Since: since,
 				Evidence: fmt.Sprintf("job %s on %s processes %.4g records/s per shard (median of %d shards) vs %.4g on %d shards elsewhere: %.2f× (threshold 1/%.4g), for %v",
-					j, c, mine, len(byChild[c]), ref, len(peers), mine/ref, p.Factor, in.Now.Sub(since).Round(time.Millisecond))})
+					j, c, mine, len(own), ref, npeers, mine/ref, p.Factor, in.Now.Sub(since).Round(time.Millisecond))})
 		}
 	}
 	for k := range p.since {
@@ -235,4 +245,32 @@ func (p *Straggler) Resolve(in *PolicyInput, findings []Finding) Actions {
 			Reason: strings.Join(why[j], "; ")})
 	}
 	return a
+}
+
+// excluding appends to dst the sorted values of all without one occurrence of
+// each value of sub (all sorted; sub any order).
+func excluding(dst, all, sub []float64) []float64 {
+	ex := append([]float64(nil), sub...)
+	sort.Float64s(ex)
+	j := 0
+	for _, x := range all {
+		if j < len(ex) && x == ex[j] {
+			j++
+			continue
+		}
+		dst = append(dst, x)
+	}
+	return dst
+}
+
+// medianSorted is the median of sorted xs (0 when empty).
+func medianSorted(xs []float64) float64 {
+	n := len(xs)
+	switch {
+	case n == 0:
+		return 0
+	case n%2 == 1:
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
 }
