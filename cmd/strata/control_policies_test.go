@@ -84,6 +84,13 @@ func TestCLIQuarantineAndRelease(t *testing.T) {
 		!strings.Contains(ex, "exit status 70 on region-1-host-2") || !strings.Contains(ex, "quarantine") {
 		t.Errorf("strata explain: exit %d %s\n%s", code, errOut, ex)
 	}
+	eventually(t, "the quarantine alert in strata status", 10*time.Second, func() error {
+		_, st, _ := runCLI("status", "--addr", addr)
+		if !strings.Contains(st, "ALERT region region-1: quarantine: 1 shards quarantined at region/region-1") {
+			return fmt.Errorf("status:\n%s", st)
+		}
+		return nil
+	})
 	code, rel, errOut := runCLI("shards", "release", "poison/0", "--reason", "fixed the worker", "--addr", addr)
 	if code != 0 || !strings.Contains(rel, "released poison/0 at region/region-1") {
 		t.Fatalf("release: exit %d %s\n%s", code, errOut, rel)

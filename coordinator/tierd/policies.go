@@ -173,6 +173,18 @@ func (d *Daemon) runPolicies(ctx context.Context, now time.Time, view *interface
 			d.logger.Printf("autoscale: job %s resized %d → %d shards (%s)", r.Job, r.Current, r.Target, r.Reason)
 		}
 	}
+	// Quarantined shards stay an operator's business until released: one
+	// alert while any is.
+	held := len(quarantined)
+	for _, a := range out.Actions.Quarantine {
+		if _, before := quarantined[a.Shard]; gone[a.Shard] && !before {
+			held++
+		}
+	}
+	if held > 0 {
+		out.Actions.Alerts = append(out.Actions.Alerts, control.Alert{Code: control.AlertQuarantine,
+			Message: fmt.Sprintf("%d shards quarantined at %s/%s (strata shards; release with strata shards release SHARD)", held, d.cfg.Tier, d.cfg.Instance)})
+	}
 	isGone := func(id interfaces.ShardID) bool { return gone[id] }
 	if len(gone) > 0 {
 		dropShards(view, isGone)

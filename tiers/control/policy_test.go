@@ -427,3 +427,50 @@ func TestControllerMergeAmendsThePendingDecision(t *testing.T) {
 		t.Errorf("the eviction is not remembered for anti-bounce: %v", d2.bounce)
 	}
 }
+
+// The straggler's shortcut (a child's peers' median is computed only when the
+// child can be a straggler) finds exactly the children a brute-force
+// comparison of each child's median with the median of all other children's
+// rates finds.
+func TestPropStragglerMatchesBruteForce(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(2, 7).Draw(rt, "hosts")
+		shards := rapid.IntRange(n, 40).Draw(rt, "shards")
+		v := rated(n, shards, nil)
+		for c, r := range v.Reports {
+			for i := range r.Shards {
+				r.Shards[i].Rate = float64(rapid.IntRange(0, 12).Draw(rt, "rate")) * 10
+			}
+			v.Reports[c] = r
+		}
+		factor := rapid.Float64Range(1.1, 4).Draw(rt, "factor")
+		minPeers := rapid.IntRange(1, 6).Draw(rt, "min_peers")
+		ps := mustPolicies(t, []string{"straggler"}, map[string]PolicySettings{"straggler": {"factor": fmt.Sprint(factor), "min_peers": fmt.Sprint(minPeers)}})
+		o, err := ps.Run(PolicyInput{Now: t0, View: v})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		got := map[interfaces.ChildID]bool{}
+		for _, f := range o.Findings {
+			got[f.Child] = true
+		}
+		for c, r := range v.Reports {
+			var mine, peers []float64
+			for _, sl := range r.Shards {
+				mine = append(mine, sl.Rate)
+			}
+			for o, q := range v.Reports {
+				if o != c {
+					for _, sl := range q.Shards {
+						peers = append(peers, sl.Rate)
+					}
+				}
+			}
+			ref := medianF(peers)
+			want := len(mine) > 0 && len(peers) >= minPeers && ref > 0 && medianF(mine)*factor < ref
+			if got[c] != want {
+				rt.Fatalf("%s: found %v, brute force %v (mine %v, peers median %v, factor %v)", c, got[c], want, mine, ref, factor)
+			}
+		}
+	})
+}
