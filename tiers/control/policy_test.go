@@ -152,11 +152,11 @@ func TestStraggler(t *testing.T) {
 			// (the shards left), then lapses.
 			moved := rated(tc.hosts, 12, nil)
 			o = run(t, ps, PolicyInput{Now: t0.Add(time.Minute), View: moved})
-			if len(o.Actions.Constraints) != 1 || len(o.Actions.Evict) != 3 {
+			if len(o.Actions.Constraints) != 1 || len(o.Actions.Evict) != 3 || len(o.Actions.Alerts) != 1 {
 				t.Errorf("during the cooldown: %+v", o.Actions)
 			}
 			o = run(t, ps, PolicyInput{Now: t0.Add(11 * time.Minute), View: moved})
-			if len(o.Actions.Constraints) != 0 || len(o.Actions.Evict) != 0 {
+			if len(o.Actions.Constraints) != 0 || len(o.Actions.Evict) != 0 || len(o.Actions.Alerts) != 0 {
 				t.Errorf("after the cooldown: %+v", o.Actions)
 			}
 		})

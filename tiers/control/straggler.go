@@ -186,7 +186,6 @@ func (p *Straggler) Resolve(in *PolicyInput, findings []Finding) Actions {
 		k := stragglerKey{f.Child, f.Job}
 		p.avoid[k] = avoidRule{until: in.Now.Add(p.Cooldown), evidence: f.Evidence}
 		f.Action = fmt.Sprintf("move the job's shards off %s; keep them off until %s", f.Child, in.Now.Add(p.Cooldown).UTC().Format(time.RFC3339))
-		a.Alerts = append(a.Alerts, Alert{Code: AlertStraggler, Message: f.Evidence + ": moving its shards away"})
 		delete(p.since, k) // a fresh window if it comes back after the cooldown
 	}
 	if len(p.avoid) == 0 {
@@ -213,6 +212,9 @@ func (p *Straggler) Resolve(in *PolicyInput, findings []Finding) Actions {
 	exclude := map[string]map[interfaces.ChildID]bool{}
 	why := map[string][]string{}
 	for _, k := range keys {
+		// An alert for as long as the rule holds.
+		a.Alerts = append(a.Alerts, Alert{Code: AlertStraggler, Message: fmt.Sprintf("%s: job %s's shards kept off %s until %s",
+			p.avoid[k].evidence, k.job, k.child, p.avoid[k].until.UTC().Format(time.RFC3339))})
 		if exclude[k.job] == nil {
 			exclude[k.job] = map[interfaces.ChildID]bool{}
 		}
