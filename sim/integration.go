@@ -29,7 +29,7 @@ import (
 //
 // The global tier's controller measures a child's utilization against its
 // capacity in the view, so in collaborative mode the capacity limit of a region
-// asked to shed load (coop.Derived.Shed) also becomes its capacity in the
+// asked to shed load (coop.Derived.Shed, coop.LowerCapacities) also becomes its capacity in the
 // global view: the region is seen as over its usable capacity and the round
 // runs (the daemons' controller gets there through the SLO error of the
 // region's p99).
@@ -184,7 +184,7 @@ func (e *engine) constraints(tier string, v *interfaces.View) []interfaces.Const
 		for _, x := range d.Down {
 			st.down[x.Child] = x
 		}
-		lowerCapacities(v, d.Shed)
+		coop.LowerCapacities(v, d.Shed)
 		out = d.Constraints
 	}
 	return out
@@ -205,25 +205,6 @@ func (e *engine) allHostsActive(name string) bool {
 		return true
 	}
 	return false
-}
-
-// lowerCapacities lowers the capacity of each child in v that was asked to
-// shed load to the limit it got (every dimension where the limit is above
-// zero).
-func lowerCapacities(v *interfaces.View, shed map[interfaces.ChildID]interfaces.Load) {
-	for i := range v.Children {
-		lim, ok := shed[v.Children[i].ID]
-		if !ok {
-			continue
-		}
-		capacity := v.Children[i].Capacity
-		for _, r := range interfaces.UnionNames(lim) {
-			if l := lim.Get(r); l > 0 && l < capacity.Get(r) {
-				capacity = capacity.With(r, l)
-			}
-		}
-		v.Children[i].Capacity = capacity
-	}
 }
 
 // Versus compares two policies of a run (the versus assertion).

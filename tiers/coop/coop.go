@@ -23,8 +23,8 @@ type Config struct {
 	// shed it. Default 10 minutes.
 	Hold time.Duration
 	// BudgetFraction and MinBudget set the move budget a parent sends a child:
-	// ⌈BudgetFraction × the child's shards⌉, at least MinBudget. Defaults 0.05
-	// and 1.
+	// ⌈BudgetFraction × the child's shards⌉, at least MinBudget. Defaults 0.25
+	// and 4.
 	BudgetFraction float64
 	MinBudget      int
 }
@@ -34,8 +34,8 @@ const (
 	DefaultTarget         = 0.8
 	DefaultMaxShards      = 64
 	DefaultHold           = 10 * time.Minute
-	DefaultBudgetFraction = 0.05
-	DefaultMinBudget      = 1
+	DefaultBudgetFraction = 0.25
+	DefaultMinBudget      = 4
 )
 
 // WithDefaults returns c with every zero field set to its default.
@@ -68,9 +68,9 @@ func (c Config) Validate() error {
 	case c.Hold < 0:
 		return &interfaces.FieldError{Field: "coop.hold", Rule: "must be ≥ 0 (0 = default 10m)", Value: c.Hold.String()}
 	case math.IsNaN(c.BudgetFraction) || c.BudgetFraction < 0 || c.BudgetFraction > 1:
-		return &interfaces.FieldError{Field: "coop.budget_fraction", Rule: "must be in [0, 1] (0 = default 0.05)", Value: fmt.Sprint(c.BudgetFraction)}
+		return &interfaces.FieldError{Field: "coop.budget_fraction", Rule: "must be in [0, 1] (0 = default 0.25)", Value: fmt.Sprint(c.BudgetFraction)}
 	case c.MinBudget < 0:
-		return &interfaces.FieldError{Field: "coop.min_budget", Rule: "must be ≥ 0 (0 = default 1)", Value: fmt.Sprint(c.MinBudget)}
+		return &interfaces.FieldError{Field: "coop.min_budget", Rule: "must be ≥ 0 (0 = default 4)", Value: fmt.Sprint(c.MinBudget)}
 	}
 	return nil
 }
@@ -292,10 +292,22 @@ func ChildHints(v *interfaces.View, cfg Config) ([]interfaces.Hint, error) {
 	// Children above target: move their excess to other children below target
 	// where the shards' rules allow (the instance will do that itself); what
 	// cannot move is a shed request.
+	// Shards it cannot place are load it cannot keep below target either: they
+	// open the shed request.
 	var shed []interfaces.ShardID
 	var shedLoad interfaces.Load
 	var hot []string
 	shedWhy := ""
+	if len(orphans) > 0 {
+		shed = append(shed, orphans...)
+		for i := range v.Shards {
+			if hasShard(orphans, v.Shards[i].ID) {
+				shedLoad = shedLoad.Add(v.Shards[i].Load)
+			}
+		}
+		hot = append(hot, "none of its children (unplaceable)")
+		shedWhy = fmt.Sprintf("%s: %s", orphans[0], orphanWhy)
+	}
 	moved := map[int]bool{}
 	for _, c := range order {
 		if !st.active(c) {

@@ -42,8 +42,12 @@ type Derived struct {
 	// Down holds one entry per active child, in child order.
 	Down []Down
 	// Shed maps each child asked to give load back (a shed request, or a
-	// proposed capacity below its load) to the capacity limit it got: the
-	// child is over its usable capacity, and the parent's round should run.
+	// proposed capacity below its load) to the capacity it has for the
+	// parent's control loop: the limit it got, or, when the request named
+	// shards (held away from it instead of a limit), its load without them
+	// in the resource the request weighs most in.
+	// The child looks over capacity and the parent's round runs; the round's
+	// max_moves rule then lets it move the held shards only.
 	Shed map[interfaces.ChildID]interfaces.Load
 	// Refused lists the hints and proposals not used, with why, for people.
 	Refused []string
@@ -225,10 +229,15 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 				// The named shards the child owns, in the child's order (its
 				// priority), each taken only if it fits, whole, in the usable
 				// headroom the other children have left: a partial shard
-				// moves nothing. A hint that names none of its shards sheds
-				// its amount.
+				// moves nothing. A hint that names no shard sheds its amount.
 				amount := h.Amount
 				cands := st.ownedInOrder(h.Shards, c, shardIdx, cfg.MaxShards)
+				if len(h.Shards) > 0 && len(cands) == 0 {
+					// Every shard it names is gone or already moving: the
+					// request is older than the moves that answer it.
+					refuse("%s (shed): none of the %d shards %s names is still on it and not moving", field, len(h.Shards), id)
+					continue
+				}
 				var taken []interfaces.ShardID
 				if len(cands) > 0 {
 					left := usableSum.Sub(pushed)
@@ -249,15 +258,43 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 						continue
 					}
 				}
+				if len(taken) > 0 {
+					// The shards are held away from c (an allowed rule
+					// each): that moves them, and only them. A capacity limit
+					// on c would also be the capacity the solver balances
+					// against, and pull more load off c than it asked.
+					pushed = pushed.Add(amount)
+					limited[c] = true
+					// Only in the resource the request weighs most in: the
+					// control loop's error is then about that resource, and
+					// changes as the held shards leave.
+					after := st.load[c].Sub(amount).Max(interfaces.Load{})
+					dom, share := "", 0.0
+					for _, r := range st.res {
+						if cp := v.Children[c].Capacity.Get(r); cp > 0 && amount.Get(r)/cp > share {
+							dom, share = r, amount.Get(r)/cp
+						}
+					}
+					seen := interfaces.Load{}
+					if dom != "" {
+						cp := v.Children[c].Capacity.Get(dom)
+						seen = seen.With(dom, math.Min(cp, math.Max(after.Get(dom), 1e-9*cp)))
+					}
+					if out.Shed == nil {
+						out.Shed = map[interfaces.ChildID]interfaces.Load{}
+					}
+					out.Shed[id] = seen
+					for _, s := range taken {
+						hold(Held{Shard: s, Child: id, Until: now.Add(cfg.Hold), Reason: fmt.Sprintf("%s shed it (%s)", id, h.Reason)})
+					}
+					continue
+				}
 				cons, ok := limit(c, amount, "asks to shed "+FormatLoad(h.Amount)+" ("+h.Reason+")")
 				if !ok {
 					refuse("%s (shed): %s asks to shed %s but no other child has usable headroom for it", field, id, FormatLoad(h.Amount))
 					continue
 				}
 				out.Constraints = append(out.Constraints, cons)
-				for _, s := range taken {
-					hold(Held{Shard: s, Child: id, Until: now.Add(cfg.Hold), Reason: fmt.Sprintf("%s shed it (%s)", id, h.Reason)})
-				}
 			case interfaces.HintSLOAtRisk:
 				risk := st.owned(h.Shards, c, shardIdx, cfg.MaxShards)
 				if len(risk) == 0 {
@@ -342,6 +379,25 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 			refuse("headroom hints: the limits they imply leave %.4g %s for a load of %.4g; not used this round", room.Get(short), short, total.Get(short))
 		} else {
 			out.Constraints = append(out.Constraints, roomCons...)
+		}
+	}
+
+	// A round that answers shed requests moves the held shards and nothing
+	// else: the children asked to shed look full to the control loop (Shed),
+	// and a solver balancing against that would pull more off them.
+	if len(out.Shed) > 0 && !NeedsPlacement(v) {
+		n := 0
+		for s, away := range held {
+			i := shardIdx[s]
+			if o := st.owner[i]; o >= 0 && !st.inFlight[i] {
+				if _, ok := away[v.Children[o].ID]; ok {
+					n++
+				}
+			}
+		}
+		if n > 0 {
+			out.Constraints = append(out.Constraints, interfaces.Constraint{Kind: interfaces.ConstraintMaxMoves, Max: n,
+				Reason: fmt.Sprintf("cooperation: this round moves the %d shards held away from children that shed them, and nothing else", n)})
 		}
 	}
 
@@ -578,4 +634,30 @@ func NeedsPlacement(v *interfaces.View) bool {
 		}
 	}
 	return false
+}
+
+// LowerCapacities lowers, in v, the capacity of each child asked to shed load
+// (Derived.Shed) to the limit it got, in every dimension where the limit is
+// above zero; v.Children is copied first, never changed in place. A parent
+// whose control loop measures a child's utilization against its capacity in
+// the view does this so that a child over its usable capacity triggers the
+// round that moves load off it.
+func LowerCapacities(v *interfaces.View, shed map[interfaces.ChildID]interfaces.Load) {
+	if len(shed) == 0 {
+		return
+	}
+	v.Children = append([]interfaces.Child(nil), v.Children...)
+	for i := range v.Children {
+		lim, ok := shed[v.Children[i].ID]
+		if !ok {
+			continue
+		}
+		capacity := v.Children[i].Capacity
+		for _, r := range interfaces.UnionNames(lim) {
+			if l := lim.Get(r); l > 0 && l < capacity.Get(r) {
+				capacity = capacity.With(r, l)
+			}
+		}
+		v.Children[i].Capacity = capacity
+	}
 }
