@@ -15,6 +15,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/tierd"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/tiers/control"
+	"github.com/strata-sched/strata/tiers/coop"
 )
 
 // Daemon configuration files are YAML, decoded strictly: an unknown key or a
@@ -40,6 +41,65 @@ type tierFile struct {
 	// configures them by name.
 	ControlPolicies     []string                     `yaml:"control_policies"`
 	ControlPolicyConfig map[string]map[string]string `yaml:"control_policy_config"`
+	// Integration (decoupled, manual, collaborative: the default), operator
+	// constraints for manual mode, collaborative mode's settings, and the
+	// labels this instance announces to its parent.
+	Integration string            `yaml:"integration"`
+	Constraints []constraintFile  `yaml:"constraints"`
+	Coop        coopFile          `yaml:"coop"`
+	Labels      map[string]string `yaml:"labels"`
+}
+
+// constraintFile is an operator constraint (integration: manual).
+type constraintFile struct {
+	Kind     string   `yaml:"kind"`
+	Shards   []string `yaml:"shards"`
+	Children []string `yaml:"children"`
+	Limit    loadFile `yaml:"limit"`
+	Max      int      `yaml:"max"`
+	MaxBytes quantity `yaml:"max_bytes"`
+	Reason   string   `yaml:"reason"`
+}
+
+// coopFile tunes collaborative mode (tiers/coop; 0 = its default).
+type coopFile struct {
+	Target         float64  `yaml:"target"`
+	MaxShards      int      `yaml:"max_shards"`
+	Hold           duration `yaml:"hold"`
+	BudgetFraction float64  `yaml:"budget_fraction"`
+	MinBudget      int      `yaml:"min_budget"`
+}
+
+var constraintKinds = map[string]interfaces.ConstraintKind{
+	"capacity": interfaces.ConstraintCapacity, "pin": interfaces.ConstraintPin, "allowed": interfaces.ConstraintAllowed,
+	"anti_affinity": interfaces.ConstraintAntiAffinity, "max_moves": interfaces.ConstraintMaxMoves, "avoid": interfaces.ConstraintAvoid,
+}
+
+func (f tierFile) constraints() ([]interfaces.Constraint, error) {
+	var out []interfaces.Constraint
+	for i, c := range f.Constraints {
+		field := fmt.Sprintf("constraints[%d]", i)
+		kind, ok := constraintKinds[c.Kind]
+		if !ok {
+			return nil, fmt.Errorf("%s.kind: must be capacity, pin, allowed, anti_affinity, max_moves or avoid (got %q): %w", field, c.Kind, interfaces.ErrInvalid)
+		}
+		limit, err := c.Limit.load(field + ".limit")
+		if err != nil {
+			return nil, err
+		}
+		k := interfaces.Constraint{Kind: kind, Limit: limit, Max: c.Max, MaxBytes: int64(c.MaxBytes), Reason: c.Reason}
+		for _, s := range c.Shards {
+			k.Shards = append(k.Shards, interfaces.ShardID(s))
+		}
+		for _, ch := range c.Children {
+			k.Children = append(k.Children, interfaces.ChildID(ch))
+		}
+		if k.Reason == "" {
+			k.Reason = "operator constraint (" + field + ")"
+		}
+		out = append(out, k)
+	}
+	return out, nil
 }
 
 type listenFile struct {
@@ -232,6 +292,12 @@ func (f tierFile) tierConfig() (tierd.Config, error) {
 	}
 	if c.Instance == "" && c.Tier == interfaces.TierGlobal {
 		c.Instance = "global"
+	}
+	c.Integration, c.Labels = f.Integration, f.Labels
+	c.Coop = coop.Config{Target: f.Coop.Target, MaxShards: f.Coop.MaxShards, Hold: time.Duration(f.Coop.Hold), BudgetFraction: f.Coop.BudgetFraction, MinBudget: f.Coop.MinBudget}
+	var err error
+	if c.Constraints, err = f.constraints(); err != nil {
+		return tierd.Config{}, err
 	}
 	c = c.Defaults()
 	return c, c.Validate()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/tiers/control"
+	"github.com/strata-sched/strata/tiers/coop"
 )
 
 // Peer is a replica of this tier instance, as configured.
@@ -62,6 +63,19 @@ type Config struct {
 	// ControlPolicyConfig configures them by name.
 	ControlPolicies     []string
 	ControlPolicyConfig map[string]control.PolicySettings
+	// Integration is how this tier cooperates with its parent and children
+	// (coop.go): "decoupled" (nothing but assignments crosses the boundary),
+	// "manual" (Constraints, given by an operator, join every round's view) or
+	// "collaborative" (the default: hints up through the uplink, constraints
+	// derived from the children's hints by tiers/coop, budgets and targets
+	// down). Coop tunes collaborative mode (zero fields: tiers/coop defaults).
+	Integration string
+	Constraints []interfaces.Constraint
+	Coop        coop.Config
+	// Labels are this tier instance's labels, announced to its parent in
+	// Hello (e.g. disk=ssd for a region that has ssd hosts): a shard that
+	// needs a label is placed only on children that carry it.
+	Labels map[string]string
 	// Capacity of this tier instance, reported to the parent, is the sum of its
 	// active children's capacities.
 }
@@ -91,6 +105,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.ControlPolicies == nil {
 		c.ControlPolicies = control.DefaultPolicies()
+	}
+	if c.Integration == "" {
+		c.Integration = IntegrationCollaborative
 	}
 	if len(c.Chain) == 0 {
 		c.Chain = DefaultChain()
@@ -201,6 +218,9 @@ func (c Config) Validate() error {
 		return bad("control.max_moves", "must be ≥ 0")
 	}
 	if _, err := control.NewPolicies(c.ControlPolicies, c.ControlPolicyConfig); err != nil {
+		return err
+	}
+	if err := c.validateIntegration(); err != nil {
 		return err
 	}
 	if c.Bootstrap {

@@ -72,6 +72,8 @@ type Daemon struct {
 
 	up *uplink // nil for the top tier
 
+	coop coopState // cooperation between tiers (coop.go)
+
 	wake   chan struct{}
 	cancel context.CancelFunc
 	done   sync.WaitGroup

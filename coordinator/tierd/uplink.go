@@ -120,6 +120,7 @@ func (u *uplink) hello() *wire.Hello {
 		MinProtocolVersion: wire.MinContractVersion,
 		HeldEpochs:         held,
 		Address:            d.GRPCAddr(),
+		Labels:             d.cfg.Labels,
 	}
 }
 
@@ -160,6 +161,7 @@ func (u *uplink) report() *wire.Report {
 	if r.Capacity.IsZero() {
 		r.Capacity = interfaces.Load{Tasks: 1}
 	}
+	r.Hints = d.childHints() // collaborative mode: hints derived from this tier's own view
 	return wire.ReportToWire(r)
 }
 
@@ -372,7 +374,8 @@ func (u *uplink) finishRevoke(ctx context.Context, shard interfaces.ShardID) *wi
 	return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, shard, epoch, nil).GetAck()
 }
 
-func (h uplinkHandler) OnConstraints(*wire.Constraints) {}
+// OnConstraints takes the parent's budget and target (collaborative mode).
+func (h uplinkHandler) OnConstraints(c *wire.Constraints) { h.u.d.fromParent(c) }
 
 // OnDisconnect forgets the parent's epochs: until the parent confirms a shard
 // again (an Assign in answer to the next Hello, which then announces epoch 0 for
@@ -383,4 +386,5 @@ func (h uplinkHandler) OnDisconnect(err error) {
 	h.u.mu.Lock()
 	h.u.epochs = map[interfaces.ShardID]interfaces.Epoch{}
 	h.u.mu.Unlock()
+	h.u.d.forgetParent()
 }
