@@ -3,7 +3,6 @@ package tierd
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -334,19 +333,4 @@ func (d *Daemon) coopFindings(shard interfaces.ShardID) []string {
 	}
 	sort.Strings(held)
 	return append(out, held...)
-}
-
-// coopStatus summarises the cooperation state for logs and tests: the rules
-// derived last and the hints refused.
-func (d *Daemon) coopStatus() string {
-	d.coop.mu.Lock()
-	defer d.coop.mu.Unlock()
-	var b strings.Builder
-	for _, c := range d.coop.last {
-		fmt.Fprintf(&b, "%s %v %v: %s\n", c.Kind, c.Shards, c.Children, c.Reason)
-	}
-	for _, r := range d.coop.refused {
-		fmt.Fprintf(&b, "refused: %s\n", r)
-	}
-	return b.String()
 }
