@@ -1,0 +1,76 @@
+package tierd
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// Operator constraints keep only the shards and children of the view; one left
+// without what its kind needs is dropped.
+func TestInView(t *testing.T) {
+	v := &interfaces.View{
+		Children: []interfaces.Child{{ID: "h1"}, {ID: "h2"}},
+		Shards:   []interfaces.Shard{{ID: "s1"}, {ID: "s2"}},
+	}
+	in := []interfaces.Constraint{
+		{Kind: interfaces.ConstraintAllowed, Shards: []interfaces.ShardID{"s1", "gone"}, Children: []interfaces.ChildID{"h1", "h9"}},
+		{Kind: interfaces.ConstraintAllowed, Shards: []interfaces.ShardID{"gone"}, Children: []interfaces.ChildID{"h1"}},
+		{Kind: interfaces.ConstraintPin, Shards: []interfaces.ShardID{"s2"}, Children: []interfaces.ChildID{"h9"}},
+		{Kind: interfaces.ConstraintCapacity, Children: []interfaces.ChildID{"h2"}, Limit: interfaces.Load{CPU: 4}, Reason: "half of h2"},
+		{Kind: interfaces.ConstraintCapacity, Children: []interfaces.ChildID{"h9"}, Limit: interfaces.Load{CPU: 4}},
+		{Kind: interfaces.ConstraintMaxMoves, Max: 3},
+	}
+	out := inView(v, in)
+	if len(out) != 3 {
+		t.Fatalf("got %+v", out)
+	}
+	if !reflect.DeepEqual(out[0].Shards, []interfaces.ShardID{"s1"}) || !reflect.DeepEqual(out[0].Children, []interfaces.ChildID{"h1"}) || out[0].Reason != "operator constraint" {
+		t.Errorf("allowed %+v", out[0])
+	}
+	if out[1].Reason != "half of h2" || out[2].Kind != interfaces.ConstraintMaxMoves || out[2].Max != 3 {
+		t.Errorf("got %+v", out[1:])
+	}
+	if in[0].Shards[1] != "gone" {
+		t.Error("inView changed its input")
+	}
+}
+
+func TestValidateIntegration(t *testing.T) {
+	base := Config{Integration: IntegrationManual}
+	for _, tc := range []struct {
+		c    Config
+		want string
+	}{
+		{Config{Integration: "x"}, "integration: must be decoupled, manual or collaborative"},
+		{Config{Integration: IntegrationCollaborative, Constraints: []interfaces.Constraint{{Kind: interfaces.ConstraintMaxMoves}}}, "constraints: operator constraints need integration: manual"},
+		{func() Config {
+			c := base
+			c.Constraints = []interfaces.Constraint{{Kind: interfaces.ConstraintPin, Shards: []interfaces.ShardID{"s"}, Children: []interfaces.ChildID{"a", "b"}}}
+			return c
+		}(), "constraints[0].children: must name exactly one child"},
+		{func() Config {
+			c := base
+			c.Constraints = []interfaces.Constraint{{Kind: interfaces.ConstraintAvoid, Children: []interfaces.ChildID{"a"}}}
+			return c
+		}(), "constraints[0].shards: is required for avoid"},
+		{func() Config {
+			c := base
+			c.Constraints = []interfaces.Constraint{{Kind: interfaces.ConstraintMaxMoves, Max: -1}}
+			return c
+		}(), "max and max_bytes must be ≥ 0"},
+		{func() Config { c := base; c.Constraints = []interfaces.Constraint{{Kind: 42}}; return c }(), "constraints[0].kind"},
+		{Config{Integration: IntegrationCollaborative, Labels: map[string]string{"": "x"}}, "labels: keys must not be empty"},
+	} {
+		err := tc.c.validateIntegration()
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, interfaces.ErrInvalid) {
+			t.Errorf("%+v: got %v, want %q", tc.c, err, tc.want)
+		}
+	}
+	if err := (Config{Integration: IntegrationDecoupled}).validateIntegration(); err != nil {
+		t.Fatal(err)
+	}
+}
