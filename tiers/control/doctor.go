@@ -148,6 +148,12 @@ func (p *Doctor) Resolve(in *PolicyInput, findings []Finding) Actions {
 	group := map[string]int{} // excluded children → index of their constraint (-1: none possible)
 	for i := range findings {
 		f := &findings[i]
+		if f.Confirmed && fl[f.Shard] {
+			// A shard with a move in flight cannot be quarantined (the FSM
+			// refuses it): keep the evidence and quarantine once it landed.
+			f.Action = "quarantine once its move has landed"
+			continue
+		}
 		if f.Confirmed {
 			reason := "doctor: " + f.Evidence
 			a.Quarantine = append(a.Quarantine, QuarantineAction{Shard: f.Shard, Reason: reason})

@@ -239,6 +239,24 @@ func TestDoctor(t *testing.T) {
 	}
 }
 
+// A poison shard with a move in flight is quarantined once the move landed,
+// the evidence kept meanwhile.
+func TestDoctorWaitsForAnInFlightMove(t *testing.T) {
+	ps := mustPolicies(t, []string{"doctor"}, nil)
+	v := rated(4, 8, nil)
+	moving := *v
+	moving.InFlight = []interfaces.Move{{Shard: "s000", From: "h00", To: "h03", Epoch: 1}}
+	fs := []Failure{fail("s000", 0, 0), fail("s000", 1, time.Second), fail("s000", 2, 2*time.Second)}
+	o := run(t, ps, PolicyInput{Now: t0.Add(3 * time.Second), View: &moving, Failures: fs})
+	if len(o.Actions.Quarantine) != 0 || len(o.Findings) != 1 || !o.Findings[0].Confirmed {
+		t.Fatalf("in flight: %+v", o)
+	}
+	o = run(t, ps, PolicyInput{Now: t0.Add(4 * time.Second), View: v})
+	if len(o.Actions.Quarantine) != 1 {
+		t.Fatalf("after the move: %+v", o.Actions)
+	}
+}
+
 func TestAutoscale(t *testing.T) {
 	global := func(inputRate float64, shards int) *interfaces.View {
 		v := rated(2, shards, nil)
