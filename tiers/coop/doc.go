@@ -20,11 +20,18 @@
 // Parent side, Derive: for each active child's hints it builds constraints for
 // its own solve, each with a Reason that shows in explanations:
 //
-//   - a shed request becomes a capacity limit on that child (its load in the
-//     parent's view minus the amount, bounded by the room the other children
-//     have), and the candidate shards are held away from that child for
+//   - a shed request that names shards holds those that fit, whole, in the
+//     usable headroom the other children reported away from that child for
 //     Config.Hold (an allowed rule listing the other active children that
-//     admit them and have room for them; a soft avoid rule when none has);
+//     admit them and have room for them; a soft avoid rule when none has),
+//     and the round that answers it may move only them (a max_moves rule);
+//     Derived.Shed gives the capacity the parent's control loop should see
+//     the child with (its load without them, in the resource the request
+//     weighs most in; LowerCapacities applies it), so that the round runs. A
+//     request that names no shard becomes a capacity limit (its load minus
+//     the amount, bounded by the room the others have). Requests are refused
+//     when the children together are at or above the target, when every
+//     shard named is already moving, or when nothing fits elsewhere;
 //   - an SLO-at-risk hint becomes a soft avoid rule for those shards on that
 //     child;
 //   - a proposed constraint is validated (known kind, a child only speaks for
