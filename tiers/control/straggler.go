@@ -16,7 +16,11 @@ import (
 //	          (records/s, ShardLoad.Rate in the owner's report) of the job's
 //	          shards there, against the median of the job's shards on every
 //	          other child (at least min_peers of them); a symptom when
-//	          rate × factor < peers' rate.
+//	          rate × factor < peers' rate. A shard's rate is size-adjusted
+//	          when the job's shards declare input rates (Shard.InputRate):
+//	          rate × (the job's median declared rate / the shard's), so a
+//	          child that holds a skewed job's small shards is not mistaken for
+//	          a slow one; with equal declared rates the figure is the rate.
 //	diagnose  confirmed when the symptom has held for window (consecutive
 //	          rounds; a round without it starts over).
 //	resolve   the job's shards on that child are evicted this round and kept
@@ -68,8 +72,20 @@ func (p *Straggler) Detect(in *PolicyInput) []Symptom {
 	v := in.View
 	own, fl := effectiveOwners(v)
 	job := make(map[interfaces.ShardID]string, len(v.Shards))
+	declared := make(map[interfaces.ShardID]float64, len(v.Shards))
+	jobDeclared := map[string][]float64{}
 	for i := range v.Shards {
-		job[v.Shards[i].ID] = v.Shards[i].Job
+		s := &v.Shards[i]
+		job[s.ID] = s.Job
+		if s.InputRate > 0 {
+			declared[s.ID] = s.InputRate
+			jobDeclared[s.Job] = append(jobDeclared[s.Job], s.InputRate)
+		}
+	}
+	jobMedian := make(map[string]float64, len(jobDeclared))
+	for j, rs := range jobDeclared {
+		sort.Float64s(rs)
+		jobMedian[j] = medianSorted(rs)
 	}
 	active := map[interfaces.ChildID]bool{}
 	for _, ch := range v.Children {
@@ -95,7 +111,11 @@ func (p *Straggler) Detect(in *PolicyInput) []Symptom {
 			if rates[j] == nil {
 				rates[j] = map[interfaces.ChildID][]float64{}
 			}
-			rates[j][c] = append(rates[j][c], sl.Rate)
+			r := sl.Rate
+			if d, m := declared[sl.Shard], jobMedian[j]; d > 0 && m > 0 {
+				r *= m / d // size-adjusted
+			}
+			rates[j][c] = append(rates[j][c], r)
 		}
 	}
 	jobs := make([]string, 0, len(rates))
