@@ -30,6 +30,8 @@ type RoundOutcome struct {
 	Accepted []interfaces.Move
 	Applied  []interfaces.Move
 	Rejected []Rejection
+	// Findings are the control policies' findings this round (ControlRoundWith).
+	Findings []control.Finding
 }
 
 // ControlRound runs one round of a tier instance's control loop the way the
@@ -46,11 +48,31 @@ type RoundOutcome struct {
 // An error from the policy is not an error of the round (it is in SolveErr);
 // only bad input to the controller is.
 func ControlRound(ctx context.Context, ctl *control.Controller, pol interfaces.Policy, in control.Input, apply func([]interfaces.Move) []interfaces.Move) (RoundOutcome, error) {
+	return ControlRoundWith(ctx, ctl, nil, pol, in, apply)
+}
+
+// ControlRoundWith is ControlRound with the instance's control policies
+// (tiers/control: straggler, doctor, autoscale), run as the daemons run them
+// right after the controller's step: their findings are in the outcome, their
+// constraints and evictions join the decision (Controller.Merge) and their
+// alerts its alerts. The simulator models no process failures and no job
+// resizes: quarantines and resizes a policy asks for are counted in the
+// outcome, not carried out. pols may be nil.
+func ControlRoundWith(ctx context.Context, ctl *control.Controller, pols *control.Policies, pol interfaces.Policy, in control.Input, apply func([]interfaces.Move) []interfaces.Move) (RoundOutcome, error) {
 	dec, err := ctl.Step(in)
 	if err != nil {
 		return RoundOutcome{}, fmt.Errorf("%s %s: controller: %w", in.View.Tier, in.View.Instance, err)
 	}
-	out := RoundOutcome{Decision: dec}
+	var findings []control.Finding
+	if pols != nil {
+		po, err := pols.Run(control.PolicyInput{Now: in.Now, View: in.View})
+		if err != nil {
+			return RoundOutcome{}, fmt.Errorf("%s %s: control policies: %w", in.View.Tier, in.View.Instance, err)
+		}
+		ctl.Merge(&dec, &po)
+		findings = po.Findings
+	}
+	out := RoundOutcome{Decision: dec, Findings: findings}
 	obs := control.RoundResult{Round: dec.Round, At: in.Now, P99: worstP99(in.View), MovesActive: len(in.View.InFlight)}
 	if !dec.Solve() || len(in.View.Shards) == 0 {
 		return out, ctl.Observe(obs)

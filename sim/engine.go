@@ -278,16 +278,24 @@ type engine struct {
 	backlog  []float64
 	cur      []float64 // nres per shard
 	curRate  []float64
+	// procRate is each shard's processed records/s in the last tick; kept only
+	// when the policy runs control policies (shardRates), which read it from
+	// the hosts' reports.
+	procRate   []float64
+	shardRates bool
 
 	// Per-host state, per tick.
 	hostLoad []float64 // nres per host
 	hostRho  []float64
 	hostLat  []float64
 	hostW    []float64
-	hostLive []bool  // not failed
-	proc     []int32 // host a shard processes on this tick, -1 none
-	maxShard [nres]float64
-	nActive  int // active shards at the last load pass
+	// hostSpeed is each host's processing speed (host_slow events; 1 = full):
+	// its shards process as if its utilization were ρ/speed, while it reports ρ.
+	hostSpeed []float64
+	hostLive  []bool  // not failed
+	proc      []int32 // host a shard processes on this tick, -1 none
+	maxShard  [nres]float64
+	nActive   int // active shards at the last load pass
 
 	jf      []float64 // rate factor per job
 	pending map[[2]int64]bool
@@ -390,6 +398,9 @@ func newEngine(sc *Scenario, spec PolicySpec, seed uint64, replay *replaySeries,
 	e.cur = make([]float64, n*nres)
 	e.curRate = make([]float64, n)
 	e.proc = make([]int32, n)
+	if e.shardRates = len(spec.ControlPolicies) > 0; e.shardRates {
+		e.procRate = make([]float64, n)
+	}
 	for i := range e.host {
 		e.host[i], e.region_[i], e.rack_[i] = -1, -1, -1
 	}
@@ -478,6 +489,9 @@ func (e *engine) resizeHosts() {
 	e.hostRho = grow(e.hostRho, h)
 	e.hostLat = grow(e.hostLat, h)
 	e.hostW = grow(e.hostW, h)
+	for len(e.hostSpeed) < h {
+		e.hostSpeed = append(e.hostSpeed, 1)
+	}
 	for len(e.hostLive) < h {
 		e.hostLive = append(e.hostLive, true)
 	}
@@ -519,6 +533,8 @@ func (e *engine) start() {
 			kind, a = evAddHosts, int32(i)
 		case EventAckMassFailure:
 			kind, a = evAck, int32(i)
+		case EventHostSlow:
+			kind, a = evHostSlow, int32(i)
 		}
 		e.sched.schedule(ev.At.D(), kind, a, 0)
 	}
@@ -707,13 +723,14 @@ func (e *engine) process(t time.Duration, tick time.Duration) {
 				rho = u
 			}
 		}
+		rho /= e.hostSpeed[h]
 		e.hostRho[h] = rho
 		e.hostLat[h] = m.ServiceMS / (1 - math.Min(rho, m.MaxUtil))
 	}
 	backlogSum := 0.0
 	svc := m.ServiceMS
 	maxShard = e.maxShard
-	proc, rhos, hw := e.proc, e.hostRho, e.hostW
+	proc, rhos, hw, pr := e.proc, e.hostRho, e.hostW, e.procRate
 	for i, act := range w.active {
 		if !act {
 			continue
@@ -724,6 +741,9 @@ func (e *engine) process(t time.Duration, tick time.Duration) {
 			rho := rhos[h]
 			if b == 0 && rho <= 1 { // the common case: all input processed
 				hw[h] += rate * dt
+				if pr != nil {
+					pr[i] = rate
+				}
 				continue
 			}
 			in := rate*dt + b
@@ -734,6 +754,9 @@ func (e *engine) process(t time.Duration, tick time.Duration) {
 				capRate = math.Max(rate, w.baseRate[i]) / math.Max(rho, 0.05)
 			}
 			proc := math.Min(in, capRate*dt)
+			if pr != nil {
+				pr[i] = proc / dt
+			}
 			b = in - proc
 			if b > 1e-9 {
 				e.addLat(e.hostLat[h]+1000*b/math.Max(capRate, 1e-9), rate*dt)
@@ -742,6 +765,9 @@ func (e *engine) process(t time.Duration, tick time.Duration) {
 				hw[h] += rate * dt
 			}
 		} else {
+			if pr != nil {
+				pr[i] = 0
+			}
 			b += rate * dt
 			if rate > 0 {
 				e.addLat(svc+1000*b/rate, rate*dt)

@@ -27,6 +27,7 @@ const (
 	evRackRound                 // periodic rack round (a = rack); reschedules itself
 	evRackNow                   // event-triggered rack round (a = rack)
 	evAck                       // an operator acknowledges a mass failure (a = index into Scenario.Events)
+	evHostSlow                  // a host's processing speed changes (a = index into Scenario.Events)
 )
 
 // event is one discrete event. Events are ordered by (at, seq): seq is the order

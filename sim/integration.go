@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 	"weak"
@@ -295,7 +296,14 @@ func versusResults(sc *Scenario, r *Result) []AssertionResult {
 		}
 		figures := fmt.Sprintf("%s spread (max/mean−1) %.4g vs %.4g: %.1f%% better; modeled p99 %.4gms vs %.4gms: %.1f%% lower",
 			res, vs.SpreadPolicy, vs.SpreadBaseline, 100*vs.SpreadBetter, vs.P99Policy, vs.P99Baseline, 100*vs.P99Lower)
-		want := fmt.Sprintf("versus %s against %s (spread ≥ %.0f%% better, p99 ≥ %.0f%% lower)", a.Policy, a.Baseline, 100*a.SpreadBetter, 100*a.P99Lower)
+		var goals []string
+		if a.SpreadBetter > 0 {
+			goals = append(goals, fmt.Sprintf("spread ≥ %.0f%% better", 100*a.SpreadBetter))
+		}
+		if a.P99Lower > 0 {
+			goals = append(goals, fmt.Sprintf("p99 ≥ %.0f%% lower", 100*a.P99Lower))
+		}
+		want := fmt.Sprintf("versus %s against %s (%s)", a.Policy, a.Baseline, strings.Join(goals, ", "))
 		if len(fails) == 0 {
 			ar.Message = fmt.Sprintf("%s: held: %s", want, figures)
 		} else {

@@ -137,6 +137,9 @@ func (e *engine) handle(ctx context.Context, ev event) error {
 		e.dirty = true
 		e.trigger(r, t)
 		e.trigger(-1, t)
+	case evHostSlow:
+		se := e.sc.Events[ev.a]
+		e.hostSpeed[e.w.hostIndex(se.Host)] = se.Factor
 	case evAck:
 		if in := e.instance(e.sc.Events[ev.a].Instance); in != nil {
 			in.ack = true
@@ -516,6 +519,9 @@ func (e *engine) hostsView(t time.Duration, tier, instance string, seed int64, h
 		u := interfaces.Load{CPU: e.hostLoad[o], Mem: e.hostLoad[o+1], Net: e.hostLoad[o+2], Tasks: e.hostLoad[o+3]}
 		v.Reports[id] = interfaces.Report{Child: id, Epoch: e.reportSeq(t), Capacity: capacity, Used: u, Headroom: capacity.Sub(u).Max(interfaces.Load{}), LatencyP99: time.Duration(e.hostLat[h] * float64(time.Millisecond))}
 	}
+	if e.shardRates {
+		e.shardReports(v, member)
+	}
 	n := 0
 	for i, act := range w.active {
 		if act && member(i) {
@@ -592,7 +598,7 @@ func (e *engine) rackRound(ctx context.Context, t time.Duration, k int32) error 
 // daemons' controller, the policy, verification) on view v, marks the children
 // it declares failed, and accounts for it.
 func (e *engine) round(ctx context.Context, t time.Duration, in *tierInstance, v *interfaces.View, silent map[interfaces.ChildID]time.Time, apply func([]interfaces.Move) []interfaces.Move, declare func(interfaces.ChildID)) error {
-	out, err := ControlRound(ctx, in.ctl, timed{in.pol, e}, control.Input{Now: v.Now, View: v, Silent: silent, AckMassFailure: in.ack}, apply)
+	out, err := ControlRoundWith(ctx, in.ctl, in.pols, timed{in.pol, e}, control.Input{Now: v.Now, View: v, Silent: silent, AckMassFailure: in.ack}, apply)
 	if err != nil {
 		return err
 	}
@@ -763,8 +769,9 @@ type tierInstance struct {
 	name   string
 	pol    interfaces.Policy
 	ctl    *control.Controller
-	ack    bool // an operator acknowledged a mass failure: passed on until no child is silent
-	rounds int  // rounds run
+	pols   *control.Policies // the policy's control policies; nil for none
+	ack    bool              // an operator acknowledged a mass failure: passed on until no child is silent
+	rounds int               // rounds run
 	// open are the alerts in force after the last round: key → index into
 	// Summary.Alerts (-1 when it was dropped).
 	open map[string]int
@@ -775,7 +782,11 @@ func (e *engine) newInstance(name string, pol interfaces.Policy) *tierInstance {
 	if err != nil {
 		panic(err) // validated with the scenario (checkControl)
 	}
-	return &tierInstance{name: name, pol: pol, ctl: ctl, open: map[string]int{}}
+	pols, err := e.spec.NewControlPolicies()
+	if err != nil {
+		panic(err) // validated with the scenario
+	}
+	return &tierInstance{name: name, pol: pol, ctl: ctl, pols: pols, open: map[string]int{}}
 }
 
 // newInstances creates the run's tier instances.
@@ -901,5 +912,26 @@ func (e *engine) noteRound(in *tierInstance, t time.Duration, dec *control.Decis
 				tr.guarded, tr.guardAt, tr.guardBy = true, t, in.name
 			}
 		}
+	}
+}
+
+// shardReports adds to each host report of v the shards the host runs (those
+// of member) with their measured processing rate in the last tick and their
+// input rate, as host agents report them: the control policies (straggler)
+// read them.
+func (e *engine) shardReports(v *interfaces.View, member func(i int) bool) {
+	w := e.w
+	for i, act := range w.active {
+		if !act || !member(i) || e.host[i] < 0 || e.moveKind[i] != moveNone {
+			continue
+		}
+		id := interfaces.ChildID(w.hostName[e.host[i]])
+		r, ok := v.Reports[id]
+		if !ok {
+			continue // a failed host sends no report
+		}
+		o := i * nres
+		r.Shards = append(r.Shards, interfaces.ShardLoad{Shard: w.shardID[i], Load: interfaces.Load{CPU: e.cur[o], Mem: e.cur[o+1], Net: e.cur[o+2], Tasks: e.cur[o+3]}, Rate: e.procRate[i], InputRate: e.curRate[i]})
+		v.Reports[id] = r
 	}
 }

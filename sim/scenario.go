@@ -254,6 +254,11 @@ const (
 	// tier instance (Instance: global, a region or a rack): its next round
 	// declares the silent children failed despite the guard and fails over.
 	EventAckMassFailure = "ack_mass_failure"
+	// EventHostSlow makes a host process its shards' records Factor times as
+	// fast as before (0 < Factor ≤ 1; 1 is full speed again) while it reports
+	// the same utilization: a straggler (a throttled or degraded machine) that
+	// only the shards' measured processing rates give away.
+	EventHostSlow = "host_slow"
 )
 
 // Event is a change to the topology at a virtual time.
@@ -265,6 +270,7 @@ type Event struct {
 	Count    int      `yaml:"count"`
 	Capacity LoadSpec `yaml:"capacity"`
 	Instance string   `yaml:"instance"`
+	Factor   float64  `yaml:"factor"`
 }
 
 // Integration modes.
@@ -298,6 +304,13 @@ type PolicySpec struct {
 	// Control overrides the scenario's control block, key by key, for this
 	// policy's tier instances.
 	Control *ControlSpec `yaml:"control"`
+	// ControlPolicies names the control policies (tiers/control: straggler,
+	// doctor, autoscale) every tier instance of this policy runs after its
+	// controller's step, as the daemons' control_policies; none when empty.
+	// ControlPolicyConfig holds their settings by policy name, as the daemons'
+	// control_policy_config.
+	ControlPolicies     []string                     `yaml:"control_policies"`
+	ControlPolicyConfig map[string]map[string]string `yaml:"control_policy_config"`
 }
 
 // ControlSpec is the control block of a scenario or a policy: each key sets the
@@ -449,6 +462,26 @@ func (sc *Scenario) checkControl() error {
 
 // TierRack is the example custom tier between regions and hosts.
 const TierRack = "rack"
+
+// NewControlPolicies builds a fresh set of the spec's control policies (one per
+// tier instance: policies keep evidence between rounds), or nil when it names
+// none. The simulator carries out no job resize, so autoscale must report only.
+func (p PolicySpec) NewControlPolicies() (*control.Policies, error) {
+	if len(p.ControlPolicies) == 0 {
+		if len(p.ControlPolicyConfig) > 0 {
+			return nil, fmt.Errorf("control_policy_config is set but control_policies names no policy")
+		}
+		return nil, nil
+	}
+	settings := make(map[string]control.PolicySettings, len(p.ControlPolicyConfig))
+	for name, kv := range p.ControlPolicyConfig {
+		settings[name] = control.PolicySettings(kv)
+	}
+	if settings[control.PolicyAutoscale]["mode"] == control.AutoscaleApply {
+		return nil, fmt.Errorf("control_policy_config.autoscale.mode: the simulator does not resize jobs (want %q)", control.AutoscaleReport)
+	}
+	return control.NewPolicies(p.ControlPolicies, settings)
+}
 
 // HasRack reports whether the policy's chain has the rack tier.
 func (p PolicySpec) HasRack() bool {
@@ -1129,12 +1162,19 @@ func (sc *Scenario) validate() error {
 			if err := sc.checkLoad(append(path, "capacity"), e.Capacity, true); err != nil {
 				return err
 			}
+		case EventHostSlow:
+			if hosts[e.Host] == "" {
+				return sc.fail(append(path, "host"), "host %q is not in the topology", e.Host)
+			}
+			if !(e.Factor > 0 && e.Factor <= 1) {
+				return sc.fail(append(path, "factor"), "must be in (0, 1] (got %v)", e.Factor)
+			}
 		case EventAckMassFailure:
 			if !sc.instanceKnown(e.Instance) {
 				return sc.fail(append(path, "instance"), "tier instance %q is not in the topology (want global, a region, or a rack <region>-r<k> with racks_per_region)", e.Instance)
 			}
 		default:
-			return sc.fail(append(path, "kind"), "unknown event kind %q (known: host_fail, host_recover, region_loss, region_recover, drain, add_hosts, ack_mass_failure)", e.Kind)
+			return sc.fail(append(path, "kind"), "unknown event kind %q (known: host_fail, host_recover, region_loss, region_recover, drain, add_hosts, ack_mass_failure, host_slow)", e.Kind)
 		}
 	}
 
@@ -1170,6 +1210,9 @@ func (sc *Scenario) validate() error {
 		}
 		if err := sc.checkFraction(append(path, "reserve"), pol.Reserve, 0, 0.9); err != nil {
 			return err
+		}
+		if _, err := pol.NewControlPolicies(); err != nil {
+			return sc.fail(append(path, "control_policies"), "%v", err)
 		}
 		if len(pol.Constraints) > 0 && pol.Integration != Manual {
 			return sc.fail(append(path, "constraints"), "operator constraints need integration: manual")

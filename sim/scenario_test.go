@@ -68,6 +68,12 @@ func TestBadScenarios(t *testing.T) {
 		{"event after the end", "at: 1m", "at: 1h", []string{"good.yaml:13:", "events[0].at"}},
 		{"missing duration", "duration: 10m\n", "", []string{"duration", "is required"}},
 		{"unknown job in a step", "events:", "  steps:\n    - {at: 1m, job: nosuch, factor: 2}\nevents:", []string{"workload.steps[0].job", "nosuch"}},
+		{"slow host factor 0", "kind: host_fail, host: eu-h001", "kind: host_slow, host: eu-h001, factor: 0", []string{"good.yaml:13:", "events[0].factor", "(0, 1]"}},
+		{"slow host factor above 1", "kind: host_fail, host: eu-h001", "kind: host_slow, host: eu-h001, factor: 2", []string{"good.yaml:13:", "events[0].factor"}},
+		{"slow missing host", "kind: host_fail, host: eu-h001", "kind: host_slow, host: eu-h009, factor: 0.5", []string{"good.yaml:13:", "events[0].host", "eu-h009"}},
+		{"unknown control policy", "solver: simtest-greedy}", "solver: simtest-greedy, control_policies: [clairvoyant]}", []string{"good.yaml:15:", "policies[0].control_policies", "clairvoyant"}},
+		{"bad control policy setting", "solver: simtest-greedy}", "solver: simtest-greedy, control_policies: [straggler], control_policy_config: {straggler: {factor: \"0.5\"}}}", []string{"policies[0].control_policies", "straggler.factor"}},
+		{"autoscale apply in the simulator", "solver: simtest-greedy}", "solver: simtest-greedy, control_policies: [autoscale], control_policy_config: {autoscale: {mode: apply}}}", []string{"policies[0].control_policies", "does not resize jobs"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
