@@ -283,6 +283,8 @@ type engine struct {
 	// the hosts' reports.
 	procRate   []float64
 	shardRates bool
+	// coopSt is the collaborative mode's state (integration.go).
+	coopSt *coopState
 
 	// Per-host state, per tick.
 	hostLoad []float64 // nres per host

@@ -2,12 +2,9 @@ package sim
 
 import (
 	"fmt"
-	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"time"
-	"weak"
 
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/tiers/coop"
@@ -42,20 +39,13 @@ type coopState struct {
 	down map[interfaces.ChildID]coop.Down
 }
 
-// coopStates maps an engine (weakly: an engine that is gone takes its entry
-// with it) to its collaborative state. The engine struct is not this file's,
-// and the state is only needed in collaborative mode.
-var coopStates sync.Map // weak.Pointer[engine] → *coopState
-
+// coop returns the engine's collaborative state, made on first use (only
+// collaborative mode needs it).
 func (e *engine) coop() *coopState {
-	k := weak.Make(e)
-	if s, ok := coopStates.Load(k); ok {
-		return s.(*coopState)
+	if e.coopSt == nil {
+		e.coopSt = &coopState{}
 	}
-	s := &coopState{}
-	coopStates.Store(k, s)
-	runtime.AddCleanup(e, func(k weak.Pointer[engine]) { coopStates.Delete(k) }, k)
-	return s
+	return e.coopSt
 }
 
 // coopConfig is the cooperation configuration of the engine's policy.
