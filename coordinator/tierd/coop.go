@@ -147,6 +147,23 @@ func (d *Daemon) cooperate(v *interfaces.View) []interfaces.Constraint {
 	return append(out, der.Constraints...)
 }
 
+// rulesInForce returns the cooperation rules a round of v would plan with,
+// without a round's side effects (nothing derived anew, nothing sent down): the
+// operator constraints in manual mode, the rules last derived from the
+// children's hints in collaborative mode. For what-if plans (Plan).
+func (d *Daemon) rulesInForce(v *interfaces.View) []interfaces.Constraint {
+	switch d.cfg.Integration {
+	case IntegrationManual:
+		return inView(v, d.cfg.Constraints)
+	case IntegrationCollaborative:
+		d.coop.mu.Lock()
+		last := d.coop.last
+		d.coop.mu.Unlock()
+		return inView(v, last)
+	}
+	return nil
+}
+
 // parentBudget returns the rules the parent sent (its move budget) for a round
 // of v, unless v has shards to place or evacuate: the budget bounds
 // relocations only.

@@ -81,6 +81,15 @@ func (d *Daemon) Plan(ctx context.Context, req *wire.AdminPlanRequest) (*wire.Ad
 		view.Reports[k] = v
 	}
 	d.mu.Unlock()
+	// What the control loop would plan from (observe), without a round's side
+	// effects: measured loads, no shard our parent is taking back, no
+	// quarantined shard, and the cooperation rules in force.
+	measured(view)
+	if d.up != nil {
+		view = d.up.filterView(view)
+	}
+	d.withoutQuarantined(view)
+	view.Constraints = append(view.Constraints, d.rulesInForce(view)...)
 	sctx, cancel := context.WithTimeout(ctx, d.cfg.SolveTimeout)
 	plan, err := policy.Plan(sctx, view)
 	cancel()
