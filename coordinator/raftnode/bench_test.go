@@ -66,7 +66,7 @@ func leaderOf(tb testing.TB, tiers []*raftnode.Tier) *raftnode.Tier {
 // applier's pipeline depth (rounds in flight): 1 is the unpipelined applier, so
 // each configuration measures old and new side by side.
 func BenchmarkCommitMoves(b *testing.B) {
-	for _, tc := range []struct{ workers, perPlan int }{{1, 1}, {8, 32}, {16, 16}, {32, 8}, {64, 16}, {4, 256}} {
+	for _, tc := range []struct{ workers, perPlan int }{{1, 1}, {8, 16}, {16, 8}, {4, 32}, {8, 32}, {16, 16}, {32, 8}, {64, 16}, {4, 256}} {
 		for _, depth := range []int{1, raftnode.DefaultApplierDepth} {
 			b.Run(fmt.Sprintf("workers=%d/moves_per_plan=%d/depth=%d", tc.workers, tc.perPlan, depth), func(b *testing.B) {
 				benchCommit(b, tc.workers, tc.perPlan, depth)
