@@ -2,7 +2,6 @@ package hierbench
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/strata-sched/strata/interfaces"
@@ -41,41 +40,7 @@ func newFlat(in *Instance, seed uint64, policy interfaces.Policy, shards []inter
 }
 
 func (f *flat) run(ctx context.Context, now func() time.Time) (Run, error) {
-	var out Run
-	status := interfaces.StatusOK
-	t0 := stamp(now)
-	st, err := f.round(ctx)
-	if err != nil {
-		return out, fmt.Errorf("place: %w", err)
-	}
-	status = worse(status, st)
-	out.PlaceSeconds = since(now, t0)
-	for _, c := range f.host {
-		if c >= 0 {
-			out.Placed++
-		}
-	}
-	before := append([]int32(nil), f.host...)
-	t1 := stamp(now)
-	R := f.in.P.NumResources()
-	for s := range f.shards {
-		f.shards[s].Load.CPU = f.in.After[s*R]
-		f.shards[s].Load.Mem = f.in.After[s*R+1]
-	}
-	st, err = f.round(ctx)
-	if err != nil {
-		return out, fmt.Errorf("rebalance: %w", err)
-	}
-	status = worse(status, st)
-	out.RebalanceSeconds = since(now, t1)
-	out.Seconds = out.PlaceSeconds + out.RebalanceSeconds
-	for s, c := range f.host {
-		if c != before[s] {
-			out.Moves++
-		}
-	}
-	out.Status = status.String()
-	return out, nil
+	return twoRounds(now, f.in, f.host, f.shards, func() (interfaces.Status, error) { return f.round(ctx) })
 }
 
 func (f *flat) round(ctx context.Context) (interfaces.Status, error) {

@@ -433,44 +433,64 @@ func regionID(r int) string { return "region-" + strconv.Itoa(r) }
 func (h *hier) run(now func() time.Time) (HierRun, error) {
 	h.now = now
 	out := HierRun{Workers: h.workers}
-	status := interfaces.StatusOK
+	calls := 0
+	var beforeRegion []int32 // each shard's region after the place round
+	round := func() (interfaces.Status, error) {
+		if calls++; calls == 2 {
+			beforeRegion = append([]int32(nil), h.regionOf...)
+		}
+		return h.round()
+	}
+	run, err := twoRounds(now, h.in, h.host, h.gshards, round)
+	out.Run = run
+	if err != nil {
+		return out, err
+	}
+	for s, r := range h.regionOf {
+		if r != beforeRegion[s] {
+			out.RegionMoves++
+		}
+	}
+	out.GlobalSeconds, out.RegionSeconds = h.globalS, h.regionS
+	return out, nil
+}
+
+// twoRounds is one side's run: round places every shard, the load change (the
+// instance's After loads, which the daemons would learn from the hosts'
+// reports) is applied to shards, and round rebalances; host is where each
+// shard is after a round.
+func twoRounds(now func() time.Time, in *Instance, host []int32, shards []interfaces.Shard, round func() (interfaces.Status, error)) (Run, error) {
+	var out Run
 	t0 := stamp(now)
-	st, err := h.round()
+	status, err := round()
 	if err != nil {
 		return out, fmt.Errorf("place: %w", err)
 	}
-	status = worse(status, st)
 	out.PlaceSeconds = since(now, t0)
-	for _, c := range h.host {
+	for _, c := range host {
 		if c >= 0 {
 			out.Placed++
 		}
 	}
-	before := append([]int32(nil), h.host...)
-	beforeRegion := append([]int32(nil), h.regionOf...)
-	// The load change: the daemons would learn it from the hosts' reports.
+	before := append([]int32(nil), host...)
 	t1 := stamp(now)
-	R := h.in.P.NumResources()
-	for s := range h.gshards {
-		h.gshards[s].Load.CPU = h.in.After[s*R]
-		h.gshards[s].Load.Mem = h.in.After[s*R+1]
+	R := in.P.NumResources()
+	for s := range shards {
+		shards[s].Load.CPU = in.After[s*R]
+		shards[s].Load.Mem = in.After[s*R+1]
 	}
-	st, err = h.round()
+	st, err := round()
 	if err != nil {
 		return out, fmt.Errorf("rebalance: %w", err)
 	}
 	status = worse(status, st)
 	out.RebalanceSeconds = since(now, t1)
 	out.Seconds = out.PlaceSeconds + out.RebalanceSeconds
-	for s, c := range h.host {
+	for s, c := range host {
 		if c != before[s] {
 			out.Moves++
 		}
-		if h.regionOf[s] != beforeRegion[s] {
-			out.RegionMoves++
-		}
 	}
-	out.GlobalSeconds, out.RegionSeconds = h.globalS, h.regionS
 	out.Status = status.String()
 	return out, nil
 }
