@@ -33,7 +33,9 @@
 //
 // Apply does not check capacity. Capacity, like the other plan rules, is checked
 // by the pure balancer.Verify on the leader before the plan is committed
-// (FSM.VerifyPlan runs it against this state); Apply re-checks only what makes a
+// (FSM.VerifyPlan runs it against this state; FSM.VerifyPlanPending against this
+// state plus moves proposed but not yet applied, for a pipelined applier); Apply
+// re-checks only what makes a
 // single move unsafe whatever the load is (epoch compare-and-set, owner, in
 // flight, target exists and is active), so moves committed in one batch after
 // verification cannot double-own a shard.
@@ -76,7 +78,8 @@
 // not match) is an error and leaves the old state in place. The price is that
 // old and new state are both in memory during a restore; Options.LeanRestore
 // drops the old state first instead (readers then wait for the restore, and a
-// failed restore leaves the FSM empty, which the node must treat as fatal). Shard records in a
+// failed restore leaves the FSM empty and returns ErrRestoreEmptied, which the node
+// must treat as fatal; raftnode does). Shard records in a
 // snapshot are checked structurally and for references, but IDs are not re-run
 // through the syntax rules (they were validated when their command was decoded,
 // and the checksum covers them), which keeps restore of 1M shards fast.
