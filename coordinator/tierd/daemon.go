@@ -34,6 +34,7 @@ type Daemon struct {
 
 	cfg     Config
 	tier    *raftnode.Tier
+	owned   ownedIndex // children's assignments, for report reconciliation (sessions.go)
 	policy  interfaces.Policy
 	grpc    *grpc.Server
 	lis     net.Listener

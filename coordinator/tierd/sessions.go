@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -353,8 +354,8 @@ func (d *Daemon) reconcileReport(s *childSession, r interfaces.Report) {
 		running[sl.Shard] = true
 	}
 	now := time.Now()
-	for _, a := range d.tier.FSM.Assignments() {
-		if a.Child != s.id || running[a.Shard] {
+	for _, a := range d.owned.of(d.tier.FSM, s.id) {
+		if running[a.Shard] {
 			continue
 		}
 		// Re-send when the child acked it and still does not run it (it fenced
@@ -453,4 +454,32 @@ func (d *Daemon) completeMove(ctx context.Context, shard interfaces.ShardID, epo
 	d.mu.Unlock()
 	d.scope.Counter("moves_committed_total").Inc(1)
 	d.sendAssign(to, shard, res.Ops[0].Epoch)
+}
+
+// ownedIndex groups the FSM's assignments by child, rebuilt only when the FSM's
+// applied index has moved: every child reports every interval, and scanning
+// all assignments per report would cost shards × children per interval, while
+// commits come far less often than reports.
+type ownedIndex struct {
+	mu sync.Mutex
+	at uint64 // the applied index byChild was built at
+	ok bool
+	by map[interfaces.ChildID][]interfaces.Assignment
+}
+
+// of returns child id's assignments. The applied index is read before the
+// assignments: if a commit lands in between, the index is older than the data
+// and the next call rebuilds — never the other way round.
+func (o *ownedIndex) of(f *fsm.FSM, id interfaces.ChildID) []interfaces.Assignment {
+	at := f.AppliedIndex()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.ok || o.at != at {
+		by := make(map[interfaces.ChildID][]interfaces.Assignment, len(o.by))
+		for _, a := range f.Assignments() {
+			by[a.Child] = append(by[a.Child], a)
+		}
+		o.by, o.at, o.ok = by, at, true
+	}
+	return o.by[id]
 }
