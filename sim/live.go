@@ -363,7 +363,7 @@ func (sc *Scenario) checkPlanEvents(hostRegion map[string]string, regions map[st
 	for i, e := range sc.Events {
 		path := p("events", i)
 		switch e.Kind {
-		case EventHostFail, EventHostRecover, EventDrain:
+		case EventHostFail, EventHostRecover, EventDrain, EventHostSlow:
 			if e.Host == "" {
 				return sc.fail(append(path, "host"), "is required for %s", e.Kind)
 			}
@@ -482,7 +482,7 @@ func FirstMoves(ctx context.Context, sc *Scenario, policy string, seed uint64) (
 // StartChanges returns the events of a plan at t=0 that a tier's own plan can
 // express — host_fail and drain (the host's region treats it as draining) and
 // region_loss (the global tier treats the region as draining) — and the others
-// at t=0, which it cannot (add_hosts, host_recover, region_recover).
+// at t=0, which it cannot (add_hosts, host_slow, host_recover, region_recover).
 func (sc *Scenario) StartChanges() (expressible, other []Event) {
 	for _, e := range sc.Events {
 		if e.At != 0 {

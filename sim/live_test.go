@@ -169,6 +169,8 @@ func TestParsePlanErrors(t *testing.T) {
 		{"duration: 1m\nworkload:\n  steps: []\n  jobs: []\n", "plan.yaml:4: workload.jobs: not allowed"},
 		{"duration: 1m\nworkload:\n  replay: {file: x.csv}\n", "plan.yaml:3: workload.replay: not allowed"},
 		{"duration: 1m\nevents:\n  - at: 0\n    kind: host_fail\n    host: nope\n", `plan.yaml:5: events[0].host: host "nope" is not a host of the live cluster (hosts: a-0, a-1`},
+		{"duration: 1m\nevents:\n  - {at: 0, kind: host_slow, host: nope, factor: 0.5}\n", `plan.yaml:3: events[0].host: host "nope" is not a host of the live cluster`},
+		{"duration: 1m\nevents:\n  - {at: 0, kind: host_slow, host: a-0, factor: 0}\n", `plan.yaml:3: events[0].factor: must be in (0, 1]`},
 		{"duration: 1m\nevents:\n  - {at: 0, kind: region_loss, region: mars}\n", `plan.yaml:3: events[0].region: region "mars" is not a region of the live cluster (regions: a, b)`},
 		{"duration: 1m\nworkload:\n  steps:\n    - {at: 0, job: nojob, factor: 2}\n", `plan.yaml:4: workload.steps[0].job: job "nojob" is not in the workload`},
 		{"duration: 1m\npolicies:\n  - {name: x, solver: nope}\n", `plan.yaml:3: policies[0].solver: unknown policy "nope"`},

@@ -86,7 +86,7 @@ One token per deciding instance is printed. The simulator's predicted moves and
 the tier's plan are computed separately (the simulator runs the control loop
 over time; the plan is one solve now), so they can differ: the output says how
 many of the plan's moves the simulator also made. "plan apply" applies the
-tier's plan. Changes at t=0 that no plan expresses (add_hosts, recoveries)
+tier's plan. Changes at t=0 that no plan expresses (add_hosts, host_slow, recoveries)
 and later events are in the simulation only. A failed assertion exits with 1
 after printing.
 
@@ -614,6 +614,8 @@ func describeEvent(e sim.Event) string {
 		return e.Kind + " " + e.Region
 	case sim.EventAddHosts:
 		return fmt.Sprintf("add_hosts %d in %s", e.Count, e.Region)
+	case sim.EventHostSlow:
+		return fmt.Sprintf("host_slow %s (speed ×%g)", e.Host, e.Factor)
 	}
 	return e.Kind + " " + e.Host
 }
