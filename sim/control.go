@@ -73,7 +73,7 @@ func ControlRoundWith(ctx context.Context, ctl *control.Controller, pols *contro
 		findings = po.Findings
 	}
 	out := RoundOutcome{Decision: dec, Findings: findings}
-	obs := control.RoundResult{Round: dec.Round, At: in.Now, P99: worstP99(in.View), MovesActive: len(in.View.InFlight)}
+	obs := control.RoundResult{Round: dec.Round, At: in.Now, P99: control.WorstP99(in.View), MovesActive: len(in.View.InFlight)}
 	if !dec.Solve() || len(in.View.Shards) == 0 {
 		return out, ctl.Observe(obs)
 	}
@@ -114,18 +114,6 @@ func ControlRoundWith(ctx context.Context, ctl *control.Controller, pols *contro
 	}
 	obs.Planned, obs.Applied = len(plan.Moves), out.Applied
 	return out, ctl.Observe(obs)
-}
-
-// worstP99 is the highest p99 latency the view's children report (the tier's
-// p99 for the controller's AIMD move concurrency).
-func worstP99(v *interfaces.View) time.Duration {
-	var w time.Duration
-	for _, r := range v.Reports {
-		if r.LatencyP99 > w {
-			w = r.LatencyP99
-		}
-	}
-	return w
 }
 
 const nres = 4 // the built-in resources, in interfaces.BuiltinResources order

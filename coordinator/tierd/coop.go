@@ -302,18 +302,7 @@ func (d *Daemon) childHints() []interfaces.Hint {
 	if d.cfg.Integration != IntegrationCollaborative {
 		return nil
 	}
-	view := d.tier.FSM.View(d.cfg.Tier, d.cfg.Instance)
-	view.Now = time.Now()
-	d.mu.Lock()
-	view.Reports = make(map[interfaces.ChildID]interfaces.Report, len(d.reports))
-	for k, r := range d.reports {
-		view.Reports[k] = r
-	}
-	d.mu.Unlock()
-	measured(view)
-	if d.up != nil {
-		view = d.up.filterView(view)
-	}
+	view, _ := d.baseView(time.Now())
 	cfg := d.cfg.Coop
 	d.coop.mu.Lock()
 	if t := d.coop.parentTarget; t > 0 && t <= 1 {

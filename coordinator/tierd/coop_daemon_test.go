@@ -228,7 +228,7 @@ func TestCollaborativeGlobalMovesWhatARegionCannotSpread(t *testing.T) {
 	})
 	h := history(t, a)
 	first, moved := firstInA(h)
-	if first*3 < 5*2 { // region-a got at least 5 of them (7.5 cpu on its ssd host) at first
+	if first < 5 { // region-a got at least 5 of them (7.5 cpu on its ssd host) at first
 		t.Fatalf("precondition: the global tier first placed only %d db shards in region-a", first)
 	}
 	if len(moved) == 0 {
@@ -276,7 +276,7 @@ func TestDecoupledGlobalLeavesWhatARegionCannotSpread(t *testing.T) {
 		}
 		return nil
 	})
-	if first*3 < 5*2 {
+	if first < 5 {
 		t.Fatalf("precondition: the global tier first placed only %d db shards in region-a", first)
 	}
 	// As long as the collaborative test allows itself, and then some.

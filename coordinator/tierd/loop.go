@@ -106,16 +106,11 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 		d.mu.Lock()
 		d.leaderSince = now
 		d.mu.Unlock()
-		d.record(now, "no-parent-lease", 0, 0, 0, nil)
+		d.record("no-parent-lease", 0, 0, 0, nil)
 		return
 	}
 	d.decide.Lock()
-	view, ok := d.observe(ctx, now)
-	if !ok {
-		d.decide.Unlock()
-		return
-	}
-	quarantined := d.withoutQuarantined(view) // never placed until released
+	view, quarantined := d.observe(ctx, now)
 	dec, err := d.ctl.Step(control.Input{Now: now, View: view, Silent: d.silent(now)})
 	if err != nil {
 		d.decide.Unlock()
@@ -130,10 +125,10 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 	d.decide.Unlock()
 	d.setAlerts(dec.Alerts)
 	mode := dec.Mode.String()
-	obs := control.RoundResult{Round: dec.Round, At: now, P99: worstP99(view), MovesActive: len(view.InFlight)}
+	obs := control.RoundResult{Round: dec.Round, At: now, P99: control.WorstP99(view), MovesActive: len(view.InFlight)}
 	if !dec.Solve() || len(view.Shards) == 0 {
 		d.observeRound(obs)
-		d.record(now, mode, 0, 0, 0, nil)
+		d.record(mode, 0, 0, 0, nil)
 		return
 	}
 	sv := dec.Apply(view)
@@ -146,7 +141,7 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 		d.logger.Printf("policy %s failed, keeping the current assignment: %v", d.policy.Name(), err)
 		obs.SolveErr = err
 		d.observeRound(obs)
-		d.record(now, mode, 0, 0, 0, err)
+		d.record(mode, 0, 0, 0, err)
 		return
 	}
 	admitted, _ := dec.Admit(sv, plan)
@@ -156,7 +151,7 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 	d.decide.Unlock()
 	obs.Planned, obs.Applied = len(plan.Moves), applied
 	d.observeRound(obs)
-	d.record(now, mode, len(plan.Moves), len(applied), rejected, err)
+	d.record(mode, len(plan.Moves), len(applied), rejected, err)
 }
 
 func (d *Daemon) observeRound(r control.RoundResult) {
@@ -233,20 +228,10 @@ func (d *Daemon) setAlerts(alerts []control.Alert) {
 	d.scope.Gauge("alerts").Update(float64(len(out)))
 }
 
-// worstP99 is the highest p99 latency the children report.
-func worstP99(v *interfaces.View) time.Duration {
-	var w time.Duration
-	for _, r := range v.Reports {
-		if r.LatencyP99 > w {
-			w = r.LatencyP99
-		}
-	}
-	return w
-}
-
-// observe moves in-flight moves along and returns the view to plan from.
-// Called with d.decide held.
-func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, bool) {
+// observe moves in-flight moves along and returns the view to plan from (with
+// the cooperation rules derived this round) and the quarantined shards left
+// out of it. Called with d.decide held.
+func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, map[interfaces.ShardID]string) {
 	// Move along in-flight moves: a failed source cannot ack, and its lease has
 	// expired, so the move completes; otherwise the revoke is re-sent now and then.
 	for _, m := range d.tier.FSM.InFlight() {
@@ -267,7 +252,18 @@ func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, 
 		}
 	}
 
-	// Decide.
+	view, quarantined := d.baseView(now)
+	view.Constraints = append(view.Constraints, d.cooperate(view)...)
+	return view, quarantined
+}
+
+// baseView is the picture every decision of this instance starts from — the
+// control round, a what-if Plan, the hints sent to the parent: the replicated
+// state, the children's latest reports with the loads they measured in place
+// of the declared ones, without the shards our parent is taking back and
+// without quarantined shards (never placed until released), which it returns
+// with their reasons.
+func (d *Daemon) baseView(now time.Time) (*interfaces.View, map[interfaces.ShardID]string) {
 	view := d.tier.FSM.View(d.cfg.Tier, d.cfg.Instance)
 	view.Now = now
 	view.Seed = int64(d.tier.FSM.AppliedIndex())
@@ -281,8 +277,7 @@ func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, 
 	if d.up != nil {
 		view = d.up.filterView(view)
 	}
-	view.Constraints = append(view.Constraints, d.cooperate(view)...)
-	return view, true
+	return view, d.withoutQuarantined(view)
 }
 
 // act verifies the plan against the latest state and carries it out. Called
@@ -363,7 +358,7 @@ func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, defau
 
 // record logs a round that did something and updates the tier's gauges; the
 // controller keeps the per-round records (control.Controller.History).
-func (d *Daemon) record(_ time.Time, mode string, planned, accepted, rejected int, err error) {
+func (d *Daemon) record(mode string, planned, accepted, rejected int, err error) {
 	if err != nil && errors.Is(err, context.Canceled) {
 		err = nil
 	}

@@ -43,10 +43,13 @@ func (d *Daemon) Plan(ctx context.Context, req *wire.AdminPlanRequest) (*wire.Ad
 		}
 		policy = p
 	}
+	// The view the control loop would plan from (baseView), with the
+	// cooperation rules in force, without a round's side effects.
 	d.decide.Lock()
 	index := d.tier.FSM.AppliedIndex()
-	view := d.tier.FSM.View(d.cfg.Tier, d.cfg.Instance)
+	view, _ := d.baseView(time.Now())
 	d.decide.Unlock()
+	view.Constraints = append(view.Constraints, d.rulesInForce(view)...)
 	drain := make([]interfaces.ChildID, 0, len(req.GetDrainChildren()))
 	for _, id := range req.GetDrainChildren() {
 		found := false
@@ -70,26 +73,10 @@ func (d *Daemon) Plan(ctx context.Context, req *wire.AdminPlanRequest) (*wire.Ad
 		}
 		view.Constraints = append(view.Constraints, dc)
 	}
-	view.Now = time.Now()
 	view.Seed = req.GetSeed()
 	if view.Seed == 0 {
 		view.Seed = int64(index)
 	}
-	d.mu.Lock()
-	view.Reports = make(map[interfaces.ChildID]interfaces.Report, len(d.reports))
-	for k, v := range d.reports {
-		view.Reports[k] = v
-	}
-	d.mu.Unlock()
-	// What the control loop would plan from (observe), without a round's side
-	// effects: measured loads, no shard our parent is taking back, no
-	// quarantined shard, and the cooperation rules in force.
-	measured(view)
-	if d.up != nil {
-		view = d.up.filterView(view)
-	}
-	d.withoutQuarantined(view)
-	view.Constraints = append(view.Constraints, d.rulesInForce(view)...)
 	sctx, cancel := context.WithTimeout(ctx, d.cfg.SolveTimeout)
 	plan, err := policy.Plan(sctx, view)
 	cancel()

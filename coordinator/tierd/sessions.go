@@ -220,10 +220,7 @@ func (d *Daemon) grant(s *childSession) {
 // assigned again; shards it holds that are not its own are revoked. Epochs here
 // are wire epochs (see epochs.go).
 func (d *Daemon) reconcileHeld(s *childSession, held map[string]uint64) {
-	for _, a := range d.tier.FSM.Assignments() {
-		if a.Child != s.id {
-			continue
-		}
+	for _, a := range d.owned.of(d.tier.FSM, s.id) {
 		want, ok := d.wireEpoch(a.Shard, a.Epoch)
 		if !ok {
 			continue
@@ -354,25 +351,35 @@ func (d *Daemon) reconcileReport(s *childSession, r interfaces.Report) {
 		running[sl.Shard] = true
 	}
 	now := time.Now()
-	for _, a := range d.owned.of(d.tier.FSM, s.id) {
+	owned := d.owned.of(d.tier.FSM, s.id)
+	mine := make(map[interfaces.ShardID]bool, len(owned))
+	var resend []interfaces.Assignment
+	d.mu.Lock()
+	for _, a := range owned {
+		mine[a.Shard] = true
 		if running[a.Shard] {
 			continue
 		}
 		// Re-send when the child acked it and still does not run it (it fenced
 		// or lost it), or when no ack came for a long while; a child busy with
 		// a burst of assigns is not flooded with copies.
-		d.mu.Lock()
 		last := d.assignSent[a.Shard]
-		d.mu.Unlock()
 		wait := 2 * d.cfg.ReportInterval
 		if !last.acked {
 			wait = 4 * d.cfg.LeaseTTL
 		}
 		if now.Sub(last.at) > wait {
-			d.sendAssign(s.id, a.Shard, a.Epoch)
+			resend = append(resend, a)
 		}
 	}
+	d.mu.Unlock()
+	for _, a := range resend {
+		d.sendAssign(s.id, a.Shard, a.Epoch)
+	}
 	for id := range running {
+		if mine[id] {
+			continue // its own: the common case, no lookup
+		}
 		st, ok := d.tier.FSM.Shard(id)
 		if ok && st.Owner == s.id {
 			continue
