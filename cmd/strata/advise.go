@@ -162,7 +162,7 @@ func adviseLive(w io.Writer, out *outputFlag, cf clientFlags, job string, ratePe
 	defer conns.close()
 	c, err := conns.client(cf.addr)
 	if err != nil {
-		return &exitError{code: 1, err: err}
+		return err
 	}
 	resp, err := c.ListShards(ctx, &wire.ListShardsRequest{Job: job})
 	if err != nil {

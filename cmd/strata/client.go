@@ -58,13 +58,14 @@ type adminConns struct {
 
 func newAdminConns() *adminConns { return &adminConns{conns: map[string]*grpc.ClientConn{}} }
 
+// client returns an Admin client for addr; its error exits with code 1.
 func (p *adminConns) client(addr string) (wire.AdminClient, error) {
 	if cc, ok := p.conns[addr]; ok {
 		return wire.NewAdminClient(cc), nil
 	}
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return nil, fmt.Errorf("the Admin API at %s: %w", addr, err)
+		return nil, &exitError{code: 1, err: fmt.Errorf("the Admin API at %s: %w", addr, err)}
 	}
 	p.conns[addr] = cc
 	return wire.NewAdminClient(cc), nil
@@ -156,7 +157,7 @@ func walkFrom(ctx context.Context, conns *adminConns, addr string, depth int, se
 	seen[addr] = true
 	c, err := conns.client(addr)
 	if err != nil {
-		return nil, &exitError{code: 1, err: err}
+		return nil, err
 	}
 	resp, err := c.Status(ctx, &wire.StatusRequest{})
 	if err != nil {

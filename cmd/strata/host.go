@@ -87,7 +87,7 @@ error that names it (exit code 1).`,
 			}
 			c, err := conns.client(parent.Address)
 			if err != nil {
-				return &exitError{code: 1, err: err}
+				return err
 			}
 			res := hostStateJSON{Host: host, Tier: parent.Tier, Instance: parent.Instance}
 			if drain {
@@ -179,7 +179,7 @@ func waitHostEmpty(conns *adminConns, addr, host string, wait time.Duration) err
 	for {
 		c, err := conns.client(addr)
 		if err != nil {
-			return &exitError{code: 1, err: err}
+			return err
 		}
 		callCtx, callCancel := context.WithTimeout(ctx, 5*time.Second)
 		resp, err := c.Status(callCtx, &wire.StatusRequest{})

@@ -116,7 +116,7 @@ printed; the cluster is not contacted.`,
 				defer conns.close()
 				c, err := conns.client(cf.addr)
 				if err != nil {
-					return &exitError{code: 1, err: err}
+					return err
 				}
 				resp, err := c.SubmitJob(ctx, &wire.SubmitJobRequest{Job: spec})
 				if err != nil {
@@ -184,7 +184,7 @@ for the host of each shard), and the sum of its shards' loads.`,
 			defer conns.close()
 			c, err := conns.client(cf.addr)
 			if err != nil {
-				return &exitError{code: 1, err: err}
+				return err
 			}
 			resp, err := c.ListJobs(ctx, &wire.ListJobsRequest{})
 			if err != nil {
@@ -254,7 +254,7 @@ an error (exit code 1).`,
 			defer conns.close()
 			c, err := conns.client(cf.addr)
 			if err != nil {
-				return &exitError{code: 1, err: err}
+				return err
 			}
 			resp, err := c.DeleteJob(ctx, &wire.DeleteJobRequest{Job: args[0]})
 			if err != nil {

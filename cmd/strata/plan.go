@@ -115,7 +115,7 @@ simulator: "strata sim run FILE".`,
 			}
 			roots, err := walkTree(ctx, conns, cf.addr)
 			if err != nil {
-				return remoteCallErr(cf.addr, err)
+				return err
 			}
 			target := roots[0]
 			req := &wire.AdminPlanRequest{Policy: policy, Seed: seed}
@@ -267,7 +267,7 @@ func readLive(ctx context.Context, conns *adminConns, addr string) (*liveSource,
 	status := func(a string) (*wire.InstanceStatus, string, error) {
 		c, err := conns.client(a)
 		if err != nil {
-			return nil, "", &exitError{code: 1, err: err}
+			return nil, "", err
 		}
 		st, err := c.Status(ctx, &wire.StatusRequest{})
 		if err != nil {
@@ -289,7 +289,7 @@ func readLive(ctx context.Context, conns *adminConns, addr string) (*liveSource,
 	list := func(a string) ([]*wire.ShardInfo, error) {
 		c, err := conns.client(a)
 		if err != nil {
-			return nil, &exitError{code: 1, err: err}
+			return nil, err
 		}
 		resp, err := c.ListShards(ctx, &wire.ListShardsRequest{})
 		if err != nil {

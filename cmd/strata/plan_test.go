@@ -6,53 +6,23 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/strata-sched/strata/coordinator/devcluster"
+	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
 )
 
 func TestPlanCommand(t *testing.T) {
-	c, err := devcluster.Start(devcluster.Options{Dir: t.TempDir(), Regions: 2, HostsPerRegion: 2,
-		Interval: 200 * time.Millisecond, LeaseTTL: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	addr := c.Global.GRPCAddr()
-	if code, _, errOut := runCLI("job", "submit", "--addr", addr, "../../deploy/examples/job.yaml"); code != 0 {
-		t.Fatalf("submit: %s", errOut)
-	}
-	// Wait until every shard is placed on a host.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, out, _ := runCLI("shards", "--addr", addr, "-o", "json")
-		if code == 0 && !strings.Contains(out, `"pending"`) && strings.Contains(out, `"placed"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("shards not placed: %s", out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	// Let the periodic rounds settle before asking what a drain would do.
-	if err := c.Settle(1500*time.Millisecond, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	host := ""
-	for name, h := range c.Hosts {
-		if len(h.Agent().Running()) > 0 {
-			host = name
-			break
-		}
-	}
+	c, addr, host := startPlacedCluster(t)
 	// Wait until what the host runs is what its region has committed for it, so
 	// the plan and the host agree on the shards to move.
 	region := c.Regions[c.HostRegion[host]]
 	before := 0
-	deadline = time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		st, err := adminClient(t, region.GRPCAddr()).Status(context.Background(), &wire.StatusRequest{})
 		if err != nil {
@@ -90,19 +60,25 @@ func TestPlanCommand(t *testing.T) {
 	if off != before || p.Tier != "region" || !strings.Contains(p.Token, "@") {
 		t.Fatalf("plan for draining %s (%d shards): %+v", host, before, p)
 	}
-	time.Sleep(300 * time.Millisecond)
-	if now := len(c.Hosts[host].Agent().Running()); now != before {
-		t.Fatalf("plan moved shards: %d → %d", before, now)
+	// Nothing applied: over more than two control intervals the host keeps
+	// exactly the shards it had.
+	had := fmt.Sprint(sortedIDs(c.Hosts[host].Agent().Running()))
+	time.Sleep(500 * time.Millisecond)
+	if now := fmt.Sprint(sortedIDs(c.Hosts[host].Agent().Running())); now != had {
+		t.Fatalf("plan moved shards: %s → %s", had, now)
 	}
-	// Bad input.
-	for _, args := range [][]string{
-		{"plan", "--addr", addr, "--drain", "nope"},
-		{"plan", "--addr", addr, "--fail", "nope"},
-		{"plan", "--addr", addr, "--policy", "nope"},
-		{"plan", "apply", "--addr", addr, "not-a-token"},
+	// Bad input: a failure whose message names what was wrong.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "--addr", addr, "--drain", "nope"}, "nope"},
+		{[]string{"plan", "--addr", addr, "--fail", "nope"}, "nope"},
+		{[]string{"plan", "--addr", addr, "--policy", "nope"}, "nope"},
+		{[]string{"plan", "apply", "--addr", addr, "not-a-token"}, "not-a-token"},
 	} {
-		if code, _, errOut := runCLI(args...); code == 0 || errOut == "" {
-			t.Errorf("%v: exit %d, stderr %q: want a failure with a message", args, code, errOut)
+		if code, _, errOut := runCLI(c.args...); code == 0 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q: want a failure naming %q", c.args, code, errOut, c.want)
 		}
 	}
 	// Apply: the host ends empty; applying again is refused.
@@ -140,37 +116,7 @@ func TestPlanCommand(t *testing.T) {
 // applies nothing, and prints a token for the host's region that applies — and
 // that is refused once the region's state has changed.
 func TestPlanScenario(t *testing.T) {
-	c, err := devcluster.Start(devcluster.Options{Dir: t.TempDir(), Regions: 2, HostsPerRegion: 2,
-		Interval: 200 * time.Millisecond, LeaseTTL: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	addr := c.Global.GRPCAddr()
-	if code, _, errOut := runCLI("job", "submit", "--addr", addr, "../../deploy/examples/job.yaml"); code != 0 {
-		t.Fatalf("submit: %s", errOut)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, out, _ := runCLI("shards", "--addr", addr, "-o", "json")
-		if code == 0 && !strings.Contains(out, `"pending"`) && strings.Contains(out, `"placed"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("shards not placed: %s", out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err := c.Settle(1500*time.Millisecond, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	host := ""
-	for name, h := range c.Hosts {
-		if len(h.Agent().Running()) > 0 {
-			host = name
-			break
-		}
-	}
+	c, addr, host := startPlacedCluster(t)
 	regionName := c.HostRegion[host]
 	region := c.Regions[regionName]
 	// Wait until every host runs what its region has committed for it: the
@@ -182,7 +128,7 @@ func TestPlanScenario(t *testing.T) {
 		}
 		return m
 	}
-	deadline = time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		agree := true
 		for _, rd := range c.Regions {
@@ -297,7 +243,10 @@ events:
 	}
 	if len(p2.Plans) != 2 || p2.Plans[0].Tier != "region" || p2.Plans[0].Instance != regionName || p2.Plans[1].Tier != "global" ||
 		len(p2.NotInPlans) != 1 || !strings.Contains(p2.NotInPlans[0], "add_hosts 1 in "+regionName) {
-		t.Errorf("two instances: plans %+v, not in plans %q", p2.Plans, p2.NotInPlans)
+		t.Fatalf("two instances: plans %+v, not in plans %q", p2.Plans, p2.NotInPlans)
+	}
+	if len(p2.Plans[1].Moves) == 0 {
+		t.Errorf("the global plan for losing %s moves nothing", otherRegion)
 	}
 	for _, m := range p2.Plans[1].Moves {
 		if m.From != otherRegion {
@@ -311,6 +260,9 @@ events:
 		if r == regionName && name != host {
 			other = name
 		}
+	}
+	if other == "" {
+		t.Fatalf("no second host in %s", regionName)
 	}
 	if _, err := adminClient(t, region.GRPCAddr()).Undrain(context.Background(), &wire.UndrainRequest{Child: other}); err != nil {
 		t.Fatal(err)
@@ -381,4 +333,50 @@ func writePlanFile(t *testing.T, name, body string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// startPlacedCluster starts a dev cluster of 2 regions × 2 hosts (closed with
+// the test), submits the example job, waits until every shard is placed on a
+// host and the periodic rounds have settled, and returns the Admin address of
+// the global tier and a host that runs shards.
+func startPlacedCluster(t *testing.T) (c *devcluster.Cluster, addr, host string) {
+	t.Helper()
+	c, err := devcluster.Start(devcluster.Options{Dir: t.TempDir(), Regions: 2, HostsPerRegion: 2,
+		Interval: 200 * time.Millisecond, LeaseTTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	addr = c.Global.GRPCAddr()
+	if code, _, errOut := runCLI("job", "submit", "--addr", addr, "../../deploy/examples/job.yaml"); code != 0 {
+		t.Fatalf("submit: %s", errOut)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, out, _ := runCLI("shards", "--addr", addr, "-o", "json")
+		if code == 0 && !strings.Contains(out, `"pending"`) && strings.Contains(out, `"placed"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("shards not placed: %s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Let the periodic rounds settle before asking what a change would do.
+	if err := c.Settle(1500*time.Millisecond, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for name, h := range c.Hosts {
+		if len(h.Agent().Running()) > 0 {
+			return c, addr, name
+		}
+	}
+	t.Fatal("no host runs a shard after the job was placed")
+	return nil, "", ""
+}
+
+func sortedIDs(ids []interfaces.ShardID) []interfaces.ShardID {
+	out := append([]interfaces.ShardID(nil), ids...)
+	slices.Sort(out)
+	return out
 }
