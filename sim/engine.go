@@ -255,7 +255,6 @@ type engine struct {
 	// recently left.
 	departures [][]departure
 	bounceWin  time.Duration
-	clock      VirtualClock
 	sched      scheduler
 	wall       func() time.Time
 	progress   func(time.Duration)
@@ -437,9 +436,6 @@ func newEngine(sc *Scenario, spec PolicySpec, seed uint64, replay *replaySeries,
 		if a.Kind == AssertSLO {
 			limit = a.LatencyP99MS
 		}
-		if a.Kind == AssertSpread {
-			limit = a.Max
-		}
 		switch a.Kind {
 		case AssertConverge:
 			limit = float64(a.Rounds)
@@ -584,7 +580,6 @@ func (e *engine) run(ctx context.Context) (PolicyResult, error) {
 	for k := int64(0); k < ticks; k++ {
 		t := time.Duration(k) * tick
 		e.now = t
-		e.clock.Set(t)
 		e.loads(t)
 		for {
 			ev, ok := e.sched.next(t)

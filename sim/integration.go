@@ -299,7 +299,7 @@ func versusResults(sc *Scenario, r *Result) []AssertionResult {
 		} else {
 			sort.Strings(fails)
 			ar.Passed = false
-			ar.Message = fmt.Sprintf("%s: FAILED (%s): %s", want, joinComma(fails), figures)
+			ar.Message = fmt.Sprintf("%s: FAILED (%s): %s", want, strings.Join(fails, "; "), figures)
 		}
 		out = append(out, ar)
 	}
@@ -341,15 +341,4 @@ func (sc *Scenario) checkVersus(path []any, a Assertion, names map[string]bool) 
 		return sc.fail(path, "versus compares whole runs: from, to and policies do not apply")
 	}
 	return nil
-}
-
-func joinComma(xs []string) string {
-	s := ""
-	for i, x := range xs {
-		if i > 0 {
-			s += "; "
-		}
-		s += x
-	}
-	return s
 }

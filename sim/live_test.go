@@ -248,12 +248,39 @@ func TestPlanExamples(t *testing.T) {
 			for _, a := range res.Failed() {
 				t.Errorf("%s: %s (line %d)", a.Policy, a.Message, a.Line)
 			}
+			// Every shard of a host failing at t=0 is predicted to leave it, for
+			// another host, in the first window.
+			live := devLive()
+			failed := map[string]int{}
+			for _, e := range sc.Events {
+				if e.At == 0 && e.Kind == EventHostFail {
+					for _, sh := range live.Shards {
+						if sh.Host == e.Host {
+							failed[e.Host]++
+						}
+					}
+				}
+			}
 			for _, p := range sc.Policies {
 				moves, _, err := FirstMoves(context.Background(), sc, p.Name, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Logf("%s: first %v: %d moves", p.Name, sc.FirstWindow(), len(moves))
+				off := map[string]int{}
+				for _, m := range moves {
+					if _, ok := failed[m.From]; ok {
+						if m.To == "" || m.To == m.From {
+							t.Errorf("%s: %s leaves failed %s for %q", p.Name, m.Shard, m.From, m.To)
+						}
+						off[m.From]++
+					}
+				}
+				for h, n := range failed {
+					if off[h] != n {
+						t.Errorf("%s: %d of failed %s's %d shards predicted to move off it", p.Name, off[h], h, n)
+					}
+				}
 			}
 		})
 	}
