@@ -228,7 +228,9 @@ func TestCollaborativeGlobalMovesWhatARegionCannotSpread(t *testing.T) {
 	})
 	h := history(t, a)
 	first, moved := firstInA(h)
-	if first < 5 { // region-a got at least 5 of them (7.5 cpu on its ssd host) at first
+	// Precondition: the global tier first gave region-a a good share of them (at
+	// least 4 of 12; how many depends on when region-b's first report lands).
+	if first < 4 {
 		t.Fatalf("precondition: the global tier first placed only %d db shards in region-a", first)
 	}
 	if len(moved) == 0 {
@@ -276,7 +278,7 @@ func TestDecoupledGlobalLeavesWhatARegionCannotSpread(t *testing.T) {
 		}
 		return nil
 	})
-	if first < 5 {
+	if first < 4 { // as in the collaborative test
 		t.Fatalf("precondition: the global tier first placed only %d db shards in region-a", first)
 	}
 	// As long as the collaborative test allows itself, and then some.

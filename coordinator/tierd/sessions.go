@@ -306,21 +306,22 @@ func (d *Daemon) onChildMessage(ctx context.Context, s *childSession, m *wire.Ch
 		d.mu.Lock()
 		d.reports[s.id] = r
 		d.mu.Unlock()
-		// A child tier's capacity is the sum of its children's: it changes as
-		// they come and go, and its reports say so.
-		if c, ok := d.tier.FSM.Child(s.id); ok && !r.Capacity.IsZero() && !c.Capacity.Equal(r.Capacity) {
-			c.Capacity = r.Capacity
-			if _, err := d.exec(ctx, &fsm.PutChild{Child: c}); err != nil {
-				d.logger.Printf("session %s: updating capacity: %v", s.id, err)
-			}
-		}
-		if c, ok := d.tier.FSM.Child(s.id); ok && c.State == interfaces.ChildFailed {
+		c, known := d.tier.FSM.Child(s.id)
+		if known && c.State == interfaces.ChildFailed {
 			// Declared lost while its stream lingered: its shards may run elsewhere
 			// now. No renewal; it must reconnect, and its Hello is reconciled.
 			d.dropSession(s, "its lease expired and its shards were re-placed")
 			return
 		}
-		d.grant(s) // every report renews the lease
+		d.grant(s) // every report renews the lease, before any commit below
+		// A child tier's capacity is the sum of its children's: it changes as
+		// they come and go, and its reports say so.
+		if known && !r.Capacity.IsZero() && !c.Capacity.Equal(r.Capacity) {
+			c.Capacity = r.Capacity
+			if _, err := d.exec(ctx, &fsm.PutChild{Child: c}); err != nil {
+				d.logger.Printf("session %s: updating capacity: %v", s.id, err)
+			}
+		}
 		if d.cfg.ChildTier == interfaces.TierHost {
 			d.reconcileReport(s, r)
 		}
