@@ -42,6 +42,21 @@ func TestBadInputIsAClearError(t *testing.T) {
 		{"assignment to missing child", func(v *interfaces.View) { v.Assignments[0].Child = "gone" }, interfaces.ErrNotFound, "assignments[0].child"},
 		{"assignment of missing shard", func(v *interfaces.View) { v.Assignments[0].Shard = "gone" }, interfaces.ErrNotFound, "assignments[0].shard"},
 		{"duplicate child", func(v *interfaces.View) { v.Children[1].ID = "h0" }, interfaces.ErrInvalid, "children[1].id: must be unique"},
+		// smallView lists its shards in ID order (found without an index); the
+		// unsorted cases take the indexed path.
+		{"duplicate shard, sorted until then", func(v *interfaces.View) { v.Shards[2].ID = "s1" }, interfaces.ErrInvalid, "shards[2].id: must be unique"},
+		{"duplicate shard, unsorted", func(v *interfaces.View) {
+			v.Shards[0].ID, v.Shards[1].ID, v.Shards[3].ID = "s9", "s0", "s0"
+		}, interfaces.ErrInvalid, "shards[3].id: must be unique"},
+		{"duplicate shard after an invalid one", func(v *interfaces.View) {
+			v.Shards[2].Load.CPU = -1
+			v.Shards[3].ID = "s0"
+		}, interfaces.ErrInvalid, "shards[2]"},
+		{"assignment of missing shard, unsorted", func(v *interfaces.View) {
+			v.Shards[0], v.Shards[3] = v.Shards[3], v.Shards[0]
+			v.Assignments[2].Shard = "s25"
+		}, interfaces.ErrNotFound, "assignments[2].shard"},
+		{"assignment repeated out of order", func(v *interfaces.View) { v.Assignments[3].Shard = "s0" }, interfaces.ErrInvalid, "assignments[3]: must hold at most one entry per shard"},
 		{"in-flight to missing child", func(v *interfaces.View) {
 			v.InFlight = []interfaces.Move{{Shard: "s0", From: "h0", To: "zz"}}
 		}, interfaces.ErrNotFound, "in_flight[0].to"},
@@ -61,6 +76,47 @@ func TestBadInputIsAClearError(t *testing.T) {
 				t.Fatalf("error %q (is %v: %v), want it to contain %q", err, tc.target, errors.Is(err, tc.target), tc.want)
 			}
 		})
+	}
+}
+
+// TestFromViewFindsShardsInAnyOrder: a view lists its shards sorted by ID or
+// not, and its references in any order; the problem is the same either way.
+func TestFromViewFindsShardsInAnyOrder(t *testing.T) {
+	sorted := smallView()
+	sorted.InFlight = []interfaces.Move{{Shard: "s3", From: "h1", To: "h2"}}
+	sorted.Assignments = []interfaces.Assignment{sorted.Assignments[3], sorted.Assignments[0], sorted.Assignments[2]}
+	sorted.Constraints = []interfaces.Constraint{{Kind: interfaces.ConstraintPin, Shards: []interfaces.ShardID{"s2", "s0"}, Children: []interfaces.ChildID{"h1"}}}
+	unsorted := smallView()
+	unsorted.InFlight, unsorted.Assignments, unsorted.Constraints = sorted.InFlight, sorted.Assignments, sorted.Constraints
+	unsorted.Shards = []interfaces.Shard{unsorted.Shards[2], unsorted.Shards[0], unsorted.Shards[3], unsorted.Shards[1]}
+	a, err := FromView(sorted, ViewOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := FromView(unsorted, ViewOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(p *Problem, id interfaces.ShardID) int {
+		for s, x := range p.ShardIDs {
+			if x == id {
+				return s
+			}
+		}
+		t.Fatalf("shard %s missing", id)
+		return -1
+	}
+	for _, id := range []interfaces.ShardID{"s0", "s1", "s2", "s3"} {
+		sa, sb := at(a, id), at(b, id)
+		if a.Current[sa] != b.Current[sb] || a.Epoch[sa] != b.Epoch[sb] || a.Pinned[sa] != b.Pinned[sb] || a.IsLocked(sa) != b.IsLocked(sb) {
+			t.Errorf("%s: sorted view gives current %d epoch %d pin %d locked %v, unsorted %d %d %d %v", id,
+				a.Current[sa], a.Epoch[sa], a.Pinned[sa], a.IsLocked(sa), b.Current[sb], b.Epoch[sb], b.Pinned[sb], b.IsLocked(sb))
+		}
+	}
+	// s0 on h0 (epoch 3), s1 unassigned, s2 on h0, s3 in flight to h2; s0 and s2 pinned to h1.
+	s := at(a, "s0")
+	if a.Current[s] != 0 || a.Epoch[s] != 3 || a.Pinned[s] != 1 || a.Current[at(a, "s1")] != -1 || a.Current[at(a, "s3")] != 2 || !a.IsLocked(at(a, "s3")) {
+		t.Errorf("sorted view read wrong: current %v epoch %v pinned %v", a.Current, a.Epoch, a.Pinned)
 	}
 }
 

@@ -79,16 +79,17 @@ func (localSolver) Solve(p *Problem, o Options) (Result, error) {
 }
 
 type localSearch struct {
-	pl     *placer
-	clk    *clock
-	o      *Options
-	goals  []Goal
-	k      int
-	rng    *rand.Rand
-	iters  int
-	cands  []int32
-	sorted []int32
-	other  []int32
+	pl    *placer
+	clk   *clock
+	o     *Options
+	goals []Goal
+	k     int
+	rng   *rand.Rand
+	iters int
+	cands []int32
+	fast  []int32 // step: the hot child's movable unrestricted shards
+	win   [2 * window]int32
+	other []int32
 	// inKick is set while kicks run: the pair neighbourhood is then only
 	// searched for tiny problems (N·M ≤ kickPairLimit).
 	inKick bool
@@ -215,13 +216,61 @@ func (ls *localSearch) hotResource(h int) int {
 // step scores per cold child.
 const window = 3
 
+// nearLoad returns the shards of list that sorting list by load on resource r
+// (ties by index) would place in the window around target: the window largest
+// with load below target and the window smallest from target up, in that
+// order. It selects them in one pass instead of sorting (buf holds them).
+func nearLoad(list []int32, load []float64, R, r int, target float64, buf *[2 * window]int32) []int32 {
+	less := func(x, y int32) bool {
+		a, b := load[int(x)*R+r], load[int(y)*R+r]
+		return a < b || (a == b && x < y)
+	}
+	var below, above [window]int32 // ascending
+	nb, na := 0, 0
+	for _, x := range list {
+		if load[int(x)*R+r] < target {
+			switch {
+			case nb < window:
+				i := nb
+				for ; i > 0 && less(x, below[i-1]); i-- {
+					below[i] = below[i-1]
+				}
+				below[i] = x
+				nb++
+			case less(below[0], x):
+				i := 0
+				for ; i+1 < window && less(below[i+1], x); i++ {
+					below[i] = below[i+1]
+				}
+				below[i] = x
+			}
+			continue
+		}
+		if na < window || less(x, above[na-1]) {
+			i := na
+			if na == window {
+				i = window - 1
+			} else {
+				na++
+			}
+			for ; i > 0 && less(x, above[i-1]); i-- {
+				above[i] = above[i-1]
+			}
+			above[i] = x
+		}
+	}
+	out := buf[:0]
+	out = append(out, below[:nb]...)
+	return append(out, above[:na]...)
+}
+
 // step applies the best improving move, else the best improving swap, out of
 // child h. It reports whether it changed anything.
 //
-// Moves are scored in two passes. The fast pass sorts h's movable shards by
+// Moves are scored in two passes. The fast pass ranks h's movable shards by
 // their load on h's hottest resource and, for each cold candidate c, scores only
 // the shards whose size is closest to the one that would equalize h and c on that
-// resource. Only when the fast pass finds nothing does the full pass score every
+// resource (nearLoad). Only when the fast pass finds nothing does the full pass score every
 // shard of h against every candidate, so a child is declared stuck only after
 // the full neighbourhood was searched.
 func (ls *localSearch) step(h int) bool {
@@ -250,25 +299,14 @@ func (ls *localSearch) step(h int) bool {
 		}
 	}
 	// Fast pass over unrestricted shards.
-	ls.sorted = ls.sorted[:0]
+	ls.fast = ls.fast[:0]
 	for _, s32 := range pl.members[h] {
 		s := int(s32)
 		if ls.movable(s) && (p.Allowed == nil || p.Allowed[s] == nil) {
-			ls.sorted = append(ls.sorted, s32)
+			ls.fast = append(ls.fast, s32)
 		}
 	}
-	if !small && len(ls.sorted) > 2*window+1 {
-		sorted := ls.sorted
-		slices.SortFunc(sorted, func(x, y int32) int {
-			a, b := p.Load[int(x)*R+hr], p.Load[int(y)*R+hr]
-			switch {
-			case a < b:
-				return -1
-			case a > b:
-				return 1
-			}
-			return int(x) - int(y)
-		})
+	if !small && len(ls.fast) > 2*window+1 {
 		for _, c32 := range cands {
 			c := int(c32)
 			gap := st.u(h, hr) - st.u(c, hr)
@@ -276,15 +314,7 @@ func (ls *localSearch) step(h int) bool {
 				continue
 			}
 			target := gap / (st.inv[h*R+hr] + st.inv[c*R+hr])
-			i := sort.Search(len(sorted), func(i int) bool { return p.Load[int(sorted[i])*R+hr] >= target })
-			lo, hi := i-window, i+window
-			if lo < 0 {
-				lo = 0
-			}
-			if hi > len(sorted) {
-				hi = len(sorted)
-			}
-			for _, s32 := range sorted[lo:hi] {
+			for _, s32 := range nearLoad(ls.fast, p.Load, R, hr, target, &ls.win) {
 				consider(int(s32), c)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -324,5 +325,36 @@ func TestLocalAnytimeBudgets(t *testing.T) {
 	}
 	if v := CheckHard(p, dl.Assignment); len(v) > 0 {
 		t.Fatalf("partial plan breaks constraints: %v", v)
+	}
+}
+
+// TestExplainForcedRetriesAfterRoomIsMade: the last-chance pass must retry a
+// shard when a later shard's move made room for it. s0 may only run on c1,
+// where s1 leaves no room; s1 is pinned to c0, where s2 leaves no room; s2 may
+// move to c2. In index order s0 finds nowhere to go, then s1 gets to c0 by
+// pushing s2 to c2 — which empties c1. One pass reported s0 infeasible
+// although c1 had room by then.
+func TestExplainForcedRetriesAfterRoomIsMade(t *testing.T) {
+	p := &Problem{
+		Resources: []interfaces.Resource{"cpu"},
+		ChildIDs:  []interfaces.ChildID{"c0", "c1", "c2"},
+		Capacity:  []float64{10, 10, 20},
+		ShardIDs:  []interfaces.ShardID{"s0", "s1", "s2"},
+		Load:      []float64{5, 8, 8},
+		Current:   []int32{2, 1, 0},
+		Pinned:    []int32{-1, 0, -1},
+		Allowed:   [][]int32{{1}, nil, {0, 2}},
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	st := newState(p, DefaultGoals(), LatencyModel{}, p.Current)
+	pl := newPlacer(st)
+	inf := pl.explainForced(8)
+	if len(inf) != 0 {
+		t.Errorf("reported infeasible: %+v", inf)
+	}
+	if want := []int32{1, 0, 2}; !slices.Equal(st.assign, want) {
+		t.Errorf("assignment %v, want %v", st.assign, want)
 	}
 }

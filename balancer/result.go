@@ -153,47 +153,29 @@ func explainMoves(p *Problem, goals []Goal, lm LatencyModel, assign []int32) []i
 			m.From = p.ChildIDs[from]
 		}
 		// Marginal delta: undoing the move changes the objective by -delta.
-		d := ev.moveDelta(s, c, from)
+		// Levels are computed only as far as the explanation needs.
 		forced := ev.forcedReason(s, from)
-		switch {
-		case forced != "":
+		if forced != "" {
 			m.Goal = forced
 			m.Reason = forcedText(p, s, from, forced)
-			m.Delta = -d[0]
-			for i := range d {
-				if d[i] != 0 {
-					m.Delta = -d[i]
-					break
-				}
+			_, v := ev.firstLevel(s, from, func(v float64) bool { return v != 0 })
+			m.Delta = -v // the first level the move changes
+			moves = append(moves, m)
+			continue
+		}
+		if lvl, v := ev.firstLevel(s, from, func(v float64) bool { return v > levelTol || v < -levelTol }); v > levelTol {
+			g := ev.levelGoal(lvl, s, from, c)
+			m.Goal = g.Kind
+			m.Delta = -v
+			m.Reason = fmt.Sprintf("improves %s (priority %d) by %.4g", g.Kind, g.Priority, v)
+		} else {
+			// The move alone does not improve any level: it is part of a swap or
+			// chain that does as a whole.
+			if l, d := ev.firstLevel(s, from, func(v float64) bool { return v != 0 }); l >= 0 {
+				m.Delta = -d
 			}
-		default:
-			lvl := -1
-			for i := range d {
-				if d[i] > levelTol {
-					lvl = i
-					break
-				}
-				if d[i] < -levelTol {
-					break
-				}
-			}
-			if lvl >= 0 {
-				g := ev.levelGoal(lvl, s, from, c)
-				m.Goal = g.Kind
-				m.Delta = -d[lvl]
-				m.Reason = fmt.Sprintf("improves %s (priority %d) by %.4g", g.Kind, g.Priority, d[lvl])
-			} else {
-				// The move alone does not improve any level: it is part of a swap or
-				// chain that does as a whole.
-				m.Goal = "swap"
-				for i := range d {
-					if d[i] != 0 {
-						m.Delta = -d[i]
-						break
-					}
-				}
-				m.Reason = "part of a swap or chain of moves that improves the objective as a whole"
-			}
+			m.Goal = "swap"
+			m.Reason = "part of a swap or chain of moves that improves the objective as a whole"
 		}
 		moves = append(moves, m)
 	}

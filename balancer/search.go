@@ -1,9 +1,10 @@
 package balancer
 
 import (
+	"cmp"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/strata-sched/strata/interfaces"
@@ -245,8 +246,11 @@ func (pl *placer) bestDestination(s, k int) (int, levels) {
 		if !pl.feasibleMove(&ch, s, c) {
 			return true
 		}
-		d := st.delta(&ch)
-		if best < 0 || lexLess(&d, &bestD, st.nLevels) {
+		// The first candidate is scored in full; the others only until they are
+		// known not to beat it (the same choice as comparing full scores).
+		if best < 0 {
+			best, bestD = c, st.delta(&ch)
+		} else if d, ok := st.deltaBelow(&ch, &bestD); ok {
 			best, bestD = c, d
 		}
 		found++
@@ -360,24 +364,23 @@ func (pl *placer) forcedShards() []int {
 
 // sortBySize orders shards by decreasing size, ties by index.
 func sortBySize(xs []int, size func(int) float64) {
-	sz := make([]float64, len(xs))
-	idx := make([]int, len(xs))
+	type keyed struct {
+		size float64
+		s    int
+	}
+	ks := make([]keyed, len(xs))
 	for i, s := range xs {
-		sz[i] = size(s)
-		idx[i] = i
+		ks[i] = keyed{size(s), s}
 	}
-	sort.Slice(idx, func(i, j int) bool {
-		a, b := idx[i], idx[j]
-		if sz[a] != sz[b] {
-			return sz[a] > sz[b]
+	slices.SortFunc(ks, func(a, b keyed) int {
+		if c := cmp.Compare(b.size, a.size); c != 0 {
+			return c
 		}
-		return xs[a] < xs[b]
+		return cmp.Compare(a.s, b.s)
 	})
-	tmp := make([]int, len(xs))
-	for i, k := range idx {
-		tmp[i] = xs[k]
+	for i, k := range ks {
+		xs[i] = k.s
 	}
-	copy(xs, tmp)
 }
 
 // stillForced reports whether shard s still breaks a hard constraint where it
@@ -509,17 +512,24 @@ func (pl *placer) eject(s, k int) bool {
 // and explains those that stay.
 func (pl *placer) explainForced(k int) []interfaces.Infeasible {
 	var out []interfaces.Infeasible
-	for s := 0; s < pl.st.N; s++ {
-		if pl.st.p.IsLocked(s) || !pl.stillForced(s) {
-			continue
+	// A placement late in a pass can make room for a shard tried earlier, so
+	// passes repeat while they reduce the number of forced shards.
+	for before := pl.forcedCount(); before > 0; {
+		for s := 0; s < pl.st.N; s++ {
+			if pl.st.p.IsLocked(s) || !pl.stillForced(s) {
+				continue
+			}
+			if dst, _ := pl.bestDestination(s, k); dst >= 0 {
+				pl.move(s, int32(dst))
+				continue
+			}
+			pl.eject(s, k)
 		}
-		if dst, _ := pl.bestDestination(s, k); dst >= 0 {
-			pl.move(s, int32(dst))
-			continue
+		after := pl.forcedCount()
+		if after >= before {
+			break
 		}
-		if pl.eject(s, k) {
-			continue
-		}
+		before = after
 	}
 	for s := 0; s < pl.st.N; s++ {
 		if !pl.st.p.IsLocked(s) && pl.stillForced(s) {

@@ -320,6 +320,28 @@ func (st *state) moveDelta(s int, cur, dst int32) levels {
 	return st.delta(&ch)
 }
 
+// firstLevel computes the change of moving shard s to dst level by level, most
+// important first, and stops at the first level whose change satisfies stop.
+// It returns that level and its change, or -1 and 0 when no level does. It
+// computes only the goals it needs to (explanations of million-move plans).
+func (st *state) firstLevel(s int, dst int32, stop func(v float64) bool) (int, float64) {
+	if st.scratchA == nil {
+		st.scratchA, st.scratchB = make([]float64, st.R), make([]float64, st.R)
+	}
+	var ch change
+	st.moveChange(&ch, s, dst, st.scratchA, st.scratchB)
+	for l, gs := range st.byLevel {
+		v := 0.0
+		for _, gi := range gs {
+			v += st.goals[gi].Weight * st.goalDelta(gi, &ch)
+		}
+		if stop(v) {
+			return l, v
+		}
+	}
+	return -1, 0
+}
+
 // apply moves shard s to dst, updating every incremental structure.
 func (st *state) apply(s int, dst int32) {
 	p, R := st.p, st.R

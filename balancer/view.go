@@ -2,8 +2,11 @@ package balancer
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/strata-sched/strata/interfaces"
 )
@@ -56,10 +59,23 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		}
 		childIdx[ch.ID] = int32(i)
 	}
-	shardIdx := make(map[interfaces.ShardID]int32, len(v.Shards))
+	// Shards listed in strictly increasing ID order (what the daemons and the
+	// simulator send) are unique by construction and are found by position or
+	// binary search; any other order builds an index. Either way the first
+	// invalid or repeated shard is the one reported.
+	var shardIdx map[interfaces.ShardID]int32
 	for i, sh := range v.Shards {
 		if err := interfaces.ValidateShard(sh); err != nil {
 			return nil, fmt.Errorf("shards[%d] (%q): %w", i, sh.ID, err)
+		}
+		if shardIdx == nil {
+			if i == 0 || v.Shards[i-1].ID < sh.ID {
+				continue
+			}
+			shardIdx = make(map[interfaces.ShardID]int32, len(v.Shards))
+			for j := 0; j < i; j++ {
+				shardIdx[v.Shards[j].ID] = int32(j)
+			}
 		}
 		if _, dup := shardIdx[sh.ID]; dup {
 			return nil, invalid(fmt.Sprintf("shards[%d].id", i), "must be unique", fmt.Sprintf("%q", sh.ID))
@@ -73,35 +89,31 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		}
 		return c, nil
 	}
+	next := 0 // sorted views: where the previous reference pointed, plus one
 	lookShard := func(field string, id interfaces.ShardID) (int32, error) {
-		s, ok := shardIdx[id]
+		s, ok := int32(-1), false
+		switch {
+		case shardIdx != nil:
+			s, ok = shardIdx[id]
+		case next < len(v.Shards) && v.Shards[next].ID == id:
+			s, ok = int32(next), true
+		default:
+			i, found := slices.BinarySearchFunc(v.Shards, id, func(sh interfaces.Shard, id interfaces.ShardID) int {
+				return strings.Compare(string(sh.ID), string(id))
+			})
+			s, ok = int32(i), found
+		}
 		if !ok {
 			return -1, fmt.Errorf("%s: refers to a shard that does not exist (got %q): %w", field, id, interfaces.ErrNotFound)
 		}
+		next = int(s) + 1
 		return s, nil
 	}
 
 	// Resources.
 	res := opts.Resources
 	if res == nil {
-		loads := make([]interfaces.Load, 0, len(v.Children)+len(v.Shards))
-		for _, ch := range v.Children {
-			loads = append(loads, ch.Capacity)
-		}
-		for _, sh := range v.Shards {
-			loads = append(loads, sh.Load)
-		}
-		for _, r := range interfaces.UnionNames(loads...) {
-			for _, l := range loads {
-				if l.Get(r) > 0 {
-					res = append(res, r)
-					break
-				}
-			}
-		}
-		if len(res) == 0 {
-			res = []interfaces.Resource{interfaces.CPU}
-		}
+		res = viewResources(v)
 	}
 	p.Resources = res
 	R, M, N := len(res), len(v.Children), len(v.Shards)
@@ -418,4 +430,46 @@ func (p *Problem) Assignment(assign []int32) []interfaces.Assignment {
 		out = append(out, interfaces.Assignment{Shard: p.ShardIDs[s], Child: p.ChildIDs[c], Epoch: e})
 	}
 	return out
+}
+
+// viewResources is every dimension (built-in, then extra by name) that some
+// child has capacity for or some shard loads; cpu when there is none.
+func viewResources(v *interfaces.View) []interfaces.Resource {
+	var extra map[string]bool
+	each := func(f func(interfaces.Load) bool) bool {
+		for _, ch := range v.Children {
+			if f(ch.Capacity) {
+				return true
+			}
+		}
+		for _, sh := range v.Shards {
+			if f(sh.Load) {
+				return true
+			}
+		}
+		return false
+	}
+	each(func(l interfaces.Load) bool {
+		for k := range l.Extra {
+			if extra == nil {
+				extra = map[string]bool{}
+			}
+			extra[k] = true
+		}
+		return false
+	})
+	names := append([]interfaces.Resource(nil), interfaces.BuiltinResources...)
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		names = append(names, k)
+	}
+	var res []interfaces.Resource
+	for _, r := range names {
+		if each(func(l interfaces.Load) bool { return l.Get(r) > 0 }) {
+			res = append(res, r)
+		}
+	}
+	if len(res) == 0 {
+		res = []interfaces.Resource{interfaces.CPU}
+	}
+	return res
 }

@@ -37,16 +37,26 @@ func fieldErr(field, rule string, value any) *FieldError {
 // equal.
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,252}$`)
 
+// idByte classifies the bytes of an ID: 1 may start it, 2 may only follow.
+var idByte = func() (t [256]uint8) {
+	for b := 0; b < 256; b++ {
+		switch {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+			t[b] = 1
+		case b == '.' || b == '_' || b == ':' || b == '/' || b == '-':
+			t[b] = 2
+		}
+	}
+	return t
+}()
+
 // validID reports whether id matches idPattern.
 func validID(id string) bool {
-	if len(id) == 0 || len(id) > 253 {
+	if len(id) == 0 || len(id) > 253 || idByte[id[0]] != 1 {
 		return false
 	}
-	for i := 0; i < len(id); i++ {
-		switch b := id[i]; {
-		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
-		case i > 0 && (b == '.' || b == '_' || b == ':' || b == '/' || b == '-'):
-		default:
+	for i := 1; i < len(id); i++ {
+		if idByte[id[i]] == 0 {
 			return false
 		}
 	}
