@@ -42,6 +42,9 @@ type state struct {
 	bytes    int64
 
 	gd []float64 // scratch: per-goal delta
+	// term[gi*M+c] is childTerm(gi, c, load of c) for the goals that are sums
+	// of child terms (nil row for the others), kept current by touch.
+	term []float64
 	// noBudget disables the move-budget check (greedy's from-scratch phase).
 	noBudget bool
 	// scratch rows for moveDelta
@@ -117,7 +120,30 @@ func newState(p *Problem, goals []Goal, lm LatencyModel, assign []int32) *state 
 		}
 	}
 	st.gd = make([]float64, len(goals))
+	st.term = make([]float64, len(goals)*M)
+	for c := 0; c < M; c++ {
+		st.retouch(c)
+	}
 	return st
+}
+
+// childSum reports whether goal kind k is a sum of per-child terms (childTerm).
+func childSum(k string) bool {
+	switch k {
+	case GoalThreshold, GoalBalanceSq, GoalLatency, GoalShortfall:
+		return true
+	}
+	return false
+}
+
+// retouch recomputes child c's cached terms.
+func (st *state) retouch(c int) {
+	R, M := st.R, st.M
+	for gi := range st.goals {
+		if childSum(st.goals[gi].Kind) {
+			st.term[gi*M+c] = st.childTerm(gi, c, st.load[c*R:c*R+R])
+		}
+	}
 }
 
 func (st *state) u(c, r int) float64 { return st.load[c*st.R+r] * st.inv[c*st.R+r] }
@@ -208,10 +234,10 @@ func (st *state) goalDelta(gi int, ch *change) float64 {
 		}
 	default:
 		if ch.a >= 0 {
-			d += st.childTerm(gi, ch.a, ch.na) - st.childTerm(gi, ch.a, st.load[ch.a*R:ch.a*R+R])
+			d += st.childTerm(gi, ch.a, ch.na) - st.term[gi*st.M+ch.a]
 		}
 		if ch.b >= 0 {
-			d += st.childTerm(gi, ch.b, ch.nb) - st.childTerm(gi, ch.b, st.load[ch.b*R:ch.b*R+R])
+			d += st.childTerm(gi, ch.b, ch.nb) - st.term[gi*st.M+ch.b]
 		}
 	}
 	return d
@@ -391,6 +417,7 @@ func (st *state) touch(c int) {
 			h.set(c, st.u(c, r))
 		}
 	}
+	st.retouch(c)
 }
 
 // fits reports whether load row l is within child c's usable capacity.

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/strata-sched/strata/interfaces"
@@ -82,15 +83,24 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		}
 		shardIdx[sh.ID] = int32(i)
 	}
-	lookChild := func(field string, id interfaces.ChildID) (int32, error) {
+	// lookChild and lookShard name the field as a format with one %d for i
+	// (used as is when i < 0), formatted only for the error: views list a
+	// million references.
+	fieldName := func(format string, i int) string {
+		if i < 0 {
+			return format
+		}
+		return fmt.Sprintf(format, i)
+	}
+	lookChild := func(format string, i int, id interfaces.ChildID) (int32, error) {
 		c, ok := childIdx[id]
 		if !ok {
-			return -1, notFound(field, fmt.Sprintf("%q", id))
+			return -1, notFound(fieldName(format, i), fmt.Sprintf("%q", id))
 		}
 		return c, nil
 	}
 	next := 0 // sorted views: where the previous reference pointed, plus one
-	lookShard := func(field string, id interfaces.ShardID) (int32, error) {
+	lookShard := func(format string, i int, id interfaces.ShardID) (int32, error) {
 		s, ok := int32(-1), false
 		switch {
 		case shardIdx != nil:
@@ -104,7 +114,7 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 			s, ok = int32(i), found
 		}
 		if !ok {
-			return -1, fmt.Errorf("%s: refers to a shard that does not exist (got %q): %w", field, id, interfaces.ErrNotFound)
+			return -1, fmt.Errorf("%s: refers to a shard that does not exist (got %q): %w", fieldName(format, i), id, interfaces.ErrNotFound)
 		}
 		next = int(s) + 1
 		return s, nil
@@ -165,7 +175,7 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		p.Pinned[s] = -1
 		sc := sh.Constraints
 		if sc.Pinned != "" {
-			c, err := lookChild(fmt.Sprintf("shard %q: constraints.pinned", sh.ID), sc.Pinned)
+			c, err := lookChild("shard "+strconv.Quote(string(sh.ID))+": constraints.pinned", -1, sc.Pinned)
 			if err != nil {
 				return nil, err
 			}
@@ -174,7 +184,7 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		if len(sc.Allowed) > 0 {
 			list := make([]int32, 0, len(sc.Allowed))
 			for i, id := range sc.Allowed {
-				c, err := lookChild(fmt.Sprintf("shard %q: constraints.allowed[%d]", sh.ID, i), id)
+				c, err := lookChild("shard "+strconv.Quote(string(sh.ID))+": constraints.allowed[%d]", i, id)
 				if err != nil {
 					return nil, err
 				}
@@ -209,11 +219,11 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		}
 	}
 	for i, a := range v.Assignments {
-		s, err := lookShard(fmt.Sprintf("assignments[%d].shard", i), a.Shard)
+		s, err := lookShard("assignments[%d].shard", i, a.Shard)
 		if err != nil {
 			return nil, err
 		}
-		c, err := lookChild(fmt.Sprintf("assignments[%d].child", i), a.Child)
+		c, err := lookChild("assignments[%d].child", i, a.Child)
 		if err != nil {
 			return nil, err
 		}
@@ -224,11 +234,11 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		p.Epoch[s] = a.Epoch
 	}
 	for i, m := range v.InFlight {
-		s, err := lookShard(fmt.Sprintf("in_flight[%d].shard", i), m.Shard)
+		s, err := lookShard("in_flight[%d].shard", i, m.Shard)
 		if err != nil {
 			return nil, err
 		}
-		c, err := lookChild(fmt.Sprintf("in_flight[%d].to", i), m.To)
+		c, err := lookChild("in_flight[%d].to", i, m.To)
 		if err != nil {
 			return nil, err
 		}
@@ -245,14 +255,14 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		field := fmt.Sprintf("constraints[%d] (%s)", i, k.Kind)
 		var shards, children []int32
 		for j, id := range k.Shards {
-			s, err := lookShard(fmt.Sprintf("%s.shards[%d]", field, j), id)
+			s, err := lookShard(field+".shards[%d]", j, id)
 			if err != nil {
 				return nil, err
 			}
 			shards = append(shards, s)
 		}
 		for j, id := range k.Children {
-			c, err := lookChild(fmt.Sprintf("%s.children[%d]", field, j), id)
+			c, err := lookChild(field+".children[%d]", j, id)
 			if err != nil {
 				return nil, err
 			}
@@ -349,7 +359,7 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		}
 		sort.Strings(ids)
 		for _, id := range ids {
-			s, err := lookShard("shard_domains", interfaces.ShardID(id))
+			s, err := lookShard("shard_domains", -1, interfaces.ShardID(id))
 			if err != nil {
 				return nil, err
 			}
