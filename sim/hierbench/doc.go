@@ -30,6 +30,10 @@
 // Flat: the same instance, the same load change and the same two rounds through
 // one policy whose children are all M hosts.
 //
+// Every region's plan is timed too: per round, the global tier's time plus the
+// slowest region's is the critical path — how long the hierarchy would take
+// with every region on its own machine, as deployed, rather than on the pool.
+//
 // # Quality
 //
 // max_over_lb is, per resource, the busiest host's utilization divided by the

@@ -71,6 +71,13 @@ type HierRun struct {
 	RegionMoves int `json:"region_moves"`
 	// Workers is the size of the region worker pool.
 	Workers int `json:"workers"`
+	// SlowestRegionSeconds sums, over the rounds, the time of the slowest
+	// region's plan; CriticalPathSeconds = GlobalSeconds + SlowestRegionSeconds
+	// is how long the rounds would take with every region on its own machine,
+	// as deployed (both are meaningful with a wall clock only: a CPU clock
+	// counts the other workers too).
+	SlowestRegionSeconds float64 `json:"slowest_region_seconds,omitempty"`
+	CriticalPathSeconds  float64 `json:"critical_path_seconds,omitempty"`
 }
 
 // Result is the comparison.
@@ -398,6 +405,7 @@ type hier struct {
 	off              []int              // region r's shards are rshards[off[r]:off[r+1]]
 	asg              []interfaces.Assignment
 	globalS, regionS float64
+	slowestS         float64 // Σ over rounds of the slowest region's plan
 	now              func() time.Time
 }
 
@@ -452,6 +460,8 @@ func (h *hier) run(now func() time.Time) (HierRun, error) {
 		}
 	}
 	out.GlobalSeconds, out.RegionSeconds = h.globalS, h.regionS
+	out.SlowestRegionSeconds = h.slowestS
+	out.CriticalPathSeconds = h.globalS + h.slowestS
 	return out, nil
 }
 
@@ -582,8 +592,9 @@ func (h *hier) regionRound() (interfaces.Status, error) {
 	Rg := len(h.regions)
 	jobs := make(chan int)
 	type out struct {
-		st  interfaces.Status
-		err error
+		st      interfaces.Status
+		err     error
+		seconds float64
 	}
 	outs := make([]out, Rg)
 	var wg sync.WaitGroup
@@ -592,8 +603,9 @@ func (h *hier) regionRound() (interfaces.Status, error) {
 		go func() {
 			defer wg.Done()
 			for r := range jobs {
+				t0 := stamp(h.now)
 				st, err := h.regionPlan(r)
-				outs[r] = out{st, err}
+				outs[r] = out{st, err, since(h.now, t0)}
 			}
 		}()
 	}
@@ -603,12 +615,15 @@ func (h *hier) regionRound() (interfaces.Status, error) {
 	close(jobs)
 	wg.Wait()
 	status := interfaces.StatusOK
+	slowest := 0.0
 	for r, o := range outs {
 		if o.err != nil {
 			return status, fmt.Errorf("region %s: %w", h.regions[r].ID, o.err)
 		}
 		status = worse(status, o.st)
+		slowest = math.Max(slowest, o.seconds)
 	}
+	h.slowestS += slowest
 	return status, nil
 }
 

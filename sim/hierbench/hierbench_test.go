@@ -6,7 +6,9 @@ import (
 	"math"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/strata-sched/strata/interfaces"
 )
@@ -197,5 +199,35 @@ func TestFlatBudget(t *testing.T) {
 	}
 	if res.Hier.Status != "ok" {
 		t.Errorf("the hierarchy has no deadline, status %s", res.Hier.Status)
+	}
+}
+
+// TestCriticalPath: with a clock, every region's plan is timed; the slowest
+// of each round lies inside that round's region phase, and the critical path
+// is the global tier's time plus those. The clock ticks 1 ms per reading
+// (atomically: the region workers read it concurrently).
+func TestCriticalPath(t *testing.T) {
+	cfg := smallConfig()
+	cfg.SkipFlat = true
+	var ticks atomic.Int64
+	cfg.Now = func() time.Time { return time.Unix(0, ticks.Add(1)*int64(time.Millisecond)) }
+	res, err := Compare(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := res.Hier
+	if h.SlowestRegionSeconds <= 0 || h.SlowestRegionSeconds > h.RegionSeconds {
+		t.Errorf("slowest regions %g s, want in (0, region phase %g s]", h.SlowestRegionSeconds, h.RegionSeconds)
+	}
+	if h.CriticalPathSeconds != h.GlobalSeconds+h.SlowestRegionSeconds {
+		t.Errorf("critical path %g s, want global %g + slowest %g", h.CriticalPathSeconds, h.GlobalSeconds, h.SlowestRegionSeconds)
+	}
+	// Without a clock there is nothing to report.
+	cfg.Now = nil
+	if res, err = Compare(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if res.Hier.CriticalPathSeconds != 0 {
+		t.Errorf("critical path %g s without a clock", res.Hier.CriticalPathSeconds)
 	}
 }
