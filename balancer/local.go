@@ -50,11 +50,19 @@ func (localSolver) Name() string { return SolverLocal }
 //
 // Same problem, options and seed give the same plan unless a time budget or a
 // deadline cut the solve short.
+//
+// Big problems that are mostly placement are solved renumbered (renumber.go).
 func (localSolver) Solve(p *Problem, o Options) (Result, error) {
 	goals, err := prepare(p, &o)
 	if err != nil {
 		return Result{}, err
 	}
+	return solveRenumbered(p, placementOrder(p, goals, false), func(p *Problem) (Result, error) {
+		return solveLocal(p, o, goals)
+	})
+}
+
+func solveLocal(p *Problem, o Options, goals []Goal) (Result, error) {
 	clk := newClock(&o)
 	st := newState(p, goals, o.Latency, p.Current)
 	pl := newPlacer(st)

@@ -77,6 +77,10 @@ type Problem struct {
 	// constraint, e.g. "SLO at risk there"); each such placement costs 1 in the
 	// locality goal.
 	Avoid [][]int32
+
+	// origOrder is set on a renumbered copy (renumber.go): its shards in the
+	// order of the problem it was made from, the order plans list moves in.
+	origOrder []int32
 }
 
 // NumShards returns N.

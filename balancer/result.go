@@ -140,7 +140,14 @@ func explainMoves(p *Problem, goals []Goal, lm LatencyModel, assign []int32) []i
 		}
 	}
 	moves := make([]interfaces.Move, 0, n)
-	for s, c := range assign {
+	// A renumbered problem lists its moves in the original problem's order, so
+	// a plan that was in shard ID order stays so without a sort.
+	for i := range assign {
+		s := i
+		if p.origOrder != nil {
+			s = int(p.origOrder[i])
+		}
+		c := assign[s]
 		from := p.Current[s]
 		if c == from || c < 0 {
 			continue

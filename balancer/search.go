@@ -79,26 +79,7 @@ type placer struct {
 func newPlacer(st *state) *placer {
 	p := st.p
 	pl := &placer{st: st, bufA: make([]float64, st.R), bufB: make([]float64, st.R), bufC: make([]float64, st.R), bufD: make([]float64, st.R)}
-	lb := lowerBound(p)
-	bal := make([]bool, st.R)
-	for gi, g := range st.goals {
-		switch g.Kind {
-		case GoalBalanceMinMax, GoalBalanceSq, GoalThreshold:
-			for _, r := range st.gres[gi] {
-				bal[r] = true
-			}
-		}
-	}
-	anyBal := false
-	for _, b := range bal {
-		anyBal = anyBal || b
-	}
-	pl.lbInv = make([]float64, st.R)
-	for r := range lb {
-		if (bal[r] || !anyBal) && lb[r] > 0 {
-			pl.lbInv[r] = 1 / lb[r]
-		}
-	}
+	pl.lbInv = lbWeights(p, st.goals)
 	pl.members = make([][]int32, st.M)
 	pl.mpos = make([]int32, st.N)
 	counts := make([]int32, st.M)
@@ -259,14 +240,42 @@ func (pl *placer) bestDestination(s, k int) (int, levels) {
 	return best, bestD
 }
 
+// lbWeights is 1/LB per resource for the resources the goals balance (all of
+// them when no goal balances any), 0 for the others and where the LB is 0.
+func lbWeights(p *Problem, goals []Goal) []float64 {
+	R := p.NumResources()
+	lb := lowerBound(p)
+	bal := make([]bool, R)
+	anyBal := false
+	for _, g := range goals {
+		switch g.Kind {
+		case GoalBalanceMinMax, GoalBalanceSq, GoalThreshold:
+			for _, r := range goalResources(p, g) {
+				bal[r] = true
+				anyBal = true
+			}
+		}
+	}
+	w := make([]float64, R)
+	for r := range lb {
+		if (bal[r] || !anyBal) && lb[r] > 0 {
+			w[r] = 1 / lb[r]
+		}
+	}
+	return w
+}
+
 // shardSize is shard s's dominant load relative to the LB: the order in which
 // greedy places shards and repair moves them.
-func (pl *placer) shardSize(s int) float64 {
-	st := pl.st
+func (pl *placer) shardSize(s int) float64 { return sizeOf(pl.st.p, pl.lbInv, s) }
+
+// sizeOf is max over r of shard s's load × w[r].
+func sizeOf(p *Problem, w []float64, s int) float64 {
+	R := len(w)
 	v := 0.0
-	for r := 0; r < st.R; r++ {
-		if pl.lbInv[r] > 0 {
-			v = math.Max(v, st.p.Load[s*st.R+r]*pl.lbInv[r])
+	for r := 0; r < R; r++ {
+		if w[r] > 0 {
+			v = math.Max(v, p.Load[s*R+r]*w[r])
 		}
 	}
 	return v

@@ -1,0 +1,135 @@
+package balancer
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// Placing many shards visits them largest first. With the per-shard arrays in
+// the problem's own order, every visit on a problem far larger than the cache
+// misses it several times (its load row, current child, pin, state size,
+// assignment, member position): at a million shards that was about 1 s of a
+// 2.3 s global-tier round (measured, docs/benchmarks.md). The solvers that
+// place largest first therefore solve a copy of such a problem renumbered in
+// that order, and map the result back.
+
+// renumberMin is the smallest problem worth renumbering: below it the per-shard
+// arrays stay in the cache.
+const renumberMin = 1 << 16
+
+// placementOrder returns every shard in the order the placer visits them
+// (largest first, ties by index) when p has at least renumberMin shards and
+// at least a quarter of them, or all when fromScratch, are to be placed; else
+// nil (not worth it).
+func placementOrder(p *Problem, goals []Goal, fromScratch bool) []int32 {
+	N := p.NumShards()
+	if N < renumberMin {
+		return nil
+	}
+	if !fromScratch {
+		unplaced := 0
+		for _, c := range p.Current {
+			if c < 0 {
+				unplaced++
+			}
+		}
+		if unplaced < N/4 {
+			return nil
+		}
+	}
+	w := lbWeights(p, goals)
+	type keyed struct {
+		size float64
+		s    int32
+	}
+	ks := make([]keyed, N)
+	for s := range ks {
+		ks[s] = keyed{sizeOf(p, w, s), int32(s)}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int {
+		if c := cmp.Compare(b.size, a.size); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.s, b.s)
+	})
+	ord := make([]int32, N)
+	for i, k := range ks {
+		ord[i] = k.s
+	}
+	return ord
+}
+
+// renumbered returns a copy of p whose shard i is p's shard ord[i] (every
+// per-shard field permuted; children, groups and domains shared).
+func (p *Problem) renumbered(ord []int32) *Problem {
+	q := *p
+	R := p.NumResources()
+	q.ShardIDs = gather(p.ShardIDs, ord)
+	q.StateBytes = gather(p.StateBytes, ord)
+	q.Epoch = gather(p.Epoch, ord)
+	q.Current = gather(p.Current, ord)
+	q.Locked = gather(p.Locked, ord)
+	q.Pinned = gather(p.Pinned, ord)
+	q.Allowed = gather(p.Allowed, ord)
+	q.Groups = gather(p.Groups, ord)
+	q.ShardDomain = gather(p.ShardDomain, ord)
+	q.Avoid = gather(p.Avoid, ord)
+	q.Load = make([]float64, len(p.Load))
+	q.origOrder = make([]int32, len(ord))
+	for i, s := range ord {
+		copy(q.Load[i*R:i*R+R], p.Load[int(s)*R:int(s)*R+R])
+		q.origOrder[s] = int32(i)
+	}
+	return &q
+}
+
+// gather returns xs[ord[0]], xs[ord[1]], ... (nil for nil).
+func gather[T any](xs []T, ord []int32) []T {
+	if xs == nil {
+		return nil
+	}
+	out := make([]T, len(ord))
+	for i, s := range ord {
+		out[i] = xs[s]
+	}
+	return out
+}
+
+// inOriginalOrder maps a result on p.renumbered(ord) back to p: the assignment
+// by p's shard index, infeasible shards in p's order. Moves are already in p's
+// order (explainMoves follows origOrder) and sorted by shard ID; summary and
+// objectives are totals.
+func (r *Result) inOriginalOrder(p *Problem, ord []int32) {
+	if r.Assignment != nil {
+		a := make([]int32, len(r.Assignment))
+		for i, s := range ord {
+			a[s] = r.Assignment[i]
+		}
+		r.Assignment = a
+	}
+	if len(r.Infeasible) > 1 {
+		pos := make(map[interfaces.ShardID]int32, len(r.Infeasible))
+		for _, inf := range r.Infeasible {
+			pos[inf.Shard] = -1
+		}
+		for s, id := range p.ShardIDs {
+			if _, ok := pos[id]; ok {
+				pos[id] = int32(s)
+			}
+		}
+		slices.SortStableFunc(r.Infeasible, func(a, b interfaces.Infeasible) int { return cmp.Compare(pos[a.Shard], pos[b.Shard]) })
+	}
+}
+
+// solveRenumbered runs solve on p renumbered by ord when ord is not nil, and
+// maps the result back.
+func solveRenumbered(p *Problem, ord []int32, solve func(*Problem) (Result, error)) (Result, error) {
+	if ord == nil {
+		return solve(p)
+	}
+	res, err := solve(p.renumbered(ord))
+	res.inOriginalOrder(p, ord)
+	return res, err
+}

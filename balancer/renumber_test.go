@@ -1,0 +1,119 @@
+package balancer
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// bigConstrainedProblem is a problem big enough to be solved renumbered, with
+// every kind of per-shard data set on some shards, most shards unplaced, and
+// shard IDs that do not sort like their indices.
+func bigConstrainedProblem(t *testing.T) *Problem {
+	t.Helper()
+	N, M := renumberMin+5000, 40
+	p, err := Generate(InstanceSpec{Shards: N, Hosts: M, Seed: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Epoch = make([]interfaces.Epoch, N)
+	p.Locked = make([]bool, N)
+	p.Pinned = make([]int32, N)
+	p.Allowed = make([][]int32, N)
+	p.Groups = make([][]int32, N)
+	p.GroupLimit, p.GroupNames = []int32{1}, []string{"g"}
+	p.ShardDomain = make([]int32, N)
+	p.ChildDomain = make([]int32, M)
+	p.DomainNames = []string{"a", "b"}
+	p.Avoid = make([][]int32, N)
+	for c := range p.ChildDomain {
+		p.ChildDomain[c] = int32(c % 2)
+	}
+	for s := 0; s < N; s++ {
+		p.ShardIDs[s] = interfaces.ShardID("z" + strings.Repeat("x", s%3) + string(p.ShardIDs[s]))
+		p.Epoch[s] = interfaces.Epoch(s%7 + 1)
+		p.Pinned[s] = -1
+		p.ShardDomain[s] = int32(s%3) - 1
+		switch {
+		case s%10 == 0: // placed and in flight
+			p.Locked[s] = true
+		case s%10 == 1: // placed, stays unless it should move
+		default:
+			p.Current[s] = -1
+		}
+		switch s % 97 {
+		case 3:
+			p.Pinned[s] = int32(s % M)
+		case 5:
+			p.Allowed[s] = []int32{int32(s % M), int32((s + 7) % M)}
+			slices.Sort(p.Allowed[s])
+		case 8:
+			if s < 97*50 {
+				p.Groups[s] = []int32{0} // at most one per child: 50 members, 40 children
+			}
+		case 9:
+			p.Avoid[s] = []int32{int32(s % M)}
+		}
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestRenumberedSolveIsAPlanForTheOriginal: a big problem that is mostly
+// placement is solved on a renumbered copy; the result must be a valid plan for
+// the problem as given — every constraint read through the original indices,
+// moves that name the right shard, source, destination and epoch, sorted by
+// shard ID, infeasible shards in the problem's order.
+func TestRenumberedSolveIsAPlanForTheOriginal(t *testing.T) {
+	p := bigConstrainedProblem(t)
+	goals := DefaultGoals()
+	if ord := placementOrder(p, goals, false); ord == nil {
+		t.Fatal("the test problem is not renumbered: it tests nothing")
+	}
+	idx := make(map[interfaces.ShardID]int, p.NumShards())
+	for s, id := range p.ShardIDs {
+		idx[id] = s
+	}
+	for _, name := range []string{SolverLocal, SolverGreedy} {
+		o := Options{Seed: 3, Candidates: 2, TargetMaxOverLB: 1.05, Kicks: -1}
+		res, err := Solve(name, p, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkResult(t, p, o, res)
+		if len(res.Infeasible) == 0 {
+			t.Errorf("%s: no infeasible shard; the anti-affinity group has more members than children", name)
+		}
+		last := -1
+		for _, inf := range res.Infeasible {
+			s := idx[inf.Shard]
+			if s < last {
+				t.Fatalf("%s: infeasible shards out of the problem's order", name)
+			}
+			last = s
+		}
+		if !slices.IsSortedFunc(res.Moves, func(a, b interfaces.Move) int { return strings.Compare(string(a.Shard), string(b.Shard)) }) {
+			t.Errorf("%s: moves not sorted by shard ID", name)
+		}
+		for _, m := range res.Moves {
+			s := idx[m.Shard]
+			c := res.Assignment[s]
+			from := interfaces.ChildID("")
+			if p.Current[s] >= 0 {
+				from = p.ChildIDs[p.Current[s]]
+			}
+			if c < 0 || m.To != p.ChildIDs[c] || m.From != from || m.Epoch != p.Epoch[s] {
+				t.Fatalf("%s: move %+v, but shard %d is on %d (from %d) with epoch %d", name, m, s, c, p.Current[s], p.Epoch[s])
+			}
+		}
+		for s := range p.Pinned {
+			if c := res.Assignment[s]; c >= 0 && !p.IsLocked(s) && !p.AllowedOn(s, int(c)) {
+				t.Fatalf("%s: shard %d on %d breaks its pin or allowed list", name, s, c)
+			}
+		}
+	}
+}
