@@ -469,9 +469,7 @@ func viewResources(v *interfaces.View) []interfaces.Resource {
 		return false
 	})
 	names := append([]interfaces.Resource(nil), interfaces.BuiltinResources...)
-	for _, k := range slices.Sorted(maps.Keys(extra)) {
-		names = append(names, k)
-	}
+	names = append(names, slices.Sorted(maps.Keys(extra))...)
 	var res []interfaces.Resource
 	for _, r := range names {
 		if each(func(l interfaces.Load) bool { return l.Get(r) > 0 }) {
