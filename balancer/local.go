@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -224,15 +225,24 @@ func (ls *localSearch) hotResource(h int) int {
 // step scores per cold child.
 const window = 3
 
+// byLoadOn orders shards by their load on resource r (rows of R in load), ties
+// by index.
+func byLoadOn(load []float64, R, r int) func(x, y int32) int {
+	return func(x, y int32) int {
+		if c := cmp.Compare(load[int(x)*R+r], load[int(y)*R+r]); c != 0 {
+			return c
+		}
+		return cmp.Compare(x, y)
+	}
+}
+
 // nearLoad returns the shards of list that sorting list by load on resource r
 // (ties by index) would place in the window around target: the window largest
 // with load below target and the window smallest from target up, in that
 // order. It selects them in one pass instead of sorting (buf holds them).
 func nearLoad(list []int32, load []float64, R, r int, target float64, buf *[2 * window]int32) []int32 {
-	less := func(x, y int32) bool {
-		a, b := load[int(x)*R+r], load[int(y)*R+r]
-		return a < b || (a == b && x < y)
-	}
+	by := byLoadOn(load, R, r)
+	less := func(x, y int32) bool { return by(x, y) < 0 }
 	var below, above [window]int32 // ascending
 	nb, na := 0, 0
 	for _, x := range list {
@@ -370,16 +380,7 @@ func (ls *localSearch) step(h int) bool {
 		win = st.N
 	}
 	bx, by := -1, -1
-	byLoad := func(x, y int32) int {
-		a, b := p.Load[int(x)*R+hr], p.Load[int(y)*R+hr]
-		switch {
-		case a < b:
-			return -1
-		case a > b:
-			return 1
-		}
-		return int(x) - int(y)
-	}
+	byLoad := byLoadOn(p.Load, R, hr)
 	for _, c32 := range cands[:sw] {
 		c := int(c32)
 		gap := st.u(h, hr) - st.u(c, hr)

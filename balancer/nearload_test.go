@@ -26,16 +26,7 @@ func TestNearLoadIsTheSortedWindow(t *testing.T) {
 		r := rng.IntN(R)
 		target := float64(rng.IntN(8)) - 0.5*float64(rng.IntN(2))
 		sorted := slices.Clone(list)
-		slices.SortFunc(sorted, func(x, y int32) int {
-			a, b := load[int(x)*R+r], load[int(y)*R+r]
-			switch {
-			case a < b:
-				return -1
-			case a > b:
-				return 1
-			}
-			return int(x) - int(y)
-		})
+		slices.SortFunc(sorted, byLoadOn(load, R, r))
 		i := sort.Search(len(sorted), func(i int) bool { return load[int(sorted[i])*R+r] >= target })
 		lo, hi := max(i-window, 0), min(i+window, len(sorted))
 		var buf [2 * window]int32
