@@ -83,6 +83,7 @@ func checkShardsMatchHosts(t *testing.T, c *devcluster.Cluster, addr string, n i
 }
 
 func TestClientCommandsEndToEnd(t *testing.T) {
+	began := time.Now()
 	c, err := devcluster.Start(devcluster.Options{
 		Dir: t.TempDir(), GlobalAddr: "127.0.0.1:0", Regions: 2, HostsPerRegion: 2,
 		Interval: 200 * time.Millisecond, LeaseTTL: 2 * time.Second, Grace: 300 * time.Millisecond,
@@ -241,6 +242,10 @@ latency_slo: 50ms
 		tiers[e.Tier]++
 		if e.Reason == "" || e.StateIndex == 0 || e.Mode == "" {
 			t.Errorf("history event without reason, index or mode: %+v", e)
+		}
+		// When the leader appended the change: during this test.
+		if at, err := time.Parse(time.RFC3339Nano, e.At); err != nil || at.Before(began) || at.After(time.Now()) {
+			t.Errorf("history event time %q (%v), want between %s and now", e.At, err, began.Format(time.RFC3339Nano))
 		}
 	}
 	if tiers[interfaces.TierGlobal] == 0 || tiers[interfaces.TierRegion] == 0 || ex.History[0].Tier != interfaces.TierGlobal {

@@ -69,10 +69,13 @@ func ErrorCode(err error) string {
 	return "internal"
 }
 
-// apply runs one decoded command at Raft index idx. It is deterministic: it reads
-// no clock, draws no random numbers and never ranges over a map.
-func (s *state) apply(idx uint64, c Command) *Result {
+// apply runs one decoded command at Raft index idx, appended by the leader at
+// time at (Unix nanoseconds, 0 when unknown; it only stamps the log entries).
+// It is deterministic: it reads no clock, draws no random numbers and never
+// ranges over a map.
+func (s *state) apply(idx uint64, at int64, c Command) *Result {
 	s.applied = idx
+	s.at = at
 	r := &Result{Index: idx, Type: c.Type()}
 	switch c := c.(type) {
 	case *PutChild:
@@ -190,7 +193,10 @@ func (s *state) canonical(id interfaces.ChildID) interfaces.ChildID {
 	return id
 }
 
-func (s *state) record(e LogEntry) { s.log.add(e) }
+func (s *state) record(e LogEntry) {
+	e.At = s.at
+	s.log.add(e)
+}
 
 func (s *state) assign(idx uint64, tier string, m interfaces.Move) OpResult {
 	res := OpResult{ID: string(m.Shard)}

@@ -70,7 +70,15 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	c := mustDecode(l)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.st.apply(l.Index, c)
+	return f.st.apply(l.Index, appendedAt(l), c)
+}
+
+// appendedAt is when the leader appended l, in Unix nanoseconds (0 if unset).
+func appendedAt(l *raft.Log) int64 {
+	if l.AppendedAt.IsZero() {
+		return 0
+	}
+	return l.AppendedAt.UnixNano()
 }
 
 // ApplyBatch applies several committed entries under one lock. Configuration
@@ -87,7 +95,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	defer f.mu.Unlock()
 	for i, c := range cmds {
 		if c != nil {
-			out[i] = f.st.apply(logs[i].Index, c)
+			out[i] = f.st.apply(logs[i].Index, appendedAt(logs[i]), c)
 		}
 	}
 	return out
@@ -119,7 +127,7 @@ func (f *FSM) ApplyCommand(index uint64, c Command) (*Result, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.st.apply(index, dc), nil
+	return f.st.apply(index, 0, dc), nil
 }
 
 // AppliedIndex is the Raft index of the last command applied (or restored).

@@ -17,21 +17,25 @@ import (
 	"github.com/strata-sched/strata/interfaces"
 )
 
-// Snapshot stream format, version 1 or 2 (see doc.go):
+// Snapshot stream format, version 1, 2 or 3 (see doc.go):
 //
 //	magic "STRATA-FSM" | uvarint version
 //	records, each: uvarint length | kind byte | payload
 //	  meta (1) · child (2) × children · shard (3) × shards · log entry (4) × entries
-//	  · quarantine (6) × quarantined shards (version 2 only: shard id, reason)
+//	  · quarantine (6) × quarantined shards (version ≥ 2: shard id, reason)
 //	end (5): CRC-32C (Castagnoli) of every byte before the end record, 4 bytes LE
 //
-// Children and shards are sorted by ID, log entries oldest first, so the same state
-// always gives the same bytes. A state without quarantined shards is written as
-// version 1, so older binaries still read it; one with is version 2.
+// Version 3 log entries end with the time the leader appended them (varint Unix
+// nanoseconds). Children and shards are sorted by ID, log entries oldest first,
+// so the same state always gives the same bytes. The oldest version that can
+// hold the state is written, so older binaries read what they can: version 1
+// without quarantined shards or stamped log entries, 2 with quarantined shards
+// only, 3 once a log entry carries a time.
 const (
 	snapMagic    = "STRATA-FSM"
 	snapVersion  = 1
 	snapVersion2 = 2 // adds quarantine records
+	snapVersion3 = 3 // adds the append time of log entries
 
 	recQuarantine byte = 6
 
@@ -157,11 +161,17 @@ func (s *snapshot) writeTo(w io.Writer) (int64, error) {
 			quarantined = append(quarantined, r)
 		}
 	}
+	version := uint64(snapVersion)
 	if len(quarantined) > 0 {
-		e.uvarint(snapVersion2)
-	} else {
-		e.uvarint(snapVersion)
+		version = snapVersion2
 	}
+	for i := range s.log {
+		if s.log[i].At != 0 {
+			version = snapVersion3
+			break
+		}
+	}
+	e.uvarint(version)
 	if _, err := bw.Write(e.b); err != nil {
 		return cw.n, err
 	}
@@ -195,7 +205,7 @@ func (s *snapshot) writeTo(w io.Writer) (int64, error) {
 	}
 	for i := range s.log {
 		e.b = append(e.b[:0], recLog)
-		e.logEntry(&s.log[i])
+		e.logEntry(&s.log[i], version)
 		if err := put(); err != nil {
 			return cw.n, err
 		}
@@ -233,7 +243,7 @@ func (e *enc) shardRec(r *shardRec) {
 	e.move(r.flight)
 }
 
-func (e *enc) logEntry(l *LogEntry) {
+func (e *enc) logEntry(l *LogEntry, version uint64) {
 	e.uvarint(l.Index)
 	e.byte1(byte(l.Change))
 	e.str(l.Tier)
@@ -244,6 +254,9 @@ func (e *enc) logEntry(l *LogEntry) {
 	e.str(l.Reason)
 	e.str(l.Goal)
 	e.float(l.Delta)
+	if version >= snapVersion3 {
+		e.varint(l.At)
+	}
 }
 
 // WriteTo streams the FSM's state in the snapshot format to w. The bytes are the
@@ -338,8 +351,8 @@ func readSnapshot(r io.Reader) (*state, int, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("version: %w", err)
 	}
-	if v != snapVersion && v != snapVersion2 {
-		return nil, 0, fmt.Errorf("snapshot version %d is not supported (this binary reads %d and %d): %w", v, snapVersion, snapVersion2, interfaces.ErrInvalid)
+	if v < snapVersion || v > snapVersion3 {
+		return nil, 0, fmt.Errorf("snapshot version %d is not supported (this binary reads %d to %d): %w", v, snapVersion, snapVersion3, interfaces.ErrInvalid)
 	}
 
 	buf := make([]byte, 0, 512)
@@ -468,7 +481,7 @@ func readSnapshot(r io.Reader) (*state, int, error) {
 		if kind != recLog {
 			return nil, 0, fmt.Errorf("record %d is kind %d, want log entry: %w", seq-1, kind, interfaces.ErrInvalid)
 		}
-		e := d.logEntry()
+		e := d.logEntry(v)
 		d.end()
 		if d.err != nil {
 			return nil, 0, fail(d, "log entry")
@@ -482,7 +495,7 @@ func readSnapshot(r io.Reader) (*state, int, error) {
 		return nil, 0, err
 	}
 	var prevQ interfaces.ShardID
-	for nq := 0; kind == recQuarantine && v == snapVersion2; nq++ {
+	for nq := 0; kind == recQuarantine && v >= snapVersion2; nq++ {
 		id := interfaces.ShardID(d.str("quarantine.shard", ""))
 		reason := d.str("quarantine.reason", "")
 		d.end()
@@ -611,7 +624,7 @@ func (d *dec) snapShard(children map[interfaces.ChildID]*childRec, jobs map[stri
 	return r
 }
 
-func (d *dec) logEntry() LogEntry {
+func (d *dec) logEntry(version uint64) LogEntry {
 	var l LogEntry
 	l.Index = d.uvarint("log.index", "")
 	l.Change = Change(d.byte1("log.change", ""))
@@ -626,6 +639,9 @@ func (d *dec) logEntry() LogEntry {
 	l.Reason = d.str("log.reason", "")
 	l.Goal = d.str("log.goal", "")
 	l.Delta = d.finite("log.delta", "")
+	if version >= snapVersion3 {
+		l.At = d.varint("log.at", "")
+	}
 	return l
 }
 

@@ -111,8 +111,12 @@ func (c Change) String() string {
 
 // LogEntry is one entry of the applied-plan log: a change of a shard's placement,
 // with why, the epoch it left the shard at and the Raft index that committed it.
+// At is when the leader appended that Raft entry (raft.Log.AppendedAt, in Unix
+// nanoseconds: the same on every replica, replicated with the entry), 0 when
+// unknown (commands applied outside Raft, entries of older snapshots).
 type LogEntry struct {
 	Index  uint64
+	At     int64
 	Change Change
 	Tier   string
 	Shard  interfaces.ShardID
@@ -158,6 +162,7 @@ func (g *ring) entries() []LogEntry {
 // state is everything the FSM holds. It is owned by the FSM's lock.
 type state struct {
 	applied  uint64
+	at       int64 // AppendedAt of the entry being applied (stamps its log entries)
 	children map[interfaces.ChildID]*childRec
 	shards   []*shardRec                  // dense, in insertion order (swap-delete)
 	index    map[interfaces.ShardID]int32 // shard → position in shards

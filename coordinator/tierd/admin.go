@@ -375,7 +375,7 @@ func (d *Daemon) Explain(ctx context.Context, req *wire.ExplainRequest) (*wire.E
 	}
 	for _, e := range hist {
 		resp.History = append(resp.History, &wire.PlacementEvent{
-			Tier: d.cfg.Tier, Instance: d.cfg.Instance, StateIndex: e.Index, Mode: e.Change.String(),
+			AtUnixNanos: e.At, Tier: d.cfg.Tier, Instance: d.cfg.Instance, StateIndex: e.Index, Mode: e.Change.String(),
 			Move: wire.MoveToWire(interfaces.Move{Shard: e.Shard, From: e.From, To: e.To, Epoch: e.Epoch, Reason: e.Reason, Goal: e.Goal, Delta: e.Delta}),
 		})
 	}
