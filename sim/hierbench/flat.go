@@ -52,22 +52,9 @@ func (f *flat) round(ctx context.Context) (interfaces.Status, error) {
 	}
 	v := &interfaces.View{Tier: interfaces.TierRegion, Instance: "flat", Seed: f.seed,
 		Children: f.hosts, Shards: f.shards, Assignments: asg}
-	plan, err := f.policy.Plan(ctx, v)
-	if err != nil {
-		return interfaces.StatusOK, err
-	}
-	N, M := len(f.host), len(f.hosts)
-	for _, m := range plan.Moves {
-		s, err := index(string(m.Shard), "shard-", N)
-		if err != nil {
-			return plan.Status, err
-		}
-		c, err := index(string(m.To), "host-", M)
-		if err != nil {
-			return plan.Status, err
-		}
+	return planAndApply(ctx, f.policy, v, len(f.host), "host-", len(f.hosts), func(s, c int) error {
 		f.host[s] = int32(c)
 		f.epoch[s]++
-	}
-	return plan.Status, nil
+		return nil
+	})
 }

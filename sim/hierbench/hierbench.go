@@ -2,6 +2,7 @@ package hierbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -530,25 +531,36 @@ func (h *hier) globalRound() (interfaces.Status, error) {
 	}
 	v := &interfaces.View{Tier: interfaces.TierGlobal, Instance: "global", Seed: h.seed,
 		Children: h.regions, Shards: h.gshards, Assignments: asg}
-	plan, err := h.global.Plan(context.Background(), v)
-	if err != nil {
-		return interfaces.StatusOK, err
-	}
-	N, Rg := len(h.regionOf), len(h.regions)
-	for _, m := range plan.Moves {
-		s, err := index(string(m.Shard), "shard-", N)
-		if err != nil {
-			return plan.Status, err
-		}
-		r, err := index(string(m.To), "region-", Rg)
-		if err != nil {
-			return plan.Status, err
-		}
+	return planAndApply(context.Background(), h.global, v, len(h.regionOf), "region-", len(h.regions), func(s, r int) error {
 		h.regionOf[s] = int32(r)
 		h.regionEpoch[s]++
 		// The old region revokes the shard from its host.
 		if c := h.host[s]; c >= 0 && h.hostRegion[c] != int32(r) {
 			h.host[s] = -1
+		}
+		return nil
+	})
+}
+
+// planAndApply runs policy on v and hands every move of its plan to apply as
+// indices: the shard's (IDs "shard-<i>", i < N) and its destination's (IDs
+// childPrefix+"<j>", j < M).
+func planAndApply(ctx context.Context, policy interfaces.Policy, v *interfaces.View, N int, childPrefix string, M int, apply func(s, c int) error) (interfaces.Status, error) {
+	plan, err := policy.Plan(ctx, v)
+	if err != nil {
+		return interfaces.StatusOK, err
+	}
+	for _, m := range plan.Moves {
+		s, err := index(string(m.Shard), "shard-", N)
+		if err != nil {
+			return plan.Status, err
+		}
+		c, err := index(string(m.To), childPrefix, M)
+		if err != nil {
+			return plan.Status, err
+		}
+		if err := apply(s, c); err != nil {
+			return plan.Status, fmt.Errorf("plan moves %s to %s: %w", m.Shard, m.To, err)
 		}
 	}
 	return plan.Status, nil
@@ -641,25 +653,12 @@ func (h *hier) regionPlan(r int) (interfaces.Status, error) {
 	}
 	v := &interfaces.View{Tier: interfaces.TierRegion, Instance: string(h.regions[r].ID), Seed: h.seed,
 		Children: h.hosts[hlo:hhi], Shards: h.rshards[lo:hi], Assignments: asg}
-	plan, err := h.region.Plan(context.Background(), v)
-	if err != nil {
-		return interfaces.StatusOK, err
-	}
-	N, M := len(h.host), len(h.hosts)
-	for _, m := range plan.Moves {
-		s, err := index(string(m.Shard), "shard-", N)
-		if err != nil {
-			return plan.Status, err
-		}
-		c, err := index(string(m.To), "host-", M)
-		if err != nil {
-			return plan.Status, err
-		}
+	return planAndApply(context.Background(), h.region, v, len(h.host), "host-", len(h.hosts), func(s, c int) error {
 		if c < hlo || c >= hhi || h.regionOf[s] != int32(r) {
-			return plan.Status, fmt.Errorf("plan moves %s to %s, outside the region", m.Shard, m.To)
+			return errors.New("outside the region")
 		}
 		h.host[s] = int32(c)
 		h.hostEpoch[s]++
-	}
-	return plan.Status, nil
+		return nil
+	})
 }
