@@ -322,33 +322,7 @@ func (e *engine) globalView(t time.Duration) (*interfaces.View, map[interfaces.C
 	w := e.w
 	var silent map[interfaces.ChildID]time.Time
 	v := &interfaces.View{Tier: interfaces.TierGlobal, Instance: interfaces.TierGlobal, Now: Epoch.Add(t), Seed: e.roundSeed(-1), Reports: map[interfaces.ChildID]interfaces.Report{}}
-	used := make([][nres]float64, len(w.regionName))
-	n := 0
-	for _, act := range w.active {
-		if act {
-			n++
-		}
-	}
-	v.Shards = make([]interfaces.Shard, 0, n)
-	v.Assignments = make([]interfaces.Assignment, 0, n)
-	for i, act := range w.active {
-		if !act {
-			continue
-		}
-		v.Shards = append(v.Shards, e.shard(i, w.gcons[i]))
-		r := e.region_[i]
-		if r < 0 {
-			continue
-		}
-		v.Assignments = append(v.Assignments, interfaces.Assignment{Shard: w.shardID[i], Child: interfaces.ChildID(w.regionName[r]), Epoch: e.epochR[i]})
-		if e.moveKind[i] == moveRegion {
-			v.InFlight = append(v.InFlight, interfaces.Move{Shard: w.shardID[i], From: interfaces.ChildID(w.regionName[r]), To: interfaces.ChildID(w.regionName[e.moveTo[i]]), Epoch: e.epochR[i], Goal: "in_flight"})
-			r = e.moveTo[i]
-		}
-		for q := 0; q < nres; q++ {
-			used[r][q] += e.cur[i*nres+q]
-		}
-	}
+	used := e.groupShards(v, func(int) bool { return true }, w.gcons, e.region_, w.regionName, e.epochR, moveRegion, 0, len(w.regionName))
 	for r, name := range w.regionName {
 		capacity, live := e.regionCapacity(int32(r))
 		st := interfaces.ChildActive
@@ -382,21 +356,64 @@ func (e *engine) globalView(t time.Duration) (*interfaces.View, map[interfaces.C
 		if e.regionLost[r] {
 			continue // a lost region sends no report
 		}
-		u := interfaces.Load{CPU: used[r][0], Mem: used[r][1], Net: used[r][2], Tasks: used[r][3]}
-		rep := interfaces.Report{Child: id, Capacity: capacity, Used: u, Headroom: capacity.Sub(u).Max(interfaces.Load{})}
-		var lat float64
-		for _, h := range w.regionHosts[r] {
-			if w.hostState[h] != interfaces.ChildFailed && e.hostLat[h] > lat {
-				lat = e.hostLat[h]
-			}
-		}
-		rep.LatencyP99 = time.Duration(lat * float64(time.Millisecond))
+		rep := e.groupReport(t, id, capacity, used[r], w.regionHosts[r])
 		rep.Hints = e.regionHints(int32(r), rep)
-		rep.Epoch = e.reportSeq(t)
 		v.Reports[id] = rep
 	}
 	v.Constraints = e.constraints(interfaces.TierGlobal, v)
 	return v, silent
+}
+
+// groupShards fills v's shards, assignments and in-flight moves for a tier
+// whose children are groups of hosts (regions or racks): the active shards for
+// which member is true, with constraints cons, on child child[i] (an index into
+// names, first the tier's first child; -1 unplaced) at epoch epoch[i], in flight
+// to moveTo[i] when their move kind is kind. It returns each child's used load,
+// counting a moving shard at its destination.
+func (e *engine) groupShards(v *interfaces.View, member func(i int) bool, cons []interfaces.ShardConstraints, child []int32, names []string, epoch []interfaces.Epoch, kind uint8, first int32, children int) [][nres]float64 {
+	w := e.w
+	used := make([][nres]float64, children)
+	n := 0
+	for i, act := range w.active {
+		if act && member(i) {
+			n++
+		}
+	}
+	v.Shards = make([]interfaces.Shard, 0, n)
+	v.Assignments = make([]interfaces.Assignment, 0, n)
+	for i, act := range w.active {
+		if !act || !member(i) {
+			continue
+		}
+		v.Shards = append(v.Shards, e.shard(i, cons[i]))
+		k := child[i]
+		if k < 0 {
+			continue
+		}
+		v.Assignments = append(v.Assignments, interfaces.Assignment{Shard: w.shardID[i], Child: interfaces.ChildID(names[k]), Epoch: epoch[i]})
+		if e.moveKind[i] == kind {
+			v.InFlight = append(v.InFlight, interfaces.Move{Shard: w.shardID[i], From: interfaces.ChildID(names[k]), To: interfaces.ChildID(names[e.moveTo[i]]), Epoch: epoch[i], Goal: "in_flight"})
+			k = e.moveTo[i]
+		}
+		for q := 0; q < nres; q++ {
+			used[k-first][q] += e.cur[i*nres+q]
+		}
+	}
+	return used
+}
+
+// groupReport is the report of a child that is a group of hosts: its capacity,
+// the load used on it, its headroom and the worst p99 latency of its live hosts.
+func (e *engine) groupReport(t time.Duration, id interfaces.ChildID, capacity interfaces.Load, used [nres]float64, hosts []int32) interfaces.Report {
+	u := interfaces.Load{CPU: used[0], Mem: used[1], Net: used[2], Tasks: used[3]}
+	var lat float64
+	for _, h := range hosts {
+		if e.w.hostState[h] != interfaces.ChildFailed && e.hostLat[h] > lat {
+			lat = e.hostLat[h]
+		}
+	}
+	return interfaces.Report{Child: id, Capacity: capacity, Used: u, Headroom: capacity.Sub(u).Max(interfaces.Load{}),
+		LatencyP99: time.Duration(lat * float64(time.Millisecond)), Epoch: e.reportSeq(t)}
 }
 
 // reportSeq is the sequence number of a report measured at t: one per tick, so
@@ -431,34 +448,9 @@ func (e *engine) racksView(t time.Duration, r int32) *interfaces.View {
 	w := e.w
 	v := &interfaces.View{Tier: interfaces.TierRegion, Instance: w.regionName[r], Now: Epoch.Add(t), Seed: e.roundSeed(r), Reports: map[interfaces.ChildID]interfaces.Report{}}
 	racks := w.regionRacks[r]
-	used := make([][nres]float64, len(racks))
-	local := func(k int32) int { return int(k) - int(racks[0]) } // a region's racks are consecutive
-	n := 0
-	for i, act := range w.active {
-		if act && e.region_[i] == r && e.moveKind[i] != moveRegion {
-			n++
-		}
-	}
-	v.Shards = make([]interfaces.Shard, 0, n)
-	v.Assignments = make([]interfaces.Assignment, 0, n)
-	for i, act := range w.active {
-		if !act || e.region_[i] != r || e.moveKind[i] == moveRegion {
-			continue
-		}
-		v.Shards = append(v.Shards, e.shard(i, e.kcons[i]))
-		k := e.rack_[i]
-		if k < 0 {
-			continue
-		}
-		v.Assignments = append(v.Assignments, interfaces.Assignment{Shard: w.shardID[i], Child: interfaces.ChildID(w.rackName[k]), Epoch: e.epochK[i]})
-		if e.moveKind[i] == moveRack {
-			v.InFlight = append(v.InFlight, interfaces.Move{Shard: w.shardID[i], From: interfaces.ChildID(w.rackName[k]), To: interfaces.ChildID(w.rackName[e.moveTo[i]]), Epoch: e.epochK[i], Goal: "in_flight"})
-			k = e.moveTo[i]
-		}
-		for q := 0; q < nres; q++ {
-			used[local(k)][q] += e.cur[i*nres+q]
-		}
-	}
+	member := func(i int) bool { return e.region_[i] == r && e.moveKind[i] != moveRegion }
+	// A region's racks are consecutive: rack k is its child k - racks[0].
+	used := e.groupShards(v, member, e.kcons, e.rack_, w.rackName, e.epochK, moveRack, racks[0], len(racks))
 	for x, k := range racks {
 		hosts := w.rackHosts[k]
 		capacity, live := e.hostsCapacity(hosts)
@@ -477,17 +469,7 @@ func (e *engine) racksView(t time.Duration, r int32) *interfaces.View {
 		}
 		id := interfaces.ChildID(w.rackName[k])
 		v.Children = append(v.Children, interfaces.Child{ID: id, Tier: TierRack, Capacity: capacity, Labels: map[string]string{"region": w.regionName[r], TierRack: w.rackName[k]}, State: st})
-		u := interfaces.Load{CPU: used[x][0], Mem: used[x][1], Net: used[x][2], Tasks: used[x][3]}
-		rep := interfaces.Report{Child: id, Capacity: capacity, Used: u, Headroom: capacity.Sub(u).Max(interfaces.Load{})}
-		var lat float64
-		for _, h := range hosts {
-			if w.hostState[h] != interfaces.ChildFailed && e.hostLat[h] > lat {
-				lat = e.hostLat[h]
-			}
-		}
-		rep.LatencyP99 = time.Duration(lat * float64(time.Millisecond))
-		rep.Epoch = e.reportSeq(t)
-		v.Reports[id] = rep
+		v.Reports[id] = e.groupReport(t, id, capacity, used[x], hosts)
 	}
 	v.Constraints = e.constraints(interfaces.TierRegion, v)
 	return v
