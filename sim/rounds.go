@@ -364,15 +364,19 @@ func (e *engine) globalView(t time.Duration) (*interfaces.View, map[interfaces.C
 	return v, silent
 }
 
-// groupShards fills v's shards, assignments and in-flight moves for a tier
-// whose children are groups of hosts (regions or racks): the active shards for
-// which member is true, with constraints cons, on child child[i] (an index into
-// names, first the tier's first child; -1 unplaced) at epoch epoch[i], in flight
-// to moveTo[i] when their move kind is kind. It returns each child's used load,
-// counting a moving shard at its destination.
+// groupShards fills v's shards, assignments and in-flight moves: the active
+// shards for which member is true, with constraints cons, on child child[i] (an
+// index into names; -1 unplaced) at epoch epoch[i], in flight to moveTo[i] when
+// their move kind is kind. For a tier whose children are groups of hosts
+// (regions or racks; names[first] its first child) it returns each of its
+// children's used load, counting a moving shard at its destination; with
+// children 0 (hosts, which report their own) nothing.
 func (e *engine) groupShards(v *interfaces.View, member func(i int) bool, cons []interfaces.ShardConstraints, child []int32, names []string, epoch []interfaces.Epoch, kind uint8, first int32, children int) [][nres]float64 {
 	w := e.w
-	used := make([][nres]float64, children)
+	var used [][nres]float64
+	if children > 0 {
+		used = make([][nres]float64, children)
+	}
 	n := 0
 	for i, act := range w.active {
 		if act && member(i) {
@@ -395,8 +399,10 @@ func (e *engine) groupShards(v *interfaces.View, member func(i int) bool, cons [
 			v.InFlight = append(v.InFlight, interfaces.Move{Shard: w.shardID[i], From: interfaces.ChildID(names[k]), To: interfaces.ChildID(names[e.moveTo[i]]), Epoch: epoch[i], Goal: "in_flight"})
 			k = e.moveTo[i]
 		}
-		for q := 0; q < nres; q++ {
-			used[k-first][q] += e.cur[i*nres+q]
+		if used != nil {
+			for q := 0; q < nres; q++ {
+				used[k-first][q] += e.cur[i*nres+q]
+			}
 		}
 	}
 	return used
@@ -504,28 +510,7 @@ func (e *engine) hostsView(t time.Duration, tier, instance string, seed int64, h
 	if e.shardRates {
 		e.shardReports(v, member)
 	}
-	n := 0
-	for i, act := range w.active {
-		if act && member(i) {
-			n++
-		}
-	}
-	v.Shards = make([]interfaces.Shard, 0, n)
-	v.Assignments = make([]interfaces.Assignment, 0, n)
-	for i, act := range w.active {
-		if !act || !member(i) {
-			continue
-		}
-		v.Shards = append(v.Shards, e.shard(i, w.rcons[i]))
-		h := e.host[i]
-		if h < 0 {
-			continue
-		}
-		v.Assignments = append(v.Assignments, interfaces.Assignment{Shard: w.shardID[i], Child: interfaces.ChildID(w.hostName[h]), Epoch: e.epochH[i]})
-		if e.moveKind[i] == moveHost {
-			v.InFlight = append(v.InFlight, interfaces.Move{Shard: w.shardID[i], From: interfaces.ChildID(w.hostName[h]), To: interfaces.ChildID(w.hostName[e.moveTo[i]]), Epoch: e.epochH[i], Goal: "in_flight"})
-		}
-	}
+	e.groupShards(v, member, w.rcons, e.host, w.hostName, e.epochH, moveHost, 0, 0) // hosts report their own load
 	v.Constraints = e.constraints(interfaces.TierRegion, v)
 	return v, silent
 }
