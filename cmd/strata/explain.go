@@ -48,7 +48,7 @@ type explainEventJSON struct {
 	Goal       string  `json:"goal,omitempty"`
 	Delta      float64 `json:"delta"`
 	Reason     string  `json:"reason"`
-	At         string  `json:"at,omitempty"`
+	At         string  `json:"at,omitempty"` // RFC 3339, UTC: when the leader appended the change
 	// Former is set on the events of a tier instance that no longer holds the shard.
 	Former bool `json:"former,omitempty"`
 }
@@ -93,7 +93,8 @@ func newExplainCmd(g *globalOptions) *cobra.Command {
 it, the host that region gave it, with epochs) and the history of its placement:
 first the global tier's, then that of the region holding it now, then that of
 each region that held it before (the global history names them). Every event
-has the Raft state index that committed it, its mode (assign, move, begin,
+has the Raft state index that committed it, when the leader appended that entry
+(UTC; "-" for changes recorded before this was kept), its mode (assign, move, begin,
 complete, abort, unassign, quarantine, release), the epoch it left, the goal
 and the reason. A shard a tier instance quarantined (the doctor control
 policy: it failed on several hosts) is shown with the reason, and the control
@@ -326,13 +327,17 @@ func printExplain(w io.Writer, res *explainJSON) error {
 		return err
 	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, "  TIER/INSTANCE\tINDEX\tMODE\tFROM\tTO\tEPOCH\tGOAL\tDELTA\tREASON")
+	fmt.Fprintln(tw, "  TIER/INSTANCE\tINDEX\tTIME (UTC)\tMODE\tFROM\tTO\tEPOCH\tGOAL\tDELTA\tREASON")
 	for _, e := range res.History {
 		who := e.Tier + "/" + e.Instance
 		if e.Former {
 			who += " (former)"
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", who, e.StateIndex, e.Mode, orDash(e.From), orDash(e.To), e.Epoch,
+		when := "-"
+		if at, err := time.Parse(time.RFC3339Nano, e.At); err == nil {
+			when = at.UTC().Format("2006-01-02 15:04:05.000")
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", who, e.StateIndex, when, e.Mode, orDash(e.From), orDash(e.To), e.Epoch,
 			orDash(e.Goal), strconv.FormatFloat(e.Delta, 'g', 4, 64), orDash(e.Reason))
 	}
 	return tw.Flush()
