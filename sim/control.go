@@ -38,9 +38,9 @@ type RoundOutcome struct {
 // daemons do (coordinator/tierd's round): ctl.Step decides from the input
 // (observe → detect → decide); when it solves, the policy plans on
 // Decision.Apply's view, Decision.Admit keeps what the round allows (budget,
-// anti-bounce, emergency scope), every admitted move is verified against the
-// projected state (VerifyMove, then balancer.VerifyView has the last word) as the
-// daemons' FSM does at commit, apply carries out the accepted moves and returns
+// anti-bounce, emergency scope), every admitted move is verified as the
+// daemons' FSM does at commit (balancer.VerifyView) and then against the tier's
+// constraints in the projected state, apply carries out the accepted moves and returns
 // those it applied, and ctl.Observe gets the result (a failed solve applies
 // nothing: the last good assignment is kept). The caller must mark the
 // Decision's DeclareFailed children failed in the views it builds from then on.
@@ -89,25 +89,25 @@ func ControlRoundWith(ctx context.Context, ctl *control.Controller, pols *contro
 	for _, r := range refused {
 		out.Rejected = append(out.Rejected, Rejection{Move: r.Move, Why: r.Why})
 	}
-	st := NewProjection(sv)
-	var verified []interfaces.Move
-	for _, m := range admitted {
-		if err := VerifyMove(st, m); err != nil {
-			out.Rejected = append(out.Rejected, Rejection{Move: m, Why: err.Error()})
-			continue
-		}
-		st.Apply(m)
-		verified = append(verified, m)
-	}
-	if len(verified) > 0 {
-		verdict, err := balancer.VerifyView(sv, verified)
+	if len(admitted) > 0 {
+		// What the FSM checks at commit (owner, epoch, in-flight, target state,
+		// the shard's own constraints, capacity), then the tier's constraints.
+		verdict, err := balancer.VerifyView(sv, admitted)
 		if err != nil {
 			return out, fmt.Errorf("verifying the plan of %s %s: %w", sv.Tier, sv.Instance, err)
 		}
 		for _, r := range verdict.Rejected {
 			out.Rejected = append(out.Rejected, Rejection{Move: r.Move, Why: r.Err().Error()})
 		}
-		out.Accepted = verdict.Accepted
+		st := newProjection(sv)
+		for _, m := range verdict.Accepted {
+			if err := st.verifyTier(m); err != nil {
+				out.Rejected = append(out.Rejected, Rejection{Move: m, Why: err.Error()})
+				continue
+			}
+			st.apply(m)
+			out.Accepted = append(out.Accepted, m)
+		}
 	}
 	if len(out.Accepted) > 0 && apply != nil {
 		out.Applied = apply(out.Accepted)
@@ -120,33 +120,25 @@ const nres = 4 // the built-in resources, in interfaces.BuiltinResources order
 
 func vec(l interfaces.Load) [nres]float64 { return [nres]float64{l.CPU, l.Mem, l.Net, l.Tasks} }
 
-// Projection is a tier's state as a control round verifies moves against it:
-// every shard's owner with in-flight moves counted as done, and each child's
-// load, updated as moves are accepted.
-type Projection struct {
-	View     *interfaces.View
-	children []interfaces.Child
-	shards   []interfaces.Shard
+// projection is a tier's state as a control round checks accepted moves against
+// its own constraints: every shard's owner with in-flight moves counted as done,
+// each child's load and anti-affinity counts, updated as moves are accepted.
+type projection struct {
+	view     *interfaces.View
 	childIdx map[interfaces.ChildID]int
 	shardIdx map[interfaces.ShardID]int
 	owner    []int // child index, -1 unplaced
-	epoch    []interfaces.Epoch
-	inflight []bool
 	load     [][nres]float64
 	group    map[string][]int // anti-affinity group → count per child
 }
 
-// NewProjection builds the projected state of a view.
-func NewProjection(v *interfaces.View) *Projection {
-	st := &Projection{
-		View:     v,
-		children: v.Children,
-		shards:   v.Shards,
+// newProjection builds the projected state of a view.
+func newProjection(v *interfaces.View) *projection {
+	st := &projection{
+		view:     v,
 		childIdx: make(map[interfaces.ChildID]int, len(v.Children)),
 		shardIdx: make(map[interfaces.ShardID]int, len(v.Shards)),
 		owner:    make([]int, len(v.Shards)),
-		epoch:    make([]interfaces.Epoch, len(v.Shards)),
-		inflight: make([]bool, len(v.Shards)),
 		load:     make([][nres]float64, len(v.Children)),
 		group:    map[string][]int{},
 	}
@@ -157,116 +149,62 @@ func NewProjection(v *interfaces.View) *Projection {
 		st.shardIdx[s.ID] = i
 		st.owner[i] = -1
 	}
+	own := func(s interfaces.ShardID, c interfaces.ChildID) {
+		if i, ok := st.shardIdx[s]; ok {
+			if j, ok := st.childIdx[c]; ok {
+				st.owner[i] = j
+			}
+		}
+	}
 	for _, a := range v.Assignments {
-		i, ok := st.shardIdx[a.Shard]
-		if !ok {
-			continue
-		}
-		st.epoch[i] = a.Epoch
-		if c, ok := st.childIdx[a.Child]; ok {
-			st.owner[i] = c
-		}
+		own(a.Shard, a.Child)
 	}
 	for _, m := range v.InFlight {
-		i, ok := st.shardIdx[m.Shard]
-		if !ok {
-			continue
-		}
-		st.inflight[i] = true
-		if c, ok := st.childIdx[m.To]; ok {
-			st.owner[i] = c
-		}
+		own(m.Shard, m.To)
 	}
-	for i, s := range v.Shards {
-		if c := st.owner[i]; c >= 0 {
+	for i, c := range st.owner {
+		if c >= 0 {
 			st.add(c, i, 1)
 		}
-		_ = s
 	}
 	return st
 }
 
-func (st *Projection) add(c, i int, sign float64) {
-	l := vec(st.shards[i].Load)
+func (st *projection) add(c, i int, sign float64) {
+	sh := &st.view.Shards[i]
+	l := vec(sh.Load)
 	for r := 0; r < nres; r++ {
 		st.load[c][r] += sign * l[r]
 	}
-	if g := st.shards[i].Constraints.AntiAffinity; g != "" {
+	if g := sh.Constraints.AntiAffinity; g != "" {
 		cnt := st.group[g]
 		if cnt == nil {
-			cnt = make([]int, len(st.children))
+			cnt = make([]int, len(st.view.Children))
 			st.group[g] = cnt
 		}
 		cnt[c] += int(sign)
 	}
 }
 
-// Owner returns the projected owner of a shard ("" when unplaced or unknown).
-func (st *Projection) Owner(id interfaces.ShardID) interfaces.ChildID {
-	i, ok := st.shardIdx[id]
-	if !ok || st.owner[i] < 0 {
-		return ""
-	}
-	return st.children[st.owner[i]].ID
-}
-
-// Apply counts an accepted move as done.
-func (st *Projection) Apply(m interfaces.Move) {
+// apply counts an accepted move as done.
+func (st *projection) apply(m interfaces.Move) {
 	i := st.shardIdx[m.Shard]
 	if c := st.owner[i]; c >= 0 {
 		st.add(c, i, -1)
 	}
 	c := st.childIdx[m.To]
 	st.owner[i] = c
-	st.inflight[i] = true
 	st.add(c, i, 1)
 }
 
-// VerifyMove checks a move against the projected state: the shard exists, is not
-// already moving, and still has the owner and epoch the move was planned against;
-// the destination is an active child that the shard's own constraints and the
-// tier's hard constraints (pin, allowed, capacity limits, anti-affinity) allow
-// (avoid is soft: a preference for the policy, not checked here),
-// and it has room for the shard in every resource.
-func VerifyMove(st *Projection, m interfaces.Move) error {
-	i, ok := st.shardIdx[m.Shard]
-	if !ok {
-		return fmt.Errorf("shard %s is not in this tier: %w", m.Shard, interfaces.ErrNotFound)
-	}
-	if st.inflight[i] {
-		return fmt.Errorf("shard %s already has a move in flight: %w", m.Shard, interfaces.ErrConflict)
-	}
-	cur := st.Owner(m.Shard)
-	if cur != m.From {
-		return fmt.Errorf("shard %s is on %q, the move says from %q: %w", m.Shard, cur, m.From, interfaces.ErrConflict)
-	}
-	if m.From != "" && m.Epoch != st.epoch[i] {
-		return fmt.Errorf("shard %s: move epoch %d, current %d: %w", m.Shard, m.Epoch, st.epoch[i], interfaces.ErrStaleEpoch)
-	}
-	c, ok := st.childIdx[m.To]
-	if !ok {
-		return fmt.Errorf("destination %s is not a child of this tier: %w", m.To, interfaces.ErrNotFound)
-	}
-	if m.To == m.From {
-		return fmt.Errorf("shard %s: move to its own child: %w", m.Shard, interfaces.ErrInvalid)
-	}
-	ch := st.children[c]
-	if ch.State != interfaces.ChildActive {
-		return fmt.Errorf("destination %s is %s", m.To, ch.State)
-	}
-	sh := st.shards[i]
+// verifyTier checks a move that balancer.Verify accepted against what only the
+// tier knows: its anti-affinity groups and its constraints (pin, allowed,
+// capacity limits) in the projected state (avoid is soft: a preference for the
+// policy, not checked here).
+func (st *projection) verifyTier(m interfaces.Move) error {
+	i, c := st.shardIdx[m.Shard], st.childIdx[m.To]
+	sh := &st.view.Shards[i]
 	sc := sh.Constraints
-	if sc.Pinned != "" && sc.Pinned != m.To {
-		return fmt.Errorf("shard %s is pinned to %s", m.Shard, sc.Pinned)
-	}
-	if len(sc.Allowed) > 0 && !containsChild(sc.Allowed, m.To) {
-		return fmt.Errorf("shard %s may not use %s (allowed list)", m.Shard, m.To)
-	}
-	for k, want := range sc.Labels {
-		if ch.Labels[k] != want {
-			return fmt.Errorf("shard %s needs label %s=%s, %s has %q", m.Shard, k, want, m.To, ch.Labels[k])
-		}
-	}
 	if g := sc.AntiAffinity; g != "" {
 		limit := sc.MaxPerChild
 		if limit == 0 {
@@ -277,7 +215,7 @@ func VerifyMove(st *Projection, m interfaces.Move) error {
 		}
 	}
 	l := vec(sh.Load)
-	for _, k := range st.View.Constraints {
+	for _, k := range st.view.Constraints {
 		listed := containsShard(k.Shards, m.Shard)
 		switch k.Kind {
 		case interfaces.ConstraintPin:
@@ -297,12 +235,6 @@ func VerifyMove(st *Projection, m interfaces.Move) error {
 					}
 				}
 			}
-		}
-	}
-	capv := vec(ch.Capacity)
-	for r := 0; r < nres; r++ {
-		if l[r] > 0 && st.load[c][r]+l[r] > capv[r] {
-			return fmt.Errorf("capacity: %s %s would reach %.4g of %.4g", m.To, interfaces.BuiltinResources[r], st.load[c][r]+l[r], capv[r])
 		}
 	}
 	return nil

@@ -128,21 +128,23 @@ func TestControlRoundEmergencyMovesOnlyWhatNeedsIt(t *testing.T) {
 func TestControlRoundVerifies(t *testing.T) {
 	calls := 0
 	v := testView(interfaces.ChildFailed, map[string]string{"s1": "a", "s2": "a", "s3": "a", "s4": "a"})
-	v.Children[1].Capacity = cpu(3)                                                 // b fits one shard
-	v.Shards = append(v.Shards, interfaces.Shard{ID: "s5", Job: "j", Load: cpu(1)}) // unplaced → emergency
+	v.Children[1].Capacity = cpu(3)                                                                                                     // b fits one shard
+	v.Shards = append(v.Shards, interfaces.Shard{ID: "s5", Job: "j", Load: cpu(1)}, interfaces.Shard{ID: "s6", Job: "j", Load: cpu(1)}) // unplaced → emergency
 	plan := []interfaces.Move{
 		mv("s5", "", "c"), // c is failed
-		mv("s5", "", "b"), // fits b (1 of 3)
-		mv("s5", "", "a"), // s5 already moved in this plan
+		mv("s6", "", "b"), // fits b (1 of 3)
+		mv("s6", "", "a"), // s6 already has a move in this plan
+		mv("s5", "", "b"), // so has s5 (a plan moves a shard once, as the FSM checks)
 	}
 	out, err := ControlRound(context.Background(), newCtl(t), fixedPolicy{moves: plan, calls: &calls}, input(v, 1), all)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Accepted) != 1 || out.Accepted[0].To != "b" {
+	if len(out.Accepted) != 1 || out.Accepted[0].Shard != "s6" || out.Accepted[0].To != "b" {
 		t.Errorf("accepted %+v", out.Accepted)
 	}
-	if len(out.Rejected) != 2 || !strings.Contains(out.Rejected[0].Why, "failed") {
+	if len(out.Rejected) != 3 || !strings.Contains(out.Rejected[0].Why, "failed") ||
+		!strings.Contains(out.Rejected[1].Why, "earlier in this plan") || !strings.Contains(out.Rejected[2].Why, "earlier in this plan") {
 		t.Fatalf("rejected %+v", out.Rejected)
 	}
 
@@ -155,16 +157,16 @@ func TestControlRoundVerifies(t *testing.T) {
 		mv("s1", "a", "b"), // b: 2+2 > 3
 		badEpoch,
 		mv("s3", "b", "c"), // s3 is on a
-		mv("s3", "a", "c"), // fine
+		mv("s4", "b", "c"), // fine
 	}
 	out, err = ControlRound(context.Background(), newCtl(t), fixedPolicy{moves: plan, calls: &calls}, input(v, 1), all)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Decision.Mode != control.ModePeriodic || len(out.Accepted) != 1 || out.Accepted[0].Shard != "s3" {
+	if out.Decision.Mode != control.ModePeriodic || len(out.Accepted) != 1 || out.Accepted[0].Shard != "s4" {
 		t.Fatalf("mode %s accepted %+v rejected %+v", out.Decision.Mode, out.Accepted, out.Rejected)
 	}
-	for i, want := range []string{"capacity", "epoch", "from"} {
+	for i, want := range []string{"capacity", "epoch", "expects it on"} {
 		if !strings.Contains(out.Rejected[i].Why, want) {
 			t.Errorf("rejection %d: %q does not mention %q", i, out.Rejected[i].Why, want)
 		}
@@ -286,5 +288,58 @@ func TestControlRoundNoActiveChild(t *testing.T) {
 	out, err := ControlRound(context.Background(), newCtl(t), fixedPolicy{calls: &calls}, input(v, 1), all)
 	if err != nil || out.Decision.Mode != control.ModeHold || calls != 0 || !strings.Contains(out.Decision.Record.Why, "no active child") {
 		t.Fatalf("mode %s why %q calls %d err %v", out.Decision.Mode, out.Decision.Record.Why, calls, err)
+	}
+}
+
+// TestControlRoundVerifiesTierConstraints: after the FSM's checks, an
+// accepted move must also keep the tier's own rules — its anti-affinity
+// groups, pin and allowed constraints, and capacity limits, counted with the
+// moves accepted before it in the round.
+func TestControlRoundVerifiesTierConstraints(t *testing.T) {
+	calls := 0
+	view := func() *interfaces.View {
+		v := testView(interfaces.ChildActive, map[string]string{"s1": "a", "s2": "a", "s3": "a", "s4": "b"})
+		for _, id := range []string{"s5", "s6"} {
+			v.Shards = append(v.Shards, interfaces.Shard{ID: interfaces.ShardID(id), Job: "j", Load: cpu(2)})
+			v.Assignments = append(v.Assignments, interfaces.Assignment{Shard: interfaces.ShardID(id), Child: "a", Epoch: 3})
+		}
+		v.Shards[1].Constraints = interfaces.ShardConstraints{AntiAffinity: "g"} // s2
+		v.Shards[3].Constraints = interfaces.ShardConstraints{AntiAffinity: "g"} // s4, on b
+		v.Constraints = []interfaces.Constraint{
+			{Kind: interfaces.ConstraintPin, Shards: []interfaces.ShardID{"s3"}, Children: []interfaces.ChildID{"a"}},
+			{Kind: interfaces.ConstraintAllowed, Shards: []interfaces.ShardID{"s1"}, Children: []interfaces.ChildID{"a", "c"}},
+			{Kind: interfaces.ConstraintCapacity, Children: []interfaces.ChildID{"c"}, Limit: cpu(3), Reason: "test limit"},
+		}
+		return v
+	}
+	// The round's budget is 4 moves: two rounds.
+	for _, tc := range []struct {
+		plan     []interfaces.Move
+		accepted string
+		want     []string
+	}{
+		{[]interfaces.Move{
+			mv("s5", "a", "c"), // c: 2 of its limit 3
+			mv("s6", "a", "c"), // c: 4 > 3 with s5 counted
+			mv("s2", "a", "b"), // s4 of the same group is on b
+			mv("s3", "a", "b"), // pinned to a
+		}, "s5", []string{"constraint capacity: c cpu would reach 4", "anti-affinity group g", "constraint pin"}},
+		{[]interfaces.Move{
+			mv("s1", "a", "b"), // allowed on a and c only
+			mv("s5", "a", "c"),
+		}, "s5", []string{"constraint allowed"}},
+	} {
+		out, err := ControlRound(context.Background(), newCtl(t), fixedPolicy{moves: tc.plan, calls: &calls}, input(view(), 1), all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Accepted) != 1 || string(out.Accepted[0].Shard) != tc.accepted || len(out.Rejected) != len(tc.want) {
+			t.Fatalf("mode %s accepted %+v rejected %+v", out.Decision.Mode, out.Accepted, out.Rejected)
+		}
+		for i, w := range tc.want {
+			if !strings.Contains(out.Rejected[i].Why, w) {
+				t.Errorf("rejection %d: %q does not mention %q", i, out.Rejected[i].Why, w)
+			}
+		}
 	}
 }
