@@ -83,8 +83,8 @@
 //   - "exact": proven optimum for small instances (registered from exact.go by
 //     its own file, branch-and-bound with LP bounds from gonum).
 //
-// Big problems that are mostly placement (at least 65,536 shards, a quarter or
-// more of them unplaced; any greedy solve) are solved on a copy renumbered in
+// The local solver solves big problems that are mostly placement (at least
+// 65,536 shards, a quarter or more of them unplaced) on a copy renumbered in
 // the order the placer visits the shards, largest first, so that it walks its
 // arrays in order instead of missing the cache at every shard; the result is
 // mapped back (moves in the problem's order, sorted by shard ID as always).

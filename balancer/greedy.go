@@ -26,19 +26,11 @@ func (greedySolver) Name() string { return SolverGreedy }
 // from-scratch destinations, largest shard first, as long as each stays feasible
 // (budget included). It never moves a shard onto a child that breaks a hard
 // constraint.
-//
-// Big problems are solved renumbered (renumber.go).
 func (greedySolver) Solve(p *Problem, o Options) (Result, error) {
 	goals, err := prepare(p, &o)
 	if err != nil {
 		return Result{}, err
 	}
-	return solveRenumbered(p, placementOrder(p, goals, true), func(p *Problem) (Result, error) {
-		return solveGreedy(p, o, goals)
-	})
-}
-
-func solveGreedy(p *Problem, o Options, goals []Goal) (Result, error) {
 	clk := newClock(&o)
 	N := p.NumShards()
 

@@ -58,7 +58,7 @@ func (localSolver) Solve(p *Problem, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return solveRenumbered(p, placementOrder(p, goals, false), func(p *Problem) (Result, error) {
+	return solveRenumbered(p, placementOrder(p, goals), func(p *Problem) (Result, error) {
 		return solveLocal(p, o, goals)
 	})
 }

@@ -10,10 +10,12 @@ import (
 // Placing many shards visits them largest first. With the per-shard arrays in
 // the problem's own order, every visit on a problem far larger than the cache
 // misses it several times (its load row, current child, pin, state size,
-// assignment, member position): at a million shards that was about 1 s of a
-// 2.3 s global-tier round (measured, docs/benchmarks.md). The solvers that
-// place largest first therefore solve a copy of such a problem renumbered in
-// that order, and map the result back.
+// assignment, member position). The local solver therefore solves a copy of
+// such a problem renumbered in that order, and maps the result back: on the
+// global tier of `strata bench hierarchy` at a million shards that took its
+// time from 2.14–2.31 s to 1.80–2.00 s, side by side (docs/benchmarks.md).
+// The greedy solver gained nothing measurable from it (its placements are
+// cheaper; 2.0–2.1 s either way at 1M × 10,000) and does not renumber.
 
 // renumberMin is the smallest problem worth renumbering: below it the per-shard
 // arrays stay in the cache.
@@ -21,23 +23,20 @@ const renumberMin = 1 << 16
 
 // placementOrder returns every shard in the order the placer visits them
 // (largest first, ties by index) when p has at least renumberMin shards and
-// at least a quarter of them, or all when fromScratch, are to be placed; else
-// nil (not worth it).
-func placementOrder(p *Problem, goals []Goal, fromScratch bool) []int32 {
+// at least a quarter of them are unplaced; else nil (not worth it).
+func placementOrder(p *Problem, goals []Goal) []int32 {
 	N := p.NumShards()
 	if N < renumberMin {
 		return nil
 	}
-	if !fromScratch {
-		unplaced := 0
-		for _, c := range p.Current {
-			if c < 0 {
-				unplaced++
-			}
+	unplaced := 0
+	for _, c := range p.Current {
+		if c < 0 {
+			unplaced++
 		}
-		if unplaced < N/4 {
-			return nil
-		}
+	}
+	if unplaced < N/4 {
+		return nil
 	}
 	w := lbWeights(p, goals)
 	type keyed struct {
