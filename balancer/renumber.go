@@ -18,8 +18,9 @@ import (
 // cheaper; 2.0–2.1 s either way at 1M × 10,000) and does not renumber.
 
 // renumberMin is the smallest problem worth renumbering: below it the per-shard
-// arrays stay in the cache.
-const renumberMin = 1 << 16
+// arrays stay in the cache. (A variable only so that tests can renumber small
+// problems.)
+var renumberMin = 1 << 16
 
 // placementOrder returns every shard in the order the placer visits them
 // (largest first, ties by index) when p has at least renumberMin shards and

@@ -8,12 +8,16 @@ import (
 	"github.com/strata-sched/strata/interfaces"
 )
 
-// bigConstrainedProblem is a problem big enough to be solved renumbered, with
-// every kind of per-shard data set on some shards, most shards unplaced, and
-// shard IDs that do not sort like their indices.
+// bigConstrainedProblem is a problem big enough to be solved renumbered (the
+// threshold is lowered for the test: the race detector makes a real one take a
+// minute), with every kind of per-shard data set on some shards, most shards
+// unplaced, and shard IDs that do not sort like their indices.
 func bigConstrainedProblem(t *testing.T) *Problem {
 	t.Helper()
-	N, M := renumberMin+5000, 40
+	old := renumberMin
+	renumberMin = 4000
+	t.Cleanup(func() { renumberMin = old })
+	N, M := renumberMin+1000, 40
 	p, err := Generate(InstanceSpec{Shards: N, Hosts: M, Seed: 11})
 	if err != nil {
 		t.Fatal(err)
