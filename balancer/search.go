@@ -516,14 +516,19 @@ func (pl *placer) eject(s, k int) bool {
 	return false
 }
 
+// lastChancePasses bounds explainForced's passes.
+const lastChancePasses = 4
+
 // explainForced makes a last attempt to move every unlocked shard that still
 // breaks a hard constraint where it is (best feasible child, else making room),
 // and explains those that stay.
 func (pl *placer) explainForced(k int) []interfaces.Infeasible {
 	var out []interfaces.Infeasible
 	// A placement late in a pass can make room for a shard tried earlier, so
-	// passes repeat while they reduce the number of forced shards.
-	for before := pl.forcedCount(); before > 0; {
+	// passes repeat while they reduce the number of forced shards — a few at
+	// most: with many shards that fit nowhere each pass costs an ejection
+	// attempt per shard.
+	for pass, before := 0, pl.forcedCount(); before > 0 && pass < lastChancePasses; pass++ {
 		for s := 0; s < pl.st.N; s++ {
 			if pl.st.p.IsLocked(s) || !pl.stillForced(s) {
 				continue
