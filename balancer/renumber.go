@@ -40,24 +40,11 @@ func placementOrder(p *Problem, goals []Goal) []int32 {
 		return nil
 	}
 	w := lbWeights(p, goals)
-	type keyed struct {
-		size float64
-		s    int32
-	}
-	ks := make([]keyed, N)
-	for s := range ks {
-		ks[s] = keyed{sizeOf(p, w, s), int32(s)}
-	}
-	slices.SortFunc(ks, func(a, b keyed) int {
-		if c := cmp.Compare(b.size, a.size); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.s, b.s)
-	})
 	ord := make([]int32, N)
-	for i, k := range ks {
-		ord[i] = k.s
+	for s := range ord {
+		ord[s] = int32(s)
 	}
+	sortBySize(ord, func(s int) float64 { return sizeOf(p, w, s) })
 	return ord
 }
 

@@ -162,24 +162,22 @@ func explainMoves(p *Problem, goals []Goal, lm LatencyModel, assign []int32) []i
 		// Marginal delta: undoing the move changes the objective by -delta.
 		// Levels are computed only as far as the explanation needs.
 		forced := ev.forcedReason(s, from)
-		if forced != "" {
+		lvl, v, nz, nzV := ev.firstLevels(s, from)
+		switch {
+		case forced != "":
 			m.Goal = forced
 			m.Reason = forcedText(p, s, from, forced)
-			_, v := ev.firstLevel(s, from, func(v float64) bool { return v != 0 })
-			m.Delta = -v // the first level the move changes
-			moves = append(moves, m)
-			continue
-		}
-		if lvl, v := ev.firstLevel(s, from, func(v float64) bool { return v > levelTol || v < -levelTol }); v > levelTol {
+			m.Delta = -nzV // the first level the move changes (-0 when none)
+		case v > levelTol:
 			g := ev.levelGoal(lvl, s, from, c)
 			m.Goal = g.Kind
 			m.Delta = -v
 			m.Reason = fmt.Sprintf("improves %s (priority %d) by %.4g", g.Kind, g.Priority, v)
-		} else {
+		default:
 			// The move alone does not improve any level: it is part of a swap or
 			// chain that does as a whole.
-			if l, d := ev.firstLevel(s, from, func(v float64) bool { return v != 0 }); l >= 0 {
-				m.Delta = -d
+			if nz >= 0 {
+				m.Delta = -nzV
 			}
 			m.Goal = "swap"
 			m.Reason = "part of a swap or chain of moves that improves the objective as a whole"

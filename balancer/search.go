@@ -372,14 +372,14 @@ func (pl *placer) forcedShards() []int {
 }
 
 // sortBySize orders shards by decreasing size, ties by index.
-func sortBySize(xs []int, size func(int) float64) {
+func sortBySize[T ~int | ~int32](xs []T, size func(int) float64) {
 	type keyed struct {
 		size float64
-		s    int
+		s    T
 	}
 	ks := make([]keyed, len(xs))
 	for i, s := range xs {
-		ks[i] = keyed{size(s), s}
+		ks[i] = keyed{size(int(s)), s}
 	}
 	slices.SortFunc(ks, func(a, b keyed) int {
 		if c := cmp.Compare(b.size, a.size); c != 0 {

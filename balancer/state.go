@@ -346,26 +346,31 @@ func (st *state) moveDelta(s int, cur, dst int32) levels {
 	return st.delta(&ch)
 }
 
-// firstLevel computes the change of moving shard s to dst level by level, most
-// important first, and stops at the first level whose change satisfies stop.
-// It returns that level and its change, or -1 and 0 when no level does. It
-// computes only the goals it needs to (explanations of million-move plans).
-func (st *state) firstLevel(s int, dst int32, stop func(v float64) bool) (int, float64) {
+// firstLevels computes the change of moving shard s to dst level by level,
+// most important first, only as far as explanations of million-move plans
+// need: until the first level that changes by more than levelTol. It returns
+// that level and its change (sig = -1 when none does) and the first level that
+// changes at all (nz = -1 when none does).
+func (st *state) firstLevels(s int, dst int32) (sig int, sigV float64, nz int, nzV float64) {
 	if st.scratchA == nil {
 		st.scratchA, st.scratchB = make([]float64, st.R), make([]float64, st.R)
 	}
 	var ch change
 	st.moveChange(&ch, s, dst, st.scratchA, st.scratchB)
+	nz = -1
 	for l, gs := range st.byLevel {
 		v := 0.0
 		for _, gi := range gs {
 			v += st.goals[gi].Weight * st.goalDelta(gi, &ch)
 		}
-		if stop(v) {
-			return l, v
+		if v != 0 && nz < 0 {
+			nz, nzV = l, v
+		}
+		if v > levelTol || v < -levelTol {
+			return l, v, nz, nzV
 		}
 	}
-	return -1, 0
+	return -1, 0, nz, nzV
 }
 
 // apply moves shard s to dst, updating every incremental structure.
