@@ -2,7 +2,6 @@ package balancer
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/strata-sched/strata/interfaces"
 )
@@ -163,8 +162,8 @@ func Verify(st PlanState, moves []interfaces.Move) Verdict {
 			reject(m, RejectTargetInactive, "target child %q is %s", m.To, child.State)
 			continue
 		}
-		if why := constraintViolation(&shard, &child); why != "" {
-			reject(m, RejectConstraint, "%s", why)
+		if why := shard.Constraints.Excludes(&child); why != "" {
+			reject(m, RejectConstraint, "shard %q may not use child %q: %s", m.Shard, m.To, why)
 			continue
 		}
 		after := st.Used(m.To).Add(delta[m.To]).Add(shard.Load)
@@ -191,45 +190,6 @@ func overCapacity(load, capacity interfaces.Load) (interfaces.Resource, float64,
 		}
 	}
 	return "", 0, false
-}
-
-// constraintViolation returns why the shard's own hard constraints exclude the
-// child, or "" when they admit it.
-func constraintViolation(s *interfaces.Shard, c *interfaces.Child) string {
-	sc := &s.Constraints
-	if sc.Pinned != "" && sc.Pinned != c.ID {
-		return fmt.Sprintf("shard %q is pinned to %q", s.ID, sc.Pinned)
-	}
-	if len(sc.Allowed) > 0 {
-		allowed := false
-		for _, id := range sc.Allowed {
-			if id == c.ID {
-				allowed = true
-				break
-			}
-		}
-		if !allowed {
-			return fmt.Sprintf("child %q is not in shard %q's allowed list", c.ID, s.ID)
-		}
-	}
-	for _, k := range sortedLabelKeys(sc.Labels) {
-		if got, ok := c.Labels[k]; !ok || got != sc.Labels[k] {
-			return fmt.Sprintf("shard %q needs label %s=%s, child %q has %q", s.ID, k, sc.Labels[k], c.ID, got)
-		}
-	}
-	return ""
-}
-
-func sortedLabelKeys(m map[string]string) []string {
-	if len(m) == 0 {
-		return nil
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // viewState indexes an interfaces.View for Verify.

@@ -1,6 +1,12 @@
 package interfaces
 
-import "time"
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+)
 
 // ShardID names a shard. It is unique across the whole fleet.
 type ShardID string
@@ -49,6 +55,27 @@ type ShardConstraints struct {
 	AntiAffinity string
 	// MaxPerChild is the group's limit per child; 0 with a group set means 1.
 	MaxPerChild int
+}
+
+// Excludes says why the shard's own rules keep it off child c — its pin, its
+// allowed list, a label it needs that c lacks or has with another value — or ""
+// when they admit c. Capacity, the child's state, anti-affinity and a tier's
+// constraints are for the caller; every place that decides whether a shard may
+// go somewhere (the solvers' view, plan verification, cooperation, the control
+// policies) asks this.
+func (sc *ShardConstraints) Excludes(c *Child) string {
+	if sc.Pinned != "" && sc.Pinned != c.ID {
+		return "pinned to " + strconv.Quote(string(sc.Pinned))
+	}
+	if len(sc.Allowed) > 0 && !slices.Contains(sc.Allowed, c.ID) {
+		return "not among its allowed children"
+	}
+	for _, k := range slices.Sorted(maps.Keys(sc.Labels)) {
+		if got, ok := c.Labels[k]; !ok || got != sc.Labels[k] {
+			return fmt.Sprintf("needs label %s=%s (the child has %q)", k, sc.Labels[k], got)
+		}
+	}
+	return ""
 }
 
 // ChildState says whether a child takes new shards.

@@ -472,20 +472,14 @@ func allBut(v *interfaces.View, ex map[interfaces.ChildID]bool) []interfaces.Chi
 }
 
 // canLeave reports whether some active child outside ex admits s under its own
-// pin and allowed list: evicting a shard that cannot go anywhere else would
-// only make the solve infeasible for it.
+// rules (pin, allowed list, labels): evicting a shard that cannot go anywhere
+// else would only make the solve infeasible for it.
 func canLeave(v *interfaces.View, s *interfaces.Shard, ex map[interfaces.ChildID]bool) bool {
-	for _, ch := range v.Children {
-		if ex[ch.ID] || ch.State != interfaces.ChildActive {
-			continue
+	for i := range v.Children {
+		ch := &v.Children[i]
+		if !ex[ch.ID] && ch.State == interfaces.ChildActive && s.Constraints.Excludes(ch) == "" {
+			return true
 		}
-		if s.Constraints.Pinned != "" && s.Constraints.Pinned != ch.ID {
-			continue
-		}
-		if len(s.Constraints.Allowed) > 0 && !containsChild(s.Constraints.Allowed, ch.ID) {
-			continue
-		}
-		return true
 	}
 	return false
 }
