@@ -3,6 +3,7 @@ package coop
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -175,17 +176,9 @@ func (st *state) admits(i, c int, counted bool) string {
 	if ch.State != interfaces.ChildActive {
 		return "child is " + ch.State.String()
 	}
-	sc := s.Constraints
-	if sc.Pinned != "" && sc.Pinned != ch.ID {
-		return "pinned to " + string(sc.Pinned)
-	}
-	if len(sc.Allowed) > 0 && !hasChild(sc.Allowed, ch.ID) {
-		return "not among the allowed children"
-	}
-	for _, k := range sortedKeys(sc.Labels) {
-		if ch.Labels[k] != sc.Labels[k] {
-			return fmt.Sprintf("needs label %s=%s", k, sc.Labels[k])
-		}
+	sc := &s.Constraints
+	if why := sc.Excludes(ch); why != "" {
+		return why
 	}
 	if g := sc.AntiAffinity; g != "" {
 		limit := max(sc.MaxPerChild, 1)
@@ -208,7 +201,7 @@ func (st *state) admits(i, c int, counted bool) string {
 				return "pinned to " + string(k.Children[0]) + " by a constraint"
 			}
 		case interfaces.ConstraintAllowed:
-			if !hasChild(k.Children, ch.ID) {
+			if !slices.Contains(k.Children, ch.ID) {
 				return "not allowed by a constraint"
 			}
 		}
@@ -259,8 +252,12 @@ func ChildHints(v *interfaces.View, cfg Config) ([]interfaces.Hint, error) {
 	// parent keeps them elsewhere.
 	var orphans []interfaces.ShardID
 	orphanWhy := ""
+	var orphanLoad interfaces.Load
 	for i := range v.Shards {
-		if st.owner[i] >= 0 || len(orphans) >= cfg.MaxShards {
+		if len(orphans) >= cfg.MaxShards {
+			break
+		}
+		if st.owner[i] >= 0 {
 			continue
 		}
 		why := ""
@@ -277,13 +274,14 @@ func ChildHints(v *interfaces.View, cfg Config) ([]interfaces.Hint, error) {
 		}
 		if !ok {
 			orphans = append(orphans, v.Shards[i].ID)
+			orphanLoad = orphanLoad.Add(v.Shards[i].Load)
 			if orphanWhy == "" {
 				orphanWhy = why
 			}
 		}
 	}
 	if len(orphans) > 0 {
-		sortIDs(orphans)
+		slices.Sort(orphans)
 		reason := fmt.Sprintf("%s cannot place %d shards on any of its children (e.g. %s: %s)", v.Instance, len(orphans), orphans[0], orphanWhy)
 		hints = append(hints, interfaces.Hint{Kind: interfaces.HintConstraint, Shards: orphans, Reason: reason,
 			Constraint: &interfaces.Constraint{Kind: interfaces.ConstraintAvoid, Shards: orphans, Children: []interfaces.ChildID{interfaces.ChildID(v.Instance)}, Reason: reason}})
@@ -300,13 +298,17 @@ func ChildHints(v *interfaces.View, cfg Config) ([]interfaces.Hint, error) {
 	shedWhy := ""
 	if len(orphans) > 0 {
 		shed = append(shed, orphans...)
-		for i := range v.Shards {
-			if hasShard(orphans, v.Shards[i].ID) {
-				shedLoad = shedLoad.Add(v.Shards[i].Load)
-			}
-		}
+		shedLoad = orphanLoad
 		hot = append(hot, "none of its children (unplaceable)")
 		shedWhy = fmt.Sprintf("%s: %s", orphans[0], orphanWhy)
+	}
+	// Each child's shards, in index order (shards moved to a child are
+	// appended as they move).
+	on := make([][]int, len(v.Children))
+	for i, o := range st.owner {
+		if o >= 0 {
+			on[o] = append(on[o], i)
+		}
 	}
 	moved := map[int]bool{}
 	for _, c := range order {
@@ -317,7 +319,12 @@ func ChildHints(v *interfaces.View, cfg Config) ([]interfaces.Hint, error) {
 		if excess.IsZero() {
 			continue
 		}
-		onC := st.shardsOn(c)
+		var onC []int
+		for _, i := range on[c] {
+			if st.owner[i] == c && !st.inFlight[i] {
+				onC = append(onC, i)
+			}
+		}
 		sort.SliceStable(onC, func(a, b int) bool {
 			da, db := st.share(onC[a], c), st.share(onC[b], c)
 			if da != db {
@@ -361,6 +368,7 @@ func ChildHints(v *interfaces.View, cfg Config) ([]interfaces.Hint, error) {
 			if best >= 0 {
 				st.add(i, best, 1)
 				st.owner[i] = best
+				on[best] = append(on[best], i)
 				moved[i] = true
 				continue
 			}
@@ -406,9 +414,12 @@ func ChildHints(v *interfaces.View, cfg Config) ([]interfaces.Hint, error) {
 		}
 		var risk []interfaces.ShardID
 		var worst time.Duration
-		for i := range v.Shards {
+		for _, i := range on[c] {
 			s := &v.Shards[i]
-			if st.owner[i] != c || moved[i] || s.LatencySLO <= 0 || s.LatencySLO >= rep.LatencyP99 || len(risk) >= cfg.MaxShards {
+			if len(risk) >= cfg.MaxShards {
+				break
+			}
+			if st.owner[i] != c || moved[i] || s.LatencySLO <= 0 || s.LatencySLO >= rep.LatencyP99 {
 				continue
 			}
 			risk = append(risk, s.ID)
@@ -417,22 +428,12 @@ func ChildHints(v *interfaces.View, cfg Config) ([]interfaces.Hint, error) {
 			}
 		}
 		if len(risk) > 0 {
-			sortIDs(risk)
+			slices.Sort(risk)
 			hints = append(hints, interfaces.Hint{Kind: interfaces.HintSLOAtRisk, Shards: risk,
 				Reason: fmt.Sprintf("p99 %v on %s exceeds the SLO of %d shards (tightest %v)", rep.LatencyP99, v.Children[c].ID, len(risk), worst)})
 		}
 	}
 	return hints, nil
-}
-
-func (st *state) shardsOn(c int) []int {
-	var out []int
-	for i, o := range st.owner {
-		if o == c && !st.inFlight[i] {
-			out = append(out, i)
-		}
-	}
-	return out
 }
 
 // share is shard i's dominant share of child c's capacity.
@@ -502,36 +503,4 @@ func human(x float64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.3g%ci", x, "KMGTP"[exp-1])
-}
-
-func hasChild(ids []interfaces.ChildID, id interfaces.ChildID) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
-
-func hasShard(ids []interfaces.ShardID, id interfaces.ShardID) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
-
-func sortIDs[T ~string](ids []T) { sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] }) }
-
-func sortedKeys(m map[string]string) []string {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

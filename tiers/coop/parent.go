@@ -3,6 +3,7 @@ package coop
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -415,7 +416,7 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 	for s := range held {
 		heldIDs = append(heldIDs, s)
 	}
-	sortIDs(heldIDs)
+	slices.Sort(heldIDs)
 	for _, s := range heldIDs {
 		i := shardIdx[s]
 		away := held[s]
@@ -438,7 +439,7 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 		for id := range away {
 			awayIDs = append(awayIDs, id)
 		}
-		sortIDs(awayIDs)
+		slices.Sort(awayIDs)
 		first := away[awayIDs[0]]
 		for _, id := range awayIDs {
 			out.Memory.Held = append(out.Memory.Held, away[id])
@@ -494,7 +495,7 @@ func (st *state) owned(ids []interfaces.ShardID, c int, shardIdx map[interfaces.
 		seen[id] = true
 		out = append(out, id)
 	}
-	sortIDs(out)
+	slices.Sort(out)
 	if len(out) > max {
 		out = out[:max]
 	}
@@ -536,7 +537,7 @@ func (st *state) proposal(field string, c int, h interfaces.Hint, cfg Config, sh
 			shards = append(shards, s)
 		}
 	}
-	sortIDs(shards)
+	slices.Sort(shards)
 	if len(shards) > cfg.MaxShards {
 		refuse("%s (constraint %s): %d shards, only the first %d used", field, p.Kind, len(shards), cfg.MaxShards)
 		shards = shards[:cfg.MaxShards]
