@@ -306,12 +306,10 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 					Reason: fmt.Sprintf("cooperation: SLO at risk on %s (%s)", id, h.Reason)})
 			case interfaces.HintConstraint:
 				room := func(amount interfaces.Load, reason string) { rooms = append(rooms, headroom{c, amount, reason}) }
+				// A capacity proposal goes through limit, which records it in
+				// limited and capped.
 				if cons, ok := st.proposal(field, c, h, cfg, shardIdx, refuse, hold, room, now, limit, limited, len(order)); ok {
 					out.Constraints = append(out.Constraints, cons)
-					if cons.Kind == interfaces.ConstraintCapacity && !limited[c] {
-						limited[c] = true
-						capped[c] = cons.Limit
-					}
 				}
 			case interfaces.HintHeadroom:
 				if err := interfaces.ValidateLoad(field+".amount", h.Amount); err != nil {
@@ -386,7 +384,7 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 	// A round that answers shed requests moves the held shards and nothing
 	// else: the children asked to shed look full to the control loop (Shed),
 	// and a solver balancing against that would pull more off them.
-	if len(out.Shed) > 0 && !NeedsPlacement(v) {
+	if len(out.Shed) > 0 && !st.needsPlacement() {
 		n := 0
 		for s, away := range held {
 			i := shardIdx[s]
@@ -485,16 +483,7 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 // owned returns the shards of ids that exist in the view and are owned by child
 // c (not in flight), sorted and deduplicated, at most max of them.
 func (st *state) owned(ids []interfaces.ShardID, c int, shardIdx map[interfaces.ShardID]int, max int) []interfaces.ShardID {
-	seen := map[interfaces.ShardID]bool{}
-	var out []interfaces.ShardID
-	for _, id := range ids {
-		i, ok := shardIdx[id]
-		if !ok || seen[id] || st.owner[i] != c || st.inFlight[i] {
-			continue
-		}
-		seen[id] = true
-		out = append(out, id)
-	}
+	out := st.ownedInOrder(ids, c, shardIdx, len(ids))
 	slices.Sort(out)
 	if len(out) > max {
 		out = out[:max]
@@ -502,13 +491,15 @@ func (st *state) owned(ids []interfaces.ShardID, c int, shardIdx map[interfaces.
 	return out
 }
 
-// ownedInOrder is owned keeping the order of ids.
 func (st *state) ownedInOrder(ids []interfaces.ShardID, c int, shardIdx map[interfaces.ShardID]int, max int) []interfaces.ShardID {
 	seen := map[interfaces.ShardID]bool{}
 	var out []interfaces.ShardID
 	for _, id := range ids {
 		i, ok := shardIdx[id]
-		if !ok || seen[id] || st.owner[i] != c || st.inFlight[i] || len(out) >= max {
+		if len(out) >= max {
+			break
+		}
+		if !ok || seen[id] || st.owner[i] != c || st.inFlight[i] {
 			continue
 		}
 		seen[id] = true
@@ -627,10 +618,11 @@ func joinIDs(ids []interfaces.ChildID) string {
 // that is not active (counting in-flight moves as done): a round that must
 // place or evacuate shards. A parent's move budget (Down.MaxMoves) bounds
 // relocations only, so a child applies it to rounds without such shards.
-func NeedsPlacement(v *interfaces.View) bool {
-	st := project(v)
-	for i := range v.Shards {
-		if c := st.owner[i]; c < 0 || !st.active(c) {
+func NeedsPlacement(v *interfaces.View) bool { return project(v).needsPlacement() }
+
+func (st *state) needsPlacement() bool {
+	for _, c := range st.owner {
+		if c < 0 || !st.active(c) {
 			return true
 		}
 	}
