@@ -197,8 +197,8 @@ func (o *Options) check(p *Problem) error {
 	if o.NodeLimit < 0 {
 		return invalid("node_limit", "must be ≥ 0", o.NodeLimit)
 	}
-	if t := o.TargetMaxOverLB; math.IsNaN(t) || math.IsInf(t, 0) || (t != 0 && t < 1) {
-		return invalid("target_max_over_lb", "must be 0 (none) or a finite number ≥ 1", t)
+	if t := o.TargetMaxOverLB; !ValidTargetMaxOverLB(t) {
+		return invalid("target_max_over_lb", TargetMaxOverLBRule, t)
 	}
 	l := o.Latency
 	if l.Resource != "" && p.resourceIndex(l.Resource) < 0 {
@@ -219,4 +219,12 @@ func (o *Options) check(p *Problem) error {
 		return invalid("latency.max_util", "must be in [0, 1) (0 = 0.95)", l.MaxUtil)
 	}
 	return nil
+}
+
+// TargetMaxOverLBRule is the rule for Options.TargetMaxOverLB, for messages.
+const TargetMaxOverLBRule = "must be 0 (none) or a finite number ≥ 1"
+
+// ValidTargetMaxOverLB reports whether t is a valid Options.TargetMaxOverLB.
+func ValidTargetMaxOverLB(t float64) bool {
+	return !math.IsNaN(t) && !math.IsInf(t, 0) && (t == 0 || t >= 1)
 }

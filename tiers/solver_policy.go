@@ -2,8 +2,8 @@ package tiers
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,8 +74,8 @@ func NewSolverPolicy(name, solver string, cfg interfaces.PolicyConfig) (*SolverP
 			p.opts.NodeLimit, err = nonNegInt(v)
 		case "target_max_over_lb":
 			p.opts.TargetMaxOverLB, err = strconv.ParseFloat(v, 64)
-			if err == nil && (math.IsNaN(p.opts.TargetMaxOverLB) || math.IsInf(p.opts.TargetMaxOverLB, 0) || (p.opts.TargetMaxOverLB != 0 && p.opts.TargetMaxOverLB < 1)) {
-				err = fmt.Errorf("must be 0 (none) or a finite number ≥ 1")
+			if err == nil && !balancer.ValidTargetMaxOverLB(p.opts.TargetMaxOverLB) {
+				err = errors.New(balancer.TargetMaxOverLBRule)
 			}
 		case "locality_label":
 			p.view.LocalityLabel = v

@@ -118,7 +118,7 @@ func (p *Autoscale) Detect(in *PolicyInput) []Symptom {
 		j := jobs[name]
 		per, src := p.RatePerShard, "rate_per_shard"
 		if per == 0 {
-			per, src = medianF(j.rates), fmt.Sprintf("median measured rate of %d shards", len(j.rates))
+			per, src = median(j.rates), fmt.Sprintf("median measured rate of %d shards", len(j.rates))
 		}
 		if !(per > 0) {
 			continue

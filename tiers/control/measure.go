@@ -3,7 +3,7 @@ package control
 import (
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/strata-sched/strata/interfaces"
@@ -239,13 +239,21 @@ func measure(p *projection, cfg *Config, p99 func(interfaces.ChildID) time.Durat
 	return m
 }
 
-// median of a non-empty list.
-func median(xs []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), xs...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
+// median is the median of xs (0 when empty); xs is not changed.
+func median[T ~int64 | ~float64](xs []T) T {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return medianSorted(s)
+}
+
+// medianSorted is the median of sorted xs (0 when empty).
+func medianSorted[T ~int64 | ~float64](xs []T) T {
+	n := len(xs)
+	switch {
+	case n == 0:
+		return 0
+	case n%2 == 1:
+		return xs[n/2]
 	}
-	return (s[n/2-1] + s[n/2]) / 2
+	return (xs[n/2-1] + xs[n/2]) / 2
 }

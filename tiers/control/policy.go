@@ -483,16 +483,3 @@ func canLeave(v *interfaces.View, s *interfaces.Shard, ex map[interfaces.ChildID
 	}
 	return false
 }
-
-func medianF(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}

@@ -484,8 +484,8 @@ func TestPropStragglerMatchesBruteForce(t *testing.T) {
 					}
 				}
 			}
-			ref := medianF(peers)
-			want := len(mine) > 0 && len(peers) >= minPeers && ref > 0 && medianF(mine)*factor < ref
+			ref := median(peers)
+			want := len(mine) > 0 && len(peers) >= minPeers && ref > 0 && median(mine)*factor < ref
 			if got[c] != want {
 				rt.Fatalf("%s: found %v, brute force %v (mine %v, peers median %v, factor %v)", c, got[c], want, mine, ref, factor)
 			}

@@ -150,7 +150,7 @@ func (p *Straggler) Detect(in *PolicyInput) []Symptom {
 			if npeers < p.MinPeers {
 				continue
 			}
-			mine := medianF(own)
+			mine := median(own)
 			if hi := all[min(len(all)-1, npeers/2+len(own))]; mine*p.Factor >= hi {
 				continue
 			}
@@ -283,16 +283,4 @@ func excluding(dst, all, sub []float64) []float64 {
 		dst = append(dst, x)
 	}
 	return dst
-}
-
-// medianSorted is the median of sorted xs (0 when empty).
-func medianSorted(xs []float64) float64 {
-	n := len(xs)
-	switch {
-	case n == 0:
-		return 0
-	case n%2 == 1:
-		return xs[n/2]
-	}
-	return (xs[n/2-1] + xs[n/2]) / 2
 }

@@ -186,8 +186,7 @@ func globalView(hints map[interfaces.ChildID][]interfaces.Hint) *interfaces.View
 		Children: []interfaces.Child{region("eu", 100), region("us", 100)},
 		Reports:  map[interfaces.ChildID]interfaces.Report{},
 	}
-	for i, id := range []string{"db-0", "db-1", "db-2", "db-3"} {
-		_ = i
+	for _, id := range []string{"db-0", "db-1", "db-2", "db-3"} {
 		v.Shards = append(v.Shards, shard(id, 5, interfaces.ShardConstraints{}))
 		v.Assignments = append(v.Assignments, assign(id, "eu"))
 	}
