@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -124,7 +125,7 @@ func TestVerifyPlanPendingOverlappingRounds(t *testing.T) {
 					moves = append(moves, m)
 				}
 			}
-			v := f.VerifyPlanPending(pending, moves)
+			v, _ := f.VerifyPlanPending(pending, moves)
 			r := &round{lost: rapid.IntRange(0, 3).Draw(rt, "lost") == 0}
 			for _, m := range v.Accepted {
 				st, _ := f.Shard(m.Shard)
@@ -155,25 +156,29 @@ func TestVerifyPlanPendingCases(t *testing.T) {
 	p1 := Pending{Move: mv("s1", "a", "b", 1), Load: cpu(2)}
 	// s1 → b is pending: a second move of s1 from the same owner and epoch is
 	// refused, and b (capacity 3) has room for s3 (1) but not for s2 (2).
-	v := f.VerifyPlanPending([]Pending{p1}, []interfaces.Move{mv("s1", "a", "b", 1), mv("s2", "a", "b", 1), mv("s3", "a", "b", 1)})
+	v, acc := f.VerifyPlanPending([]Pending{p1}, []interfaces.Move{mv("s1", "a", "b", 1), mv("s2", "a", "b", 1), mv("s3", "a", "b", 1)})
 	if len(v.Accepted) != 1 || v.Accepted[0].Shard != "s3" || len(v.Rejected) != 2 ||
 		v.Rejected[0].Code.String() != "in_flight" || v.Rejected[1].Code.String() != "capacity" {
 		t.Fatalf("with s1→b pending: %+v", v)
 	}
+	// The accepted move comes back as pending, with the shard's load.
+	if len(acc) != 1 || !reflect.DeepEqual(acc[0].Move, v.Accepted[0]) || !reflect.DeepEqual(acc[0].Load, cpu(1)) {
+		t.Fatalf("accepted as pending: %+v", acc)
+	}
 	// Without it, both fit one at a time.
-	if v := f.VerifyPlanPending(nil, []interfaces.Move{mv("s2", "a", "b", 1)}); len(v.Accepted) != 1 {
+	if v, _ := f.VerifyPlanPending(nil, []interfaces.Move{mv("s2", "a", "b", 1)}); len(v.Accepted) != 1 {
 		t.Fatalf("without pending: %+v", v)
 	}
 	// Once s1's move is applied (epoch 2) the state counts it and the pending
 	// entry no longer does: s1 may move on from b, and b has 1 cpu left.
 	applyAll(t, f, 10, &ApplyPlan{Tier: "t", Moves: []interfaces.Move{p1.Move}})
-	v = f.VerifyPlanPending([]Pending{p1}, []interfaces.Move{mv("s1", "b", "a", 2), mv("s3", "a", "b", 1)})
+	v, _ = f.VerifyPlanPending([]Pending{p1}, []interfaces.Move{mv("s1", "b", "a", 2), mv("s3", "a", "b", 1)})
 	if len(v.Accepted) != 2 {
 		t.Fatalf("after s1's move applied: %+v", v)
 	}
 	// A pending move that can never land (its epoch is gone) counts nowhere.
 	lost := Pending{Move: mv("s1", "a", "b", 1), Load: cpu(2)}
-	v = f.VerifyPlanPending([]Pending{lost}, []interfaces.Move{mv("s3", "a", "b", 1)})
+	v, _ = f.VerifyPlanPending([]Pending{lost}, []interfaces.Move{mv("s3", "a", "b", 1)})
 	if len(v.Accepted) != 1 {
 		t.Fatalf("with a stale pending move: %+v", v)
 	}
@@ -183,14 +188,14 @@ func TestVerifyPlanPendingCases(t *testing.T) {
 	// flight.
 	applyAll(t, f, 11, &BeginMove{Move: mv("s2", "a", "c", 1)})
 	blocked := Pending{Move: mv("s2", "a", "b", 1), Load: cpu(2)}
-	v = f.VerifyPlanPending([]Pending{blocked}, []interfaces.Move{mv("s3", "a", "b", 1), mv("s2", "a", "c", 1)})
+	v, _ = f.VerifyPlanPending([]Pending{blocked}, []interfaces.Move{mv("s3", "a", "b", 1), mv("s2", "a", "c", 1)})
 	if len(v.Accepted) != 0 || len(v.Rejected) != 2 || v.Rejected[0].Code.String() != "capacity" || v.Rejected[1].Code.String() != "in_flight" {
 		t.Fatalf("with a blocked pending move: %+v", v)
 	}
 	// A pending first placement blocks another placement of its shard.
 	applyAll(t, f, 12, &PutShards{Shards: []interfaces.Shard{{ID: "s4", Job: "j", Load: cpu(1)}}})
 	first := Pending{Move: interfaces.Move{Shard: "s4", To: "b"}, Load: cpu(1)}
-	v = f.VerifyPlanPending([]Pending{first}, []interfaces.Move{{Shard: "s4", To: "c"}})
+	v, _ = f.VerifyPlanPending([]Pending{first}, []interfaces.Move{{Shard: "s4", To: "c"}})
 	if len(v.Accepted) != 0 || v.Rejected[0].Code.String() != "in_flight" {
 		t.Fatalf("second first placement while one is pending: %+v", v)
 	}

@@ -95,14 +95,26 @@ type Pending struct {
 // The caller must pass every move it proposed and has not seen resolved (answered
 // by the FSM or known lost). Like VerifyPlan it reads the state under the FSM's
 // read lock; it is O(len(pending) + len(moves)).
-func (f *FSM) VerifyPlanPending(pending []Pending, moves []interfaces.Move) balancer.Verdict {
+//
+// It also returns the accepted moves as Pending entries, each with the load
+// Verify counted for the shard, read under the same lock (what the caller
+// passes back as pending until the moves resolve).
+func (f *FSM) VerifyPlanPending(pending []Pending, moves []interfaces.Move) (balancer.Verdict, []Pending) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	base := planState{f.st}
-	if len(pending) == 0 {
-		return balancer.Verify(base, moves)
+	var st balancer.PlanState = planState{f.st}
+	if len(pending) > 0 {
+		st = newPendingState(planState{f.st}, pending)
 	}
-	return balancer.Verify(newPendingState(base, pending), moves)
+	v := balancer.Verify(st, moves)
+	accepted := make([]Pending, len(v.Accepted))
+	for i, m := range v.Accepted {
+		accepted[i].Move = m
+		if r := f.st.shard(m.Shard); r != nil {
+			accepted[i].Load = r.load
+		}
+	}
+	return v, accepted
 }
 
 // pendingState is the state seen through the applier's pending moves.

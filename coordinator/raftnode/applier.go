@@ -358,7 +358,7 @@ func (a *Applier) round(reqs []*planReq) {
 	for _, r := range a.inflight {
 		pending = append(pending, r.pending...)
 	}
-	verdict := a.t.FSM.VerifyPlanPending(pending, all)
+	verdict, accepted := a.t.FSM.VerifyPlanPending(pending, all)
 	rd := &round{live: live, results: make([]*PlanResult, len(live))}
 	for i := range rd.results {
 		rd.results[i] = &PlanResult{}
@@ -390,15 +390,8 @@ func (a *Applier) round(reqs []*planReq) {
 		}
 		return
 	}
-	// The load each accepted move carries, as Verify counted it (under the same
-	// state; a shard's load only changes through the log).
-	rd.pending = make([]fsm.Pending, len(verdict.Accepted))
-	for i, m := range verdict.Accepted {
-		rd.pending[i] = fsm.Pending{Move: m}
-		if st, ok := a.t.FSM.Shard(m.Shard); ok {
-			rd.pending[i].Load = st.Spec.Load
-		}
-	}
+	// The accepted moves with the loads Verify counted, under the same lock.
+	rd.pending = accepted
 
 	// Propose the accepted moves in entries of at most MaxBatch moves; raft
 	// pipelines them.
