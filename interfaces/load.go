@@ -228,3 +228,19 @@ func Sum(ls ...Load) Load {
 	}
 	return out
 }
+
+// WithMeasured returns l with each of CPU, Mem and Net that m measured (> 0) in
+// place of the declared value; what m does not measure keeps l's value. It is
+// how a tier weighs a shard by what its owner reported.
+func (l Load) WithMeasured(m Load) Load {
+	if m.CPU > 0 {
+		l.CPU = m.CPU
+	}
+	if m.Mem > 0 {
+		l.Mem = m.Mem
+	}
+	if m.Net > 0 {
+		l.Net = m.Net
+	}
+	return l
+}

@@ -170,19 +170,7 @@ func (l *liveState) buildShards(w *world) {
 
 // load is the shard's declared load with the measured dimensions (> 0) in
 // place of the declared ones.
-func (s LiveShard) load() interfaces.Load {
-	l, m := s.Shard.Load, s.Measured
-	if m.CPU > 0 {
-		l.CPU = m.CPU
-	}
-	if m.Mem > 0 {
-		l.Mem = m.Mem
-	}
-	if m.Net > 0 {
-		l.Net = m.Net
-	}
-	return l
-}
+func (s LiveShard) load() interfaces.Load { return s.Shard.Load.WithMeasured(s.Measured) }
 
 // place starts the run from the live cluster's assignment and host states.
 func (l *liveState) place(e *engine) {

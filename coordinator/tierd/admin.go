@@ -232,7 +232,9 @@ func (d *Daemon) DeleteJob(ctx context.Context, req *wire.DeleteJobRequest) (*wi
 // ListShards lists this instance's shards with their placement at this tier.
 func (d *Daemon) ListShards(ctx context.Context, req *wire.ListShardsRequest) (*wire.ListShardsResponse, error) {
 	v := d.tier.FSM.View(d.cfg.Tier, d.cfg.Instance)
-	reported := d.reportedLoads(v)
+	d.mu.Lock()
+	reported := ownerLoads(v.Assignments, d.reports)
+	d.mu.Unlock()
 	resp := &wire.ListShardsResponse{}
 	for _, s := range v.Shards {
 		if req.GetJob() != "" && s.Job != req.GetJob() {
@@ -242,10 +244,9 @@ func (d *Daemon) ListShards(ctx context.Context, req *wire.ListShardsRequest) (*
 		if l, ok := reported[s.ID]; ok {
 			info.Measured = wire.LoadToWire(l)
 		}
-		if st, ok := d.tier.FSM.Shard(s.ID); ok {
-			info.Quarantined = st.Quarantined
-		}
-		if st, ok := d.tier.FSM.Shard(s.ID); ok && (st.Owner != "" || st.InFlight != nil) {
+		st, ok := d.tier.FSM.Shard(s.ID)
+		info.Quarantined = st.Quarantined
+		if ok && (st.Owner != "" || st.InFlight != nil) {
 			p := &wire.Placement{Tier: d.cfg.Tier, Instance: d.cfg.Instance, Child: string(st.Owner), Epoch: uint64(st.Epoch)}
 			if st.InFlight != nil {
 				p.Child, p.InFlight = string(st.InFlight.To), true

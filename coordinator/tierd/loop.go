@@ -408,12 +408,31 @@ func (d *Daemon) controlConfig() control.Config {
 // reported, when the owner reports it: a shard whose real load doubled weighs
 // double in the plan. The view's shards are copied, never changed in place.
 func measured(v *interfaces.View) {
-	owner := make(map[interfaces.ShardID]interfaces.ChildID, len(v.Assignments))
-	for _, a := range v.Assignments {
+	loads := ownerLoads(v.Assignments, v.Reports)
+	if len(loads) == 0 {
+		return
+	}
+	shards := make([]interfaces.Shard, len(v.Shards))
+	copy(shards, v.Shards)
+	for i := range shards {
+		if l, ok := loads[shards[i].ID]; ok {
+			// Dimensions the child does not measure keep their declared value.
+			shards[i].Load = shards[i].Load.WithMeasured(l)
+		}
+	}
+	v.Shards = shards
+}
+
+// ownerLoads returns each shard's load as its owner under assignments last
+// reported it (reports of former owners and unusable loads are ignored); nil
+// when there is none.
+func ownerLoads(assignments []interfaces.Assignment, reports map[interfaces.ChildID]interfaces.Report) map[interfaces.ShardID]interfaces.Load {
+	owner := make(map[interfaces.ShardID]interfaces.ChildID, len(assignments))
+	for _, a := range assignments {
 		owner[a.Shard] = a.Child
 	}
 	var loads map[interfaces.ShardID]interfaces.Load
-	for child, r := range v.Reports {
+	for child, r := range reports {
 		for _, sl := range r.Shards {
 			if owner[sl.Shard] != child || !validLoad(sl.Load) {
 				continue // a stale report from a former owner, or nothing usable
@@ -424,28 +443,7 @@ func measured(v *interfaces.View) {
 			loads[sl.Shard] = sl.Load
 		}
 	}
-	if len(loads) == 0 {
-		return
-	}
-	shards := make([]interfaces.Shard, len(v.Shards))
-	copy(shards, v.Shards)
-	for i := range shards {
-		if l, ok := loads[shards[i].ID]; ok {
-			// Dimensions the child does not measure keep their declared value.
-			m := shards[i].Load
-			if l.CPU > 0 {
-				m.CPU = l.CPU
-			}
-			if l.Mem > 0 {
-				m.Mem = l.Mem
-			}
-			if l.Net > 0 {
-				m.Net = l.Net
-			}
-			shards[i].Load = m
-		}
-	}
-	v.Shards = shards
+	return loads
 }
 
 func validLoad(l interfaces.Load) bool {

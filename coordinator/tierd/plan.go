@@ -145,23 +145,3 @@ func newToken() (string, error) {
 	}
 	return hex.EncodeToString(b), nil
 }
-
-// reportedLoads returns each shard's load as its owner in v last reported it
-// (the reports of former owners are ignored), for ListShards' measured field.
-func (d *Daemon) reportedLoads(v *interfaces.View) map[interfaces.ShardID]interfaces.Load {
-	owner := make(map[interfaces.ShardID]interfaces.ChildID, len(v.Assignments))
-	for _, a := range v.Assignments {
-		owner[a.Shard] = a.Child
-	}
-	out := map[interfaces.ShardID]interfaces.Load{}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for child, r := range d.reports {
-		for _, sl := range r.Shards {
-			if owner[sl.Shard] == child && validLoad(sl.Load) {
-				out[sl.Shard] = sl.Load
-			}
-		}
-	}
-	return out
-}
