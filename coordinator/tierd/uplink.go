@@ -166,26 +166,16 @@ func (u *uplink) report() *wire.Report {
 }
 
 // filterView hides the shards being revoked for the parent from the policy: they
-// are leaving and must not be moved between children meanwhile.
+// are leaving and must not be moved between children meanwhile. They leave the
+// view whole (dropShards): shards, assignments, in-flight moves and constraints,
+// so a view never names a shard it does not hold.
 func (u *uplink) filterView(v *interfaces.View) *interfaces.View {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if len(u.revoking) == 0 {
 		return v
 	}
-	shards := v.Shards[:0:0]
-	for _, s := range v.Shards {
-		if _, gone := u.revoking[s.ID]; !gone {
-			shards = append(shards, s)
-		}
-	}
-	as := v.Assignments[:0:0]
-	for _, a := range v.Assignments {
-		if _, gone := u.revoking[a.Shard]; !gone {
-			as = append(as, a)
-		}
-	}
-	v.Shards, v.Assignments = shards, as
+	dropShards(v, func(id interfaces.ShardID) bool { _, gone := u.revoking[id]; return gone })
 	return v
 }
 
