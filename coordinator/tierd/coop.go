@@ -23,12 +23,11 @@ const (
 // child; as a child, what its parent sent it. Guarded by its own lock: the
 // control loop, the uplink's report and the Admin service read it.
 type coopState struct {
-	mu      sync.Mutex
-	mem     coop.Memory
-	last    []interfaces.Constraint // derived in the last round
-	refused []string
-	sent    map[interfaces.ChildID]sentDown
-	seq     uint32
+	mu   sync.Mutex
+	mem  coop.Memory
+	last []interfaces.Constraint // derived in the last round
+	sent map[interfaces.ChildID]sentDown
+	seq  uint32
 
 	// From the parent: its last Constraints message.
 	parentSeq    uint64
@@ -138,7 +137,6 @@ func (d *Daemon) cooperate(v *interfaces.View) []interfaces.Constraint {
 	d.coop.mu.Lock()
 	d.coop.mem = der.Memory
 	d.coop.last = der.Constraints
-	d.coop.refused = der.Refused
 	d.coop.mu.Unlock()
 	// The controller measures a child against its capacity in the view: a
 	// child asked to shed is seen with the limit it got, so the round runs.

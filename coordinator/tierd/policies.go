@@ -141,6 +141,7 @@ func (d *Daemon) runPolicies(ctx context.Context, now time.Time, view *interface
 		return nil
 	}
 	gone := map[interfaces.ShardID]bool{}
+	held := len(quarantined) // quarantined here, before and by this round
 	for _, a := range out.Actions.Quarantine {
 		st, ok := d.tier.FSM.Shard(a.Shard)
 		if !ok || st.Quarantined != "" || st.InFlight != nil {
@@ -151,6 +152,7 @@ func (d *Daemon) runPolicies(ctx context.Context, now time.Time, view *interface
 			continue
 		}
 		gone[a.Shard] = true
+		held++
 		d.scope.Counter("shards_quarantined_total").Inc(1)
 		d.logger.Printf("shard %s quarantined: %s", a.Shard, a.Reason)
 		if st.Owner != "" {
@@ -175,12 +177,6 @@ func (d *Daemon) runPolicies(ctx context.Context, now time.Time, view *interface
 	}
 	// Quarantined shards stay an operator's business until released: one
 	// alert while any is.
-	held := len(quarantined)
-	for _, a := range out.Actions.Quarantine {
-		if _, before := quarantined[a.Shard]; gone[a.Shard] && !before {
-			held++
-		}
-	}
 	if held > 0 {
 		out.Actions.Alerts = append(out.Actions.Alerts, control.Alert{Code: control.AlertQuarantine,
 			Message: fmt.Sprintf("%d shards quarantined at %s/%s (strata shards; release with strata shards release SHARD)", held, d.cfg.Tier, d.cfg.Instance)})

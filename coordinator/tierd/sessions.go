@@ -470,9 +470,8 @@ func (d *Daemon) completeMove(ctx context.Context, shard interfaces.ShardID, epo
 // commits come far less often than reports.
 type ownedIndex struct {
 	mu sync.Mutex
-	at uint64 // the applied index byChild was built at
-	ok bool
-	by map[interfaces.ChildID][]interfaces.Assignment
+	at uint64                                         // the applied index by was built at
+	by map[interfaces.ChildID][]interfaces.Assignment // nil until first built
 }
 
 // of returns child id's assignments. The applied index is read before the
@@ -482,12 +481,12 @@ func (o *ownedIndex) of(f *fsm.FSM, id interfaces.ChildID) []interfaces.Assignme
 	at := f.AppliedIndex()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !o.ok || o.at != at {
+	if o.by == nil || o.at != at {
 		by := make(map[interfaces.ChildID][]interfaces.Assignment, len(o.by))
 		for _, a := range f.Assignments() {
 			by[a.Child] = append(by[a.Child], a)
 		}
-		o.by, o.at, o.ok = by, at, true
+		o.by, o.at = by, at
 	}
 	return o.by[id]
 }

@@ -191,18 +191,8 @@ func (d *Driver) Pid(id interfaces.ShardID) (int, bool) {
 // Exited reports whether shard's process ended on its own (it is then not
 // measured; the agent still holds the shard).
 func (d *Driver) Exited(id interfaces.ShardID) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	p, ok := d.procs[id]
-	if !ok {
-		return false
-	}
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
+	_, ok := d.ExitError(id)
+	return ok
 }
 
 // ExitError reports whether shard's process ended on its own and how ("exit
