@@ -10,11 +10,9 @@ import (
 	"github.com/strata-sched/strata/tiers/control"
 )
 
-// Rejection is a planned move the round refused, with the rule it broke.
-type Rejection struct {
-	Move interfaces.Move
-	Why  string
-}
+// Rejection is a planned move the round refused, with the rule it broke (the
+// controller's type: its own refusals are passed on as they are).
+type Rejection = control.Rejection
 
 // RoundOutcome is what one control round of a tier instance did.
 type RoundOutcome struct {
@@ -86,9 +84,7 @@ func ControlRoundWith(ctx context.Context, ctl *control.Controller, pols *contro
 	}
 	out.Plan = plan
 	admitted, refused := dec.Admit(sv, plan)
-	for _, r := range refused {
-		out.Rejected = append(out.Rejected, Rejection{Move: r.Move, Why: r.Why})
-	}
+	out.Rejected = append(out.Rejected, refused...)
 	if len(admitted) > 0 {
 		// What the FSM checks at commit (owner, epoch, in-flight, target state,
 		// the shard's own constraints, capacity), then the tier's constraints.

@@ -441,11 +441,7 @@ func newEngine(sc *Scenario, spec PolicySpec, seed uint64, replay *replaySeries,
 			limit = float64(a.Rounds)
 		case AssertNoBounce:
 			limit = 0
-			win := a.Within.D()
-			if win == 0 {
-				win = e.cfg.BounceWindow
-			}
-			e.bounceWin = max(e.bounceWin, win)
+			e.bounceWin = max(e.bounceWin, e.bounceWindow(&a))
 		}
 		e.asserts = append(e.asserts, AssertionResult{Policy: spec.Name, Index: i, Line: a.line, Kind: a.Kind, Passed: true, Limit: limit})
 		e.sloHist = append(e.sloHist, &logHist{})

@@ -184,18 +184,16 @@ func (e *engine) constraints(tier string, v *interfaces.View) []interfaces.Const
 // allHostsActive reports whether region name exists and all its hosts are
 // active (in the world, whatever the region has noticed yet).
 func (e *engine) allHostsActive(name string) bool {
-	for r, n := range e.w.regionName {
-		if n != name {
-			continue
-		}
-		for _, h := range e.w.regionHosts[r] {
-			if e.w.hostState[h] != interfaces.ChildActive {
-				return false
-			}
-		}
-		return true
+	r := e.regionIndex(name)
+	if r < 0 {
+		return false
 	}
-	return false
+	for _, h := range e.w.regionHosts[r] {
+		if e.w.hostState[h] != interfaces.ChildActive {
+			return false
+		}
+	}
+	return true
 }
 
 // Versus compares two policies of a run (the versus assertion).

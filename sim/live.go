@@ -1,13 +1,10 @@
 package sim
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -230,28 +227,11 @@ func ParsePlan(data []byte, name string, live *LiveState) (*Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := &Scenario{file: name, dir: filepath.Dir(name)}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(sc); err != nil {
-		if err.Error() == "EOF" {
-			return nil, fmt.Errorf("%s: the file is empty: %w", name, interfaces.ErrInvalid)
-		}
-		return nil, fmt.Errorf("%s: %s: %w", name, strings.ReplaceAll(err.Error(), "\n", " "), interfaces.ErrInvalid)
-	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("%s: %v: %w", name, err, interfaces.ErrInvalid)
-	}
-	sc.root = &root
-	if err := sc.checkPlanSections(); err != nil {
+	sc, err := decodeScenario(data, name)
+	if err != nil {
 		return nil, err
 	}
-	hostRegion := make(map[string]string, len(ls.hosts))
-	for _, h := range ls.hosts {
-		hostRegion[h.Name] = h.Region
-	}
-	if err := sc.checkPlanEvents(hostRegion, ls.regions); err != nil {
+	if err := sc.checkPlanSections(); err != nil {
 		return nil, err
 	}
 	// The live state as topology and workload, for the checks of the rest of
@@ -287,13 +267,13 @@ func ParsePlan(data []byte, name string, live *LiveState) (*Scenario, error) {
 		sc.Duration = Duration(10 * time.Minute)
 	}
 	sc.setDefaults()
+	sc.live = ls // validate names the live cluster in its messages
 	if err := sc.validate(); err != nil {
 		return nil, err
 	}
 	if len(ls.shards) == 0 {
 		sc.Workload.Jobs = nil
 	}
-	sc.live = ls
 	return sc, nil
 }
 
@@ -333,42 +313,6 @@ func (sc *Scenario) checkPlanSections() error {
 				case "jobs", "replay", "arrivals":
 					return fmt.Errorf("%s:%d: workload.%s: not allowed in a plan file: the live cluster's jobs and shards are the workload; change their load with workload.steps, spikes, hot or diurnal: %w", sc.file, kk.Line, kk.Value, interfaces.ErrInvalid)
 				}
-			}
-		}
-	}
-	return nil
-}
-
-// checkPlanEvents checks that events name hosts and regions of the live cluster.
-func (sc *Scenario) checkPlanEvents(hostRegion map[string]string, regions map[string]bool) error {
-	some := func(names []string) string {
-		sort.Strings(names)
-		if len(names) > 8 {
-			names = append(names[:8], "…")
-		}
-		return strings.Join(names, ", ")
-	}
-	for i, e := range sc.Events {
-		path := p("events", i)
-		switch e.Kind {
-		case EventHostFail, EventHostRecover, EventDrain, EventHostSlow:
-			if e.Host == "" {
-				return sc.fail(append(path, "host"), "is required for %s", e.Kind)
-			}
-			if hostRegion[e.Host] == "" {
-				var names []string
-				for h := range hostRegion {
-					names = append(names, h)
-				}
-				return sc.fail(append(path, "host"), "host %q is not a host of the live cluster (hosts: %s)", e.Host, some(names))
-			}
-		case EventRegionLoss, EventRegionBack, EventAddHosts:
-			if !regions[e.Region] {
-				var names []string
-				for r := range regions {
-					names = append(names, r)
-				}
-				return sc.fail(append(path, "region"), "region %q is not a region of the live cluster (regions: %s)", e.Region, some(names))
 			}
 		}
 	}

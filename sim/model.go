@@ -80,7 +80,7 @@ func (w *world) buildRacks(n int) {
 		rr := make([]int32, n)
 		for k := range rr {
 			rr[k] = int32(len(w.rackName))
-			w.rackName = append(w.rackName, fmt.Sprintf("%s-r%d", name, k))
+			w.rackName = append(w.rackName, rackName(name, k))
 			w.rackRegion = append(w.rackRegion, int32(r))
 			w.rackHosts = append(w.rackHosts, nil)
 		}

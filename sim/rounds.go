@@ -611,7 +611,7 @@ func (e *engine) applyRegionMoves(ms []interfaces.Move, t time.Duration) []inter
 			e.trigger(to, t)
 			continue
 		}
-		e.left(i, moveRegion, e.regionIndex(string(m.From)), to, t)
+		e.left(i, moveRegion, e.region_[i], to, t) // verified: m.From is its owner
 		e.startMove(i, moveRegion, to, t, e.moveTime(i, e.sc.Model.CrossRegionBandwidth))
 	}
 	return applied
@@ -641,7 +641,7 @@ func (e *engine) applyRackMoves(ms []interfaces.Move, t time.Duration) []interfa
 			e.triggerRack(k, t)
 			continue
 		}
-		e.left(i, moveRack, e.w.rackIndex(string(m.From)), k, t)
+		e.left(i, moveRack, e.rack_[i], k, t)
 		e.startMove(i, moveRack, k, t, e.moveTime(i, e.sc.Model.MoveBandwidth))
 	}
 	return applied
@@ -661,7 +661,7 @@ func (e *engine) applyHostMoves(ms []interfaces.Move, t time.Duration) []interfa
 			e.dirty = true
 			continue
 		}
-		e.left(i, moveHost, e.w.hostIndex(string(m.From)), h, t)
+		e.left(i, moveHost, e.host[i], h, t)
 		e.startMove(i, moveHost, h, t, e.moveTime(i, e.sc.Model.MoveBandwidth))
 	}
 	return ms

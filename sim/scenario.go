@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -635,11 +637,27 @@ func LoadScenario(path string) (*Scenario, error) {
 // ParseScenario parses and validates a scenario; name is used in messages and its
 // directory resolves relative data file paths.
 func ParseScenario(data []byte, name string) (*Scenario, error) {
+	sc, err := decodeScenario(data, name)
+	if err != nil {
+		return nil, err
+	}
+	sc.setDefaults()
+	if err := sc.validate(); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// decodeScenario decodes a scenario or plan file strictly (unknown keys are
+// errors naming their line) and keeps its YAML tree for the line numbers of
+// later checks; name is used in messages and its directory resolves relative
+// data file paths.
+func decodeScenario(data []byte, name string) (*Scenario, error) {
 	sc := &Scenario{file: name, dir: filepath.Dir(name)}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(sc); err != nil {
-		if errors.Is(err, errEOF) || err.Error() == "EOF" {
+		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%s: the file is empty: %w", name, interfaces.ErrInvalid)
 		}
 		return nil, fmt.Errorf("%s: %s: %w", name, strings.ReplaceAll(err.Error(), "\n", " "), interfaces.ErrInvalid)
@@ -649,14 +667,8 @@ func ParseScenario(data []byte, name string) (*Scenario, error) {
 		return nil, fmt.Errorf("%s: %v: %w", name, err, interfaces.ErrInvalid)
 	}
 	sc.root = &root
-	sc.setDefaults()
-	if err := sc.validate(); err != nil {
-		return nil, err
-	}
 	return sc, nil
 }
-
-var errEOF = errors.New("EOF")
 
 // setDefaults fills in what a scenario may leave out.
 func (sc *Scenario) setDefaults() {
@@ -883,6 +895,9 @@ func (sc *Scenario) hostNames() (hosts map[string]string, regions map[string]boo
 }
 
 func hostName(region string, i int) string { return fmt.Sprintf("%s-h%03d", region, i) }
+
+// rackName is the name of rack k of a region in a rack chain.
+func rackName(region string, k int) string { return fmt.Sprintf("%s-r%d", region, k) }
 
 // validate checks everything that can be checked without running, and names the
 // line and key of the first problem.
@@ -1134,7 +1149,30 @@ func (sc *Scenario) validate() error {
 		}
 	}
 
-	// Events.
+	// Events. An unknown host or region is named with some of the known ones.
+	some := func(set map[string]bool) string {
+		names := slices.Sorted(maps.Keys(set))
+		if len(names) > 8 {
+			names = append(names[:8], "…")
+		}
+		return strings.Join(names, ", ")
+	}
+	unknownHost := func(path []any, h string) error {
+		known := map[string]bool{}
+		for name := range hosts {
+			known[name] = true
+		}
+		if sc.live != nil {
+			return sc.fail(append(path, "host"), "host %q is not a host of the live cluster (hosts: %s)", h, some(known))
+		}
+		return sc.fail(append(path, "host"), "host %q is not in the topology (hosts: %s)", h, some(known))
+	}
+	unknownRegion := func(path []any, r string) error {
+		if sc.live != nil {
+			return sc.fail(append(path, "region"), "region %q is not a region of the live cluster (regions: %s)", r, some(regions))
+		}
+		return sc.fail(append(path, "region"), "region %q is not in the topology (regions: %s)", r, some(regions))
+	}
 	for i, e := range sc.Events {
 		path := p("events", i)
 		if e.At < 0 || e.At > sc.Duration {
@@ -1146,15 +1184,15 @@ func (sc *Scenario) validate() error {
 				return sc.fail(append(path, "host"), "is required for %s", e.Kind)
 			}
 			if hosts[e.Host] == "" {
-				return sc.fail(append(path, "host"), "host %q is not in the topology", e.Host)
+				return unknownHost(path, e.Host)
 			}
 		case EventRegionLoss, EventRegionBack:
 			if !regions[e.Region] {
-				return sc.fail(append(path, "region"), "region %q is not in the topology", e.Region)
+				return unknownRegion(path, e.Region)
 			}
 		case EventAddHosts:
 			if !regions[e.Region] {
-				return sc.fail(append(path, "region"), "region %q is not in the topology", e.Region)
+				return unknownRegion(path, e.Region)
 			}
 			if e.Count <= 0 {
 				return sc.fail(append(path, "count"), "must be > 0")
@@ -1164,7 +1202,7 @@ func (sc *Scenario) validate() error {
 			}
 		case EventHostSlow:
 			if hosts[e.Host] == "" {
-				return sc.fail(append(path, "host"), "host %q is not in the topology", e.Host)
+				return unknownHost(path, e.Host)
 			}
 			if !(e.Factor > 0 && e.Factor <= 1) {
 				return sc.fail(append(path, "factor"), "must be in (0, 1] (got %v)", e.Factor)
@@ -1336,7 +1374,7 @@ func (sc *Scenario) instanceKnown(name string) bool {
 	}
 	for r := range regions {
 		for k := 0; k < sc.Topology.RacksPerRegion; k++ {
-			if name == fmt.Sprintf("%s-r%d", r, k) {
+			if name == rackName(r, k) {
 				return true
 			}
 		}

@@ -26,11 +26,7 @@ func newFlat(in *Instance, seed uint64, policy interfaces.Policy, shards []inter
 	if shards == nil {
 		shards = shardViews(in)
 	}
-	R := in.P.NumResources()
-	for s := range shards {
-		shards[s].Load.CPU = in.P.Load[s*R]
-		shards[s].Load.Mem = in.P.Load[s*R+1]
-	}
+	setLoads(shards, in.P.Load, in.P.NumResources())
 	f := &flat{in: in, seed: int64(seed), policy: policy, host: make([]int32, N), epoch: make([]interfaces.Epoch, N),
 		hosts: hostViews(in), shards: shards, asg: make([]interfaces.Assignment, 0, N)}
 	for s := range f.host {
@@ -44,14 +40,8 @@ func (f *flat) run(ctx context.Context, now func() time.Time) (Run, error) {
 }
 
 func (f *flat) round(ctx context.Context) (interfaces.Status, error) {
-	asg := f.asg[:0]
-	for s, c := range f.host {
-		if c >= 0 {
-			asg = append(asg, interfaces.Assignment{Shard: f.shards[s].ID, Child: f.hosts[c].ID, Epoch: f.epoch[s]})
-		}
-	}
 	v := &interfaces.View{Tier: interfaces.TierRegion, Instance: "flat", Seed: f.seed,
-		Children: f.hosts, Shards: f.shards, Assignments: asg}
+		Children: f.hosts, Shards: f.shards, Assignments: appendAssignments(f.asg[:0], f.shards, f.host, f.hosts, f.epoch)}
 	return planAndApply(ctx, f.policy, v, len(f.host), "host-", len(f.hosts), func(s, c int) error {
 		f.host[s] = int32(c)
 		f.epoch[s]++

@@ -350,6 +350,26 @@ func index(id, prefix string, n int) (int, error) {
 	return i, nil
 }
 
+// setLoads sets the cpu and mem load of every shard view from loads (N rows of
+// R, cpu then mem).
+func setLoads(shards []interfaces.Shard, loads []float64, R int) {
+	for s := range shards {
+		shards[s].Load.CPU = loads[s*R]
+		shards[s].Load.Mem = loads[s*R+1]
+	}
+}
+
+// appendAssignments appends to dst the assignment of every shard s with
+// owner[s] ≥ 0: to children[owner[s]] at epoch[s].
+func appendAssignments(dst []interfaces.Assignment, shards []interfaces.Shard, owner []int32, children []interfaces.Child, epoch []interfaces.Epoch) []interfaces.Assignment {
+	for s, c := range owner {
+		if c >= 0 {
+			dst = append(dst, interfaces.Assignment{Shard: shards[s].ID, Child: children[c].ID, Epoch: epoch[s]})
+		}
+	}
+	return dst
+}
+
 // shardViews builds the contract values of the shards once: ID and load.
 func shardViews(in *Instance) []interfaces.Shard {
 	p := in.P
@@ -485,11 +505,7 @@ func twoRounds(now func() time.Time, in *Instance, host []int32, shards []interf
 	}
 	before := append([]int32(nil), host...)
 	t1 := stamp(now)
-	R := in.P.NumResources()
-	for s := range shards {
-		shards[s].Load.CPU = in.After[s*R]
-		shards[s].Load.Mem = in.After[s*R+1]
-	}
+	setLoads(shards, in.After, in.P.NumResources())
 	st, err := round()
 	if err != nil {
 		return out, fmt.Errorf("rebalance: %w", err)
@@ -523,14 +539,8 @@ func (h *hier) round() (interfaces.Status, error) {
 }
 
 func (h *hier) globalRound() (interfaces.Status, error) {
-	asg := h.asg[:0]
-	for s, r := range h.regionOf {
-		if r >= 0 {
-			asg = append(asg, interfaces.Assignment{Shard: h.gshards[s].ID, Child: h.regions[r].ID, Epoch: h.regionEpoch[s]})
-		}
-	}
 	v := &interfaces.View{Tier: interfaces.TierGlobal, Instance: "global", Seed: h.seed,
-		Children: h.regions, Shards: h.gshards, Assignments: asg}
+		Children: h.regions, Shards: h.gshards, Assignments: appendAssignments(h.asg[:0], h.gshards, h.regionOf, h.regions, h.regionEpoch)}
 	return planAndApply(context.Background(), h.global, v, len(h.regionOf), "region-", len(h.regions), func(s, r int) error {
 		h.regionOf[s] = int32(r)
 		h.regionEpoch[s]++

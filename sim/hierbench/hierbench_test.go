@@ -208,7 +208,7 @@ func TestFlatBudget(t *testing.T) {
 // (atomically: the region workers read it concurrently).
 func TestCriticalPath(t *testing.T) {
 	cfg := smallConfig()
-	cfg.SkipFlat = true
+	cfg.SkipFlat, cfg.Workers = true, 2
 	var ticks atomic.Int64
 	cfg.Now = func() time.Time { return time.Unix(0, ticks.Add(1)*int64(time.Millisecond)) }
 	res, err := Compare(context.Background(), cfg)
@@ -221,6 +221,12 @@ func TestCriticalPath(t *testing.T) {
 	}
 	if h.CriticalPathSeconds != h.GlobalSeconds+h.SlowestRegionSeconds {
 		t.Errorf("critical path %g s, want global %g + slowest %g", h.CriticalPathSeconds, h.GlobalSeconds, h.SlowestRegionSeconds)
+	}
+	// One machine per region can only be faster than the pool: the slowest
+	// region of a round takes no longer than the round's whole region phase,
+	// and with several regions per worker (4 regions, 2 workers) it is shorter.
+	if h.CriticalPathSeconds > h.Seconds || h.SlowestRegionSeconds >= h.RegionSeconds {
+		t.Errorf("critical path %g s (slowest regions %g s) against the run's %g s (region phases %g s)", h.CriticalPathSeconds, h.SlowestRegionSeconds, h.Seconds, h.RegionSeconds)
 	}
 	// Without a clock there is nothing to report.
 	cfg.Now = nil
