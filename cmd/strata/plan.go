@@ -598,14 +598,9 @@ func planScenario(ctx context.Context, g *globalOptions, conns *adminConns, addr
 	if err := out.print(g.stdout, res, func(w io.Writer) error { return printScenarioPlan(w, res, src.globalAddr) }); err != nil {
 		return err
 	}
-	if failed := simRes.Failed(); len(failed) > 0 {
-		var msgs []string
-		for _, a := range failed {
-			msgs = append(msgs, fmt.Sprintf("%s: assertion %d (%s, line %d): %s", a.Policy, a.Index, a.Kind, a.Line, a.Message))
-		}
-		return &exitError{code: 1, err: fmt.Errorf("%d assertion(s) failed in the simulation (nothing was applied):\n  %s", len(failed), strings.Join(msgs, "\n  "))}
-	}
-	return nil
+	// The report's assertions, versus included (the run's own list has only the
+	// per-policy ones).
+	return failedAssertions(res.Simulation, "in the simulation (nothing was applied)")
 }
 
 func describeEvent(e sim.Event) string {

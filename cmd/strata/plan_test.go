@@ -254,6 +254,21 @@ events:
 		}
 	}
 
+	// A failed versus assertion (judged once both policies ran) fails the
+	// command, like any other assertion.
+	versus := writePlanFile(t, "plan-versus.yaml", fmt.Sprintf(`duration: 2m
+events:
+  - {at: 0, kind: drain, host: %s}
+policies:
+  - {name: one, solver: greedy}
+  - {name: same, solver: greedy}
+assertions:
+  - {kind: versus, policy: same, baseline: one, spread_better: 0.9}
+`, host))
+	if code, out, errOut := runCLI("plan", "--addr", addr, "--scenario", versus); code != 1 || !strings.Contains(errOut, "versus") || !strings.Contains(errOut, "nothing was applied") {
+		t.Errorf("a failed versus assertion: exit %d, stderr %q\n%s", code, errOut, out)
+	}
+
 	// A change of the region's state since the plan: the token is refused.
 	other := ""
 	for name, r := range c.HostRegion {

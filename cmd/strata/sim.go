@@ -127,14 +127,21 @@ func runSim(ctx context.Context, g *globalOptions, f *simFlags, file string, com
 			return err
 		}
 	}
-	if failed := rep.Failed(); len(failed) > 0 {
-		var msgs []string
-		for _, a := range failed {
-			msgs = append(msgs, fmt.Sprintf("%s: assertion %d (%s, line %d): %s", a.Policy, a.Index, a.Kind, a.Line, a.Message))
-		}
-		return &exitError{code: 1, err: fmt.Errorf("%d assertion(s) failed (seed %d):\n  %s", len(failed), res.Seed, strings.Join(msgs, "\n  "))}
+	return failedAssertions(rep, fmt.Sprintf("(seed %d)", res.Seed))
+}
+
+// failedAssertions is nil when every assertion of rep passed, else an exit-1
+// error listing the failed ones; where says where they were judged.
+func failedAssertions(rep sim.Report, where string) error {
+	failed := rep.Failed()
+	if len(failed) == 0 {
+		return nil
 	}
-	return nil
+	msgs := make([]string, len(failed))
+	for i, a := range failed {
+		msgs[i] = fmt.Sprintf("%s: assertion %d (%s, line %d): %s", a.Policy, a.Index, a.Kind, a.Line, a.Message)
+	}
+	return &exitError{code: 1, err: fmt.Errorf("%d assertion(s) failed %s:\n  %s", len(failed), where, strings.Join(msgs, "\n  "))}
 }
 
 func writeSimDir(dir string, rep sim.Report, res *sim.Result) error {
