@@ -83,13 +83,9 @@ Example:
 			if maxMoves < 0 {
 				return fmt.Errorf("--max-moves: must be ≥ 0 (got %d)", maxMoves)
 			}
-			now := time.Now
-			switch clock {
-			case "wall":
-			case "cpu":
-				now = cpuNow
-			default:
-				return fmt.Errorf("--clock: must be one of wall, cpu (got %q)", clock)
+			now, err := benchClock(clock)
+			if err != nil {
+				return err
 			}
 			s, err := balancer.SolverByName(solver)
 			if err != nil {
@@ -126,6 +122,17 @@ Example:
 	f.StringVar(&clock, "clock", "wall", "clock for seconds and the time budget: wall, or cpu (this process's CPU time, for a shared machine)")
 	out.register(cmd)
 	return cmd
+}
+
+// benchClock is the clock of --clock: wall (time.Now) or cpu (cpuNow).
+func benchClock(name string) (func() time.Time, error) {
+	switch name {
+	case "wall":
+		return time.Now, nil
+	case "cpu":
+		return cpuNow, nil
+	}
+	return nil, fmt.Errorf("--clock: must be one of wall, cpu (got %q)", name)
 }
 
 // cpuNow returns the process's CPU time (user + system) as a time, so that a

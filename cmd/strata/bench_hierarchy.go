@@ -107,13 +107,9 @@ Example:
 			if !tiers.Default.Has(policy) {
 				return fmt.Errorf("--policy: unknown policy %q (known: %s)", policy, strings.Join(tiers.Default.Names(), ", "))
 			}
-			now := time.Now
-			switch clock {
-			case "wall":
-			case "cpu":
-				now = cpuNow
-			default:
-				return fmt.Errorf("--clock: must be one of wall, cpu (got %q)", clock)
+			now, err := benchClock(clock)
+			if err != nil {
+				return err
 			}
 			base := interfaces.PolicyConfig{}
 			if candidates > 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -139,6 +140,7 @@ that is not quarantined anywhere is an error (exit code 1).`,
 			}
 			released := 0
 			var callErr error
+			var unasked []string // instances that could not say
 			eachInstance(roots, func(n *tierNode, _ *childNode) {
 				if callErr != nil {
 					return
@@ -149,6 +151,10 @@ that is not quarantined anywhere is an error (exit code 1).`,
 					return
 				}
 				resp, err := c.Explain(ctx, &wire.ExplainRequest{Shard: args[0], Limit: 1})
+				if err != nil && !errors.Is(wire.FromStatus(err), interfaces.ErrNotFound) {
+					unasked = append(unasked, remoteCallErr(n.Address, err).Error())
+					return
+				}
 				if err != nil || resp.GetQuarantined() == "" {
 					return // not known or not quarantined here
 				}
@@ -163,8 +169,14 @@ that is not quarantined anywhere is an error (exit code 1).`,
 			if callErr != nil {
 				return callErr
 			}
+			if released == 0 && len(unasked) > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("shard %s is not quarantined at any tier instance that answered; %d could not be asked:\n  %s", args[0], len(unasked), strings.Join(unasked, "\n  "))}
+			}
 			if released == 0 {
 				return &exitError{code: 1, err: fmt.Errorf("shard %s is not quarantined at any tier instance: %w", args[0], interfaces.ErrNotFound)}
+			}
+			for _, w := range unasked {
+				fmt.Fprintf(g.stderr, "warning: %s\n", w)
 			}
 			return nil
 		},
