@@ -11,7 +11,9 @@
 //     arriving and leaving), replay of a per-shard load CSV and of a real arrival
 //     series.
 //   - events.go: the discrete-event queue, ordered by (virtual time, sequence),
-//     and VirtualClock, an interfaces.Clock driven by the run.
+//     and VirtualClock, an interfaces.Clock advanced with Set, for code that
+//     needs a Clock on virtual time (the engine itself gives policies the
+//     virtual time as View.Now, Epoch + t).
 //   - engine.go: the tick loop over dense arrays (loads, host sums, M/M/1
 //     latency, backlog), metrics and assertions.
 //   - rounds.go: the hierarchy — a global tier instance over regions, a region

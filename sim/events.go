@@ -80,8 +80,8 @@ func (s *scheduler) next(t time.Duration) (event, bool) {
 // from it, and policies see Now = Epoch + virtual time.
 var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// VirtualClock is an interfaces.Clock driven by the simulator: Now is the
-// virtual time, and After fires when the simulation advances past the deadline.
+// VirtualClock is an interfaces.Clock on virtual time: Now is the time last Set
+// (from Epoch), and After fires once Set moves past the deadline.
 type VirtualClock struct {
 	mu      sync.Mutex
 	now     time.Duration
