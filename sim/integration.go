@@ -57,7 +57,7 @@ func (e *engine) coopConfig() coop.Config {
 // rep, by integration mode: only a collaborative region sends any, derived by
 // coop.ChildHints from the region's hosts and the shards it holds, with the
 // target the global tier last sent it.
-func (e *engine) regionHints(r int32, rep interfaces.Report) []interfaces.Hint {
+func (e *engine) regionHints(r int32, rep interfaces.Report, shards []int32) []interfaces.Hint {
 	if e.spec.Integration != Collaborative {
 		return nil
 	}
@@ -65,7 +65,7 @@ func (e *engine) regionHints(r int32, rep interfaces.Report) []interfaces.Hint {
 	if d, ok := e.coop().down[rep.Child]; ok && d.Target > 0 {
 		cfg.Target = d.Target
 	}
-	hs, err := coop.ChildHints(e.hintView(r), cfg)
+	hs, err := coop.ChildHints(e.hintView(r, shards), cfg)
 	if err != nil {
 		// The config is validated with the scenario (reserve ∈ [0, 0.9]).
 		panic(fmt.Sprintf("sim: coop.ChildHints: %v", err))
@@ -74,10 +74,10 @@ func (e *engine) regionHints(r int32, rep interfaces.Report) []interfaces.Hint {
 }
 
 // hintView is region r's picture for its hints: its hosts with their current
-// load and modeled p99 as reports, and the shards the global tier gave it (not
-// those leaving it), placed on their hosts (in-flight host moves counted as
-// done).
-func (e *engine) hintView(r int32) *interfaces.View {
+// load and modeled p99 as reports, and shards — those the global tier gave it
+// and that are not leaving it (regionShards) — placed on their hosts (in-flight
+// host moves counted as done).
+func (e *engine) hintView(r int32, shards []int32) *interfaces.View {
 	w := e.w
 	v := &interfaces.View{Tier: interfaces.TierRegion, Instance: w.regionName[r], Now: Epoch.Add(e.now), Reports: map[interfaces.ChildID]interfaces.Report{}}
 	for _, h := range w.regionHosts[r] {
@@ -88,11 +88,8 @@ func (e *engine) hintView(r int32) *interfaces.View {
 		u := interfaces.Load{CPU: e.hostLoad[o], Mem: e.hostLoad[o+1], Net: e.hostLoad[o+2], Tasks: e.hostLoad[o+3]}
 		v.Reports[id] = interfaces.Report{Child: id, Capacity: capacity, Used: u, LatencyP99: time.Duration(e.hostLat[h] * float64(time.Millisecond))}
 	}
-	for i, act := range w.active {
-		if !act || e.region_[i] != r || e.moveKind[i] == moveRegion {
-			continue
-		}
-		v.Shards = append(v.Shards, e.shard(i, w.rcons[i]))
+	for _, i := range shards {
+		v.Shards = append(v.Shards, e.shard(int(i), w.rcons[i]))
 		h := e.host[i]
 		if e.moveKind[i] == moveHost {
 			h = e.moveTo[i]
@@ -102,6 +99,22 @@ func (e *engine) hintView(r int32) *interfaces.View {
 		}
 	}
 	return v
+}
+
+// regionShards lists, per region, the active shards the global tier gave it and
+// that are not leaving it, in index order: one pass for all the regions' hints
+// of a global round (nil outside collaborative mode, which sends none).
+func (e *engine) regionShards() [][]int32 {
+	if e.spec.Integration != Collaborative {
+		return nil
+	}
+	out := make([][]int32, len(e.w.regionName))
+	for i, act := range e.w.active {
+		if r := e.region_[i]; act && r >= 0 && e.moveKind[i] != moveRegion {
+			out[r] = append(out[r], int32(i))
+		}
+	}
+	return out
 }
 
 // constraints returns the tier-level constraints for a view by integration

@@ -323,6 +323,7 @@ func (e *engine) globalView(t time.Duration) (*interfaces.View, map[interfaces.C
 	var silent map[interfaces.ChildID]time.Time
 	v := &interfaces.View{Tier: interfaces.TierGlobal, Instance: interfaces.TierGlobal, Now: Epoch.Add(t), Seed: e.roundSeed(-1), Reports: map[interfaces.ChildID]interfaces.Report{}}
 	used := e.groupShards(v, func(int) bool { return true }, w.gcons, e.region_, w.regionName, e.epochR, moveRegion, 0, len(w.regionName))
+	hintShards := e.regionShards()
 	for r, name := range w.regionName {
 		capacity, live := e.regionCapacity(int32(r))
 		st := interfaces.ChildActive
@@ -357,7 +358,11 @@ func (e *engine) globalView(t time.Duration) (*interfaces.View, map[interfaces.C
 			continue // a lost region sends no report
 		}
 		rep := e.groupReport(t, id, capacity, used[r], w.regionHosts[r])
-		rep.Hints = e.regionHints(int32(r), rep)
+		var mine []int32
+		if hintShards != nil {
+			mine = hintShards[r]
+		}
+		rep.Hints = e.regionHints(int32(r), rep, mine)
 		v.Reports[id] = rep
 	}
 	v.Constraints = e.constraints(interfaces.TierGlobal, v)
