@@ -251,12 +251,11 @@ func newPlanApplyCmd(g *globalOptions) *cobra.Command {
 // liveSource is what "plan --scenario" read of the live cluster: the state the
 // simulator starts from, and where each tier instance's leader answers.
 type liveSource struct {
-	state      *sim.LiveState
-	globalAddr string
-	global     *tierNode
-	regions    map[string]*tierNode // region → its instance (leader address in LeaderAddress)
-	unplaced   int
-	measured   int // shards with a measured load
+	state    *sim.LiveState
+	global   *tierNode            // its leader address in LeaderAddress
+	regions  map[string]*tierNode // region → its instance (leader address in LeaderAddress)
+	unplaced int
+	measured int // shards with a measured load
 }
 
 // readLive reads the live state through the Admin API at addr, which must serve
@@ -301,9 +300,10 @@ func readLive(ctx context.Context, conns *adminConns, addr string) (*liveSource,
 	if err != nil {
 		return nil, err
 	}
-	src := &liveSource{state: &sim.LiveState{GlobalPolicy: policyName(gi.GetPolicy())}, globalAddr: gaddr, regions: map[string]*tierNode{},
+	src := &liveSource{state: &sim.LiveState{GlobalPolicy: policyName(gi.GetPolicy())}, regions: map[string]*tierNode{},
 		global: &tierNode{Tier: interfaces.TierGlobal, Instance: gi.GetInstance(), Address: addr, LeaderAddress: gaddr, StateIndex: gi.GetStateIndex()}}
-	hostOf := map[string]string{}
+	type placedAt struct{ region, host string }
+	hostOf := map[string]placedAt{}
 	measured := map[string]interfaces.Load{}
 	for _, cs := range gi.GetChildren() {
 		region := cs.GetChild().GetId()
@@ -344,7 +344,7 @@ func readLive(ctx context.Context, conns *adminConns, addr string) (*liveSource,
 		}
 		for _, info := range infos {
 			if pl := info.GetPlacement(); len(pl) > 0 && pl[0].GetChild() != "" {
-				hostOf[info.GetShard().GetId()] = region + "\x00" + pl[0].GetChild()
+				hostOf[info.GetShard().GetId()] = placedAt{region, pl[0].GetChild()}
 				if m := info.GetMeasured(); m != nil {
 					l, err := wire.LoadFromWire(m)
 					if err != nil {
@@ -370,8 +370,8 @@ func readLive(ctx context.Context, conns *adminConns, addr string) (*liveSource,
 		}
 		// The host counts only when the shard's region (as the global tier
 		// sees it) is the region that placed it.
-		if r, h, ok := strings.Cut(hostOf[string(sh.ID)], "\x00"); ok && r == ls.Region {
-			ls.Host = h
+		if at, ok := hostOf[string(sh.ID)]; ok && at.region == ls.Region {
+			ls.Host = at.host
 			if m, ok := measured[string(sh.ID)]; ok {
 				ls.Measured = m
 				src.measured++
@@ -595,7 +595,7 @@ func planScenario(ctx context.Context, g *globalOptions, conns *adminConns, addr
 		res.Agreement = append(res.Agreement, agreement(pl, spec.Name, res.Predicted))
 	}
 
-	if err := out.print(g.stdout, res, func(w io.Writer) error { return printScenarioPlan(w, res, src.globalAddr) }); err != nil {
+	if err := out.print(g.stdout, res, func(w io.Writer) error { return printScenarioPlan(w, res, src.global.LeaderAddress) }); err != nil {
 		return err
 	}
 	// The report's assertions, versus included (the run's own list has only the
