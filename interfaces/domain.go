@@ -237,6 +237,19 @@ func (k ConstraintKind) String() string {
 	return "unknown"
 }
 
+// ParseConstraintKind returns the kind a name (ConstraintKind.String) names.
+func ParseConstraintKind(name string) (ConstraintKind, bool) {
+	for k, n := range constraintKindNames {
+		if n == name {
+			return ConstraintKind(k), true
+		}
+	}
+	return 0, false
+}
+
+// ConstraintKindNames lists the kinds' names, in kind order.
+func ConstraintKindNames() []string { return constraintKindNames[:] }
+
 // Constraint is a tier-level rule, given by an operator, derived from a child's hint
 // or sent down by a parent as a budget.
 type Constraint struct {

@@ -134,18 +134,7 @@ func (e *engine) constraints(tier string, v *interfaces.View) []interfaces.Const
 				continue
 			}
 			c := interfaces.Constraint{Limit: cs.Limit.Load(), Max: cs.Max, MaxBytes: int64(cs.MaxBytes), Reason: "operator constraint"}
-			switch cs.Kind {
-			case "capacity":
-				c.Kind = interfaces.ConstraintCapacity
-			case "avoid":
-				c.Kind = interfaces.ConstraintAvoid
-			case "allowed":
-				c.Kind = interfaces.ConstraintAllowed
-			case "pin":
-				c.Kind = interfaces.ConstraintPin
-			case "max_moves":
-				c.Kind = interfaces.ConstraintMaxMoves
-			}
+			c.Kind, _ = interfaces.ParseConstraintKind(cs.Kind) // validated with the scenario
 			for _, ch := range cs.Children {
 				if inView[interfaces.ChildID(ch)] {
 					c.Children = append(c.Children, interfaces.ChildID(ch))

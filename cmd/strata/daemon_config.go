@@ -39,8 +39,8 @@ type tierFile struct {
 	// ControlPolicies selects the control policies (tiers/control: straggler,
 	// doctor, autoscale — the default; [] runs none); ControlPolicyConfig
 	// configures them by name.
-	ControlPolicies     []string                     `yaml:"control_policies"`
-	ControlPolicyConfig map[string]map[string]string `yaml:"control_policy_config"`
+	ControlPolicies     []string                          `yaml:"control_policies"`
+	ControlPolicyConfig map[string]control.PolicySettings `yaml:"control_policy_config"`
 	// Integration (decoupled, manual, collaborative: the default), operator
 	// constraints for manual mode, collaborative mode's settings, and the
 	// labels this instance announces to its parent.
@@ -70,18 +70,14 @@ type coopFile struct {
 	MinBudget      int      `yaml:"min_budget"`
 }
 
-var constraintKinds = map[string]interfaces.ConstraintKind{
-	"capacity": interfaces.ConstraintCapacity, "pin": interfaces.ConstraintPin, "allowed": interfaces.ConstraintAllowed,
-	"anti_affinity": interfaces.ConstraintAntiAffinity, "max_moves": interfaces.ConstraintMaxMoves, "avoid": interfaces.ConstraintAvoid,
-}
-
 func (f tierFile) constraints() ([]interfaces.Constraint, error) {
 	var out []interfaces.Constraint
 	for i, c := range f.Constraints {
 		field := fmt.Sprintf("constraints[%d]", i)
-		kind, ok := constraintKinds[c.Kind]
+		kind, ok := interfaces.ParseConstraintKind(c.Kind)
 		if !ok {
-			return nil, fmt.Errorf("%s.kind: must be capacity, pin, allowed, anti_affinity, max_moves or avoid (got %q): %w", field, c.Kind, interfaces.ErrInvalid)
+			names := interfaces.ConstraintKindNames()
+			return nil, fmt.Errorf("%s.kind: must be %s or %s (got %q): %w", field, strings.Join(names[:len(names)-1], ", "), names[len(names)-1], c.Kind, interfaces.ErrInvalid)
 		}
 		limit, err := c.Limit.load(field + ".limit")
 		if err != nil {
@@ -263,18 +259,6 @@ func readConfig(path string, v any) error {
 	return decodeStrict(path, data, v)
 }
 
-// controlPolicySettings converts control_policy_config (nil stays nil).
-func controlPolicySettings(m map[string]map[string]string) map[string]control.PolicySettings {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]control.PolicySettings, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
 // tierConfig turns a tier file into the daemon's configuration.
 func (f tierFile) tierConfig() (tierd.Config, error) {
 	if f.Tier == "" {
@@ -288,7 +272,7 @@ func (f tierFile) tierConfig() (tierd.Config, error) {
 		Interval: time.Duration(f.Control.Interval), LeaseTTL: time.Duration(f.Control.LeaseTTL),
 		Grace: time.Duration(f.Control.Grace), SolveTimeout: time.Duration(f.Control.SolveTimeout),
 		ReportInterval: time.Duration(f.Control.ReportInterval), MaxMoves: f.Control.MaxMoves,
-		ControlPolicies: f.ControlPolicies, ControlPolicyConfig: controlPolicySettings(f.ControlPolicyConfig),
+		ControlPolicies: f.ControlPolicies, ControlPolicyConfig: f.ControlPolicyConfig,
 	}
 	if c.Instance == "" && c.Tier == interfaces.TierGlobal {
 		c.Instance = "global"
