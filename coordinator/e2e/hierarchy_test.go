@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"testing"
 	"time"
@@ -172,6 +173,28 @@ func TestMultiProcessHierarchy(t *testing.T) {
 		t.Errorf("drain of an unknown host: got %v, want NotFound", err)
 	}
 	eventually(t, "drained host empty", 60*time.Second, func() error { return allPlaced(ctx, c, n, drained) })
+	// Draining takes capacity from region-2, so the global tier may still be
+	// moving shards between regions: a shard the new region has just assigned
+	// starts on its host some tens of milliseconds later. Sample the ledgers
+	// only once the placement has held still for a second.
+	eventually(t, "placement settled", 60*time.Second, func() error {
+		before, err := placement(ctx, c)
+		if err != nil {
+			return err
+		}
+		time.Sleep(time.Second)
+		if err := allPlaced(ctx, c, n, drained); err != nil {
+			return err
+		}
+		after, err := placement(ctx, c)
+		if err != nil {
+			return err
+		}
+		if !maps.Equal(before, after) {
+			return fmt.Errorf("placement still changing")
+		}
+		return nil
+	})
 
 	// The ledgers of what the hosts actually ran: never two hosts at once, and
 	// every shard running now.
