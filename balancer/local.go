@@ -82,7 +82,8 @@ func solveLocal(p *Problem, o Options, goals []Goal) (Result, error) {
 	}
 	// Explain what still breaks a constraint in the final assignment (kicks may
 	// have placed shards the repair could not).
-	res, err := Finish(p, o, SolverLocal, st.assign, clk.started, partial, pl.explainForced(4*k))
+	infeasible, cut := pl.explainForced(4*k, clk)
+	res, err := Finish(p, o, SolverLocal, st.assign, clk.started, partial || cut, infeasible)
 	res.Iterations = ls.iters
 	return res, err
 }

@@ -334,6 +334,42 @@ func TestLocalAnytimeBudgets(t *testing.T) {
 	}
 }
 
+// TestDeadlineBoundsPlacement: a deadline that ends the repair of a placement
+// from nothing ends the solve — the last-chance pass does not go on to place
+// (and explain) every shard the repair had not reached. The plan is partial,
+// with the shards it did not reach unplaced and not reported infeasible.
+func TestDeadlineBoundsPlacement(t *testing.T) {
+	p, err := Generate(InstanceSpec{Shards: 2000, Hosts: 50, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := range p.Current {
+		p.Current[s] = -1
+	}
+	polls := 0
+	res, err := Solve(SolverLocal, p, Options{Deadline: func() bool { polls++; return polls > 20 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed := 0
+	for _, c := range res.Assignment {
+		if c >= 0 {
+			placed++
+		}
+	}
+	if res.Status != interfaces.StatusPartial || len(res.Infeasible) != 0 {
+		t.Errorf("status %v with %d explained infeasible, want partial with none", res.Status, len(res.Infeasible))
+	}
+	if placed == 0 || placed > 20 {
+		t.Errorf("%d of %d shards placed after 20 deadline polls, want 1..20", placed, p.NumShards())
+	}
+	for _, v := range CheckHard(p, res.Assignment) {
+		if v.Constraint != ConstraintUnplaced {
+			t.Errorf("partial plan breaks a constraint: %+v", v)
+		}
+	}
+}
+
 // TestExplainForcedRetriesAfterRoomIsMade: the last-chance pass must retry a
 // shard when a later shard's move made room for it. s0 may only run on c1,
 // where s1 leaves no room; s1 is pinned to c0, where s2 leaves no room; s2 may
@@ -356,7 +392,10 @@ func TestExplainForcedRetriesAfterRoomIsMade(t *testing.T) {
 	}
 	st := newState(p, DefaultGoals(), LatencyModel{}, p.Current)
 	pl := newPlacer(st)
-	inf := pl.explainForced(8)
+	inf, cut := pl.explainForced(8, nil)
+	if cut {
+		t.Error("cut short without a clock")
+	}
 	if len(inf) != 0 {
 		t.Errorf("reported infeasible: %+v", inf)
 	}

@@ -72,10 +72,13 @@ func Finish(p *Problem, o Options, solver string, assign []int32, startedAt time
 		}
 	}
 	switch {
-	case unplaced || len(infeasible) > 0:
+	case len(infeasible) > 0:
 		res.Status = interfaces.StatusInfeasible
 	case partial:
+		// Cut short: shards it had not reached yet may still be unplaced.
 		res.Status = interfaces.StatusPartial
+	case unplaced:
+		res.Status = interfaces.StatusInfeasible
 	default:
 		res.Status = interfaces.StatusOK
 	}

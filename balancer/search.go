@@ -521,9 +521,12 @@ const lastChancePasses = 4
 
 // explainForced makes a last attempt to move every unlocked shard that still
 // breaks a hard constraint where it is (best feasible child, else making room),
-// and explains those that stay.
-func (pl *placer) explainForced(k int) []interfaces.Infeasible {
-	var out []interfaces.Infeasible
+// and explains those that stay. When clk's budget runs out (clk may be nil) it
+// stops where it is and explains nothing: the shards it did not reach were not
+// found infeasible, the solve was cut short (cut is true; Finish then reports
+// the plan as partial).
+func (pl *placer) explainForced(k int, clk *clock) (out []interfaces.Infeasible, cut bool) {
+	expired := func() bool { return clk != nil && clk.expired() }
 	// A placement late in a pass can make room for a shard tried earlier, so
 	// passes repeat while they reduce the number of forced shards — a few at
 	// most: with many shards that fit nowhere each pass costs an ejection
@@ -532,6 +535,9 @@ func (pl *placer) explainForced(k int) []interfaces.Infeasible {
 		for s := 0; s < pl.st.N; s++ {
 			if pl.st.p.IsLocked(s) || !pl.stillForced(s) {
 				continue
+			}
+			if expired() {
+				return nil, true
 			}
 			if dst, _ := pl.bestDestination(s, k); dst >= 0 {
 				pl.move(s, int32(dst))
@@ -551,7 +557,7 @@ func (pl *placer) explainForced(k int) []interfaces.Infeasible {
 			out = append(out, inf)
 		}
 	}
-	return out
+	return out, false
 }
 
 // forcedCount counts the unlocked shards that still break a hard constraint.

@@ -10,7 +10,7 @@ type Status uint8
 const (
 	StatusOK         Status = iota // every shard placed
 	StatusInfeasible               // some shards could not be placed; see Plan.Infeasible
-	StatusPartial                  // a budget (time, moves) ended the solve early; the plan is valid
+	StatusPartial                  // a budget (time, moves, deadline) ended the solve early; the plan is valid, shards it had not reached may be unplaced
 )
 
 var statusNames = [...]string{"ok", "infeasible", "partial"}

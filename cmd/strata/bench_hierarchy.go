@@ -133,16 +133,11 @@ Example:
 				Shards: shards, Hosts: hosts, Regions: regions, Seed: seed,
 				GlobalPolicy: policy, RegionPolicy: policy, FlatPolicy: policy,
 				GlobalConfig: withTarget(globalTarget), RegionConfig: withTarget(regionTarget), FlatConfig: base,
-				Change: chg, Workers: workers, SkipFlat: noFlat, MatchQuality: true, Now: now,
+				Change: chg, Workers: workers, SkipFlat: noFlat, MatchQuality: true, Now: now, FlatBudget: flatBudget,
 			}
 			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()
-			}
-			if flatBudget > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, flatBudget)
-				defer cancel()
 			}
 			res, err := hierbench.Compare(ctx, cfg)
 			if err != nil {

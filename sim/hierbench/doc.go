@@ -42,7 +42,8 @@
 // is the worse of cpu and mem. moves counts the shards whose host changed in the
 // rebalance round; placements (round 1) are N for both and reported apart.
 //
-// The package never reads a clock: Config.Now times the runs (wall or CPU time,
-// the caller chooses), and the flat run's time budget comes in as a context.
+// The package reads no clock of its own: Config.Now times the runs (wall or CPU
+// time, the caller chooses); the flat run's time budget (Config.FlatBudget) is
+// a context timeout set when the flat run starts.
 // Everything except the seconds is deterministic for a seed.
 package hierbench

@@ -38,6 +38,10 @@ type Config struct {
 	MatchQuality bool
 	// Now times the runs (wall or CPU time); nil reports 0 seconds.
 	Now func() time.Time
+	// FlatBudget bounds the flat run (0 = none): its context gets this timeout
+	// when the flat run starts, and a plan in progress when it ends is cut
+	// short (status partial).
+	FlatBudget time.Duration
 }
 
 // Run is what one side (hierarchy or flat) did.
@@ -93,8 +97,8 @@ type Result struct {
 	// FlatTarget is the target_max_over_lb the flat policy ran with when
 	// MatchQuality is set (the hierarchy's max_over_lb), else 0.
 	FlatTarget float64 `json:"flat_target_max_over_lb,omitempty"`
-	// FlatReached says whether the flat run reached FlatTarget (it may run out
-	// of its time budget first).
+	// FlatReached says whether the flat run placed every shard and reached
+	// FlatTarget (it may run out of its time budget first).
 	FlatReached bool `json:"flat_reached_target"`
 	// Speedup is Flat.Seconds / Hier.Seconds (0 without a flat run).
 	Speedup float64 `json:"speedup"`
@@ -240,12 +244,18 @@ func CompareInstance(ctx context.Context, cfg Config, in *Instance) (Result, err
 		shards := h.gshards
 		h = nil // the hierarchy's views are garbage now
 		f := newFlat(in, cfg.Seed, fp, shards)
-		if res.Flat, err = f.run(ctx, cfg.Now); err != nil {
+		fctx := ctx
+		if cfg.FlatBudget > 0 {
+			var cancel context.CancelFunc
+			fctx, cancel = context.WithTimeout(ctx, cfg.FlatBudget)
+			defer cancel()
+		}
+		if res.Flat, err = f.run(fctx, cfg.Now); err != nil {
 			return Result{}, fmt.Errorf("flat: %w", err)
 		}
 		res.Flat.score(in, f.host, lb)
 		res.FlatHost = f.host
-		res.FlatReached = res.FlatTarget > 0 && res.Flat.MaxOverLB <= res.FlatTarget*(1+1e-9)
+		res.FlatReached = res.FlatTarget > 0 && res.Flat.Unplaced == 0 && res.Flat.MaxOverLB <= res.FlatTarget*(1+1e-9)
 		if res.Hier.Seconds > 0 {
 			res.Speedup = res.Flat.Seconds / res.Hier.Seconds
 		}

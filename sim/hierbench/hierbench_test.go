@@ -184,21 +184,34 @@ func TestBadConfig(t *testing.T) {
 	}
 }
 
-// TestFlatBudget: a flat run whose context is already done still applies
-// every round and reports a valid, partial result.
+// TestFlatBudget: a flat run whose context is already done, or whose
+// FlatBudget ends at once, still applies every round and reports a valid,
+// partial result; the hierarchy is not cut.
 func TestFlatBudget(t *testing.T) {
-	cfg := smallConfig()
-	ctx, cancel := context.WithCancel(context.Background())
+	done, cancel := context.WithCancel(context.Background())
 	cancel()
-	res, err := Compare(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Flat.Status != "partial" && res.Flat.Status != "infeasible" {
-		t.Errorf("flat status %s, want partial or infeasible (cut short)", res.Flat.Status)
-	}
-	if res.Hier.Status != "ok" {
-		t.Errorf("the hierarchy has no deadline, status %s", res.Hier.Status)
+	for name, tc := range map[string]struct {
+		ctx    context.Context
+		budget time.Duration
+	}{
+		"context done": {done, 0},
+		"budget":       {context.Background(), time.Nanosecond},
+	} {
+		cfg := smallConfig()
+		cfg.FlatBudget = tc.budget
+		res, err := Compare(tc.ctx, cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if res.Flat.Status != "partial" {
+			t.Errorf("%s: flat status %s, want partial (cut short)", name, res.Flat.Status)
+		}
+		if res.Hier.Status != "ok" {
+			t.Errorf("%s: the hierarchy has no deadline, status %s", name, res.Hier.Status)
+		}
+		if res.Flat.Unplaced > 0 && res.FlatReached {
+			t.Errorf("%s: %d shards unplaced, yet the flat run reached the target", name, res.Flat.Unplaced)
+		}
 	}
 }
 
