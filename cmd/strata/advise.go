@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"math"
@@ -156,14 +155,11 @@ type jobAdviseJSON struct {
 
 // adviseLive sizes one job of the cluster from its shards' input rates.
 func adviseLive(w io.Writer, out *outputFlag, cf clientFlags, job string, ratePerShard float64) error {
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
-	conns := newAdminConns()
-	defer conns.close()
-	c, err := conns.client(cf.addr)
+	ctx, c, done, err := cf.admin()
 	if err != nil {
 		return err
 	}
+	defer done()
 	resp, err := c.ListShards(ctx, &wire.ListShardsRequest{Job: job})
 	if err != nil {
 		return remoteCallErr(cf.addr, err)

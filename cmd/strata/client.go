@@ -77,6 +77,26 @@ func (p *adminConns) close() {
 	}
 }
 
+// connect begins a command's Admin API calls: a context with the --timeout
+// deadline and the connections the calls share; done releases both.
+func (f *clientFlags) connect() (ctx context.Context, conns *adminConns, done func()) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	conns = newAdminConns()
+	return ctx, conns, func() { conns.close(); cancel() }
+}
+
+// admin is connect for a command that calls only --addr. On error nothing is
+// left to release.
+func (f *clientFlags) admin() (context.Context, wire.AdminClient, func(), error) {
+	ctx, conns, done := f.connect()
+	c, err := conns.client(f.addr)
+	if err != nil {
+		done()
+		return nil, nil, nil, err
+	}
+	return ctx, c, done, nil
+}
+
 // remoteCallErr turns the error of an Admin call into one that wraps the
 // interfaces sentinels (wire.FromStatus), says which address failed when the
 // transport did, and exits with code 1.

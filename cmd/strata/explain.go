@@ -118,10 +118,8 @@ An unknown shard is an error (exit code 1).`,
 			if limit < 0 {
 				return usageErr(fmt.Errorf("--limit: must be ≥ 0 (got %d): %w", limit, interfaces.ErrInvalid))
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-			defer cancel()
-			conns := newAdminConns()
-			defer conns.close()
+			ctx, conns, done := cf.connect()
+			defer done()
 			res, err := explainShard(ctx, conns, cf.addr, args[0], limit)
 			if err != nil {
 				return err

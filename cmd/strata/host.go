@@ -73,10 +73,8 @@ error that names it (exit code 1).`,
 			if wait < 0 {
 				return usageErr(fmt.Errorf("--wait: must be ≥ 0 (got %v): %w", wait, interfaces.ErrInvalid))
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-			defer cancel()
-			conns := newAdminConns()
-			defer conns.close()
+			ctx, conns, done := cf.connect()
+			defer done()
 			roots, err := walkTree(ctx, conns, cf.addr)
 			if err != nil {
 				return err

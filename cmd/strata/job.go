@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,14 +109,11 @@ printed; the cluster is not contacted.`,
 					res.Shards = append(res.Shards, fmt.Sprintf("%s/%d", spec.GetId(), i))
 				}
 			} else {
-				ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-				defer cancel()
-				conns := newAdminConns()
-				defer conns.close()
-				c, err := conns.client(cf.addr)
+				ctx, c, done, err := cf.admin()
 				if err != nil {
 					return err
 				}
+				defer done()
 				resp, err := c.SubmitJob(ctx, &wire.SubmitJobRequest{Job: spec})
 				if err != nil {
 					return remoteCallErr(cf.addr, err)
@@ -178,14 +174,11 @@ for the host of each shard), and the sum of its shards' loads.`,
 			if err := cf.check(); err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-			defer cancel()
-			conns := newAdminConns()
-			defer conns.close()
-			c, err := conns.client(cf.addr)
+			ctx, c, done, err := cf.admin()
 			if err != nil {
 				return err
 			}
+			defer done()
 			resp, err := c.ListJobs(ctx, &wire.ListJobsRequest{})
 			if err != nil {
 				return remoteCallErr(cf.addr, err)
@@ -248,14 +241,11 @@ an error (exit code 1).`,
 			if err := interfaces.ValidateID("JOB", args[0]); err != nil {
 				return usageErr(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-			defer cancel()
-			conns := newAdminConns()
-			defer conns.close()
-			c, err := conns.client(cf.addr)
+			ctx, c, done, err := cf.admin()
 			if err != nil {
 				return err
 			}
+			defer done()
 			resp, err := c.DeleteJob(ctx, &wire.DeleteJobRequest{Job: args[0]})
 			if err != nil {
 				return remoteCallErr(cf.addr, err)

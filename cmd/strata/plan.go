@@ -106,10 +106,8 @@ simulator: "strata sim run FILE".`,
 			if scenario != "" && (drain != "" || fail != "") {
 				return usageErr(fmt.Errorf("--scenario: give the drains and failures as events in the file, not with --drain or --fail"))
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-			defer cancel()
-			conns := newAdminConns()
-			defer conns.close()
+			ctx, conns, done := cf.connect()
+			defer done()
 			if scenario != "" {
 				return planScenario(ctx, g, conns, cf.addr, scenario, policy, seed, &out)
 			}
@@ -221,10 +219,8 @@ func newPlanApplyCmd(g *globalOptions) *cobra.Command {
 			if !ok || token == "" || addr == "" {
 				return usageErr(fmt.Errorf("TOKEN: must be the TOKEN@ADDRESS that 'strata plan' printed (got %q)", args[0]))
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-			defer cancel()
-			conns := newAdminConns()
-			defer conns.close()
+			ctx, conns, done := cf.connect()
+			defer done()
 			a, err := conns.client(addr)
 			if err != nil {
 				return err

@@ -30,22 +30,29 @@ on 127.0.0.1:7401). Changes are forwarded to the leader.`,
 	}
 	cmd.PersistentFlags().StringVar(&addr, "addr", devRaftAdminAddr, "Raft admin address of a replica (its listen.admin)")
 	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the group")
-	client := func() (*raftnode.Client, context.Context, context.CancelFunc, error) {
+	call := func(out *outputFlag, fn func(context.Context, *raftnode.Client) error) error {
+		if err := out.check(); err != nil {
+			return err
+		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return nil, nil, nil, &exitError{code: 2, err: fmt.Errorf("--addr %q: must be host:port", addr)}
+			return &exitError{code: 2, err: fmt.Errorf("--addr %q: must be host:port", addr)}
 		}
 		if timeout <= 0 {
-			return nil, nil, nil, &exitError{code: 2, err: fmt.Errorf("--timeout: must be positive (got %v)", timeout)}
+			return &exitError{code: 2, err: fmt.Errorf("--timeout: must be positive (got %v)", timeout)}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		return raftnode.NewClient(addr), ctx, cancel, nil
+		defer cancel()
+		return remoteErr(fn(ctx, raftnode.NewClient(addr)))
 	}
-	cmd.AddCommand(newRaftPeersCmd(g, client), newRaftStatusCmd(g, client),
-		newRaftJoinCmd(g, client), newRaftRemoveCmd(g, client))
+	cmd.AddCommand(newRaftPeersCmd(g, call), newRaftStatusCmd(g, call),
+		newRaftJoinCmd(g, call), newRaftRemoveCmd(g, call))
 	return cmd
 }
 
-type raftClientFunc func() (*raftnode.Client, context.Context, context.CancelFunc, error)
+// raftCall runs one subcommand's call: it checks --output, --addr and
+// --timeout (exit code 2), then runs fn against the replica under the
+// --timeout deadline; fn's error exits with code 1.
+type raftCall func(out *outputFlag, fn func(context.Context, *raftnode.Client) error) error
 
 // remoteErr gives failures of the remote call exit code 1 (usage errors are 2).
 func remoteErr(err error) error {
@@ -55,24 +62,19 @@ func remoteErr(err error) error {
 	return &exitError{code: 1, err: err}
 }
 
-func newRaftPeersCmd(g *globalOptions, client raftClientFunc) *cobra.Command {
+func newRaftPeersCmd(g *globalOptions, call raftCall) *cobra.Command {
 	var out outputFlag
 	cmd := &cobra.Command{
 		Use:   "peers",
 		Short: "List the servers of the group",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := out.check(); err != nil {
+			var peers []raftnode.Peer
+			if err := call(&out, func(ctx context.Context, c *raftnode.Client) (err error) {
+				peers, err = c.Peers(ctx)
 				return err
-			}
-			c, ctx, cancel, err := client()
-			if err != nil {
+			}); err != nil {
 				return err
-			}
-			defer cancel()
-			peers, err := c.Peers(ctx)
-			if err != nil {
-				return remoteErr(err)
 			}
 			return out.print(g.stdout, raftnode.PeersResponse{Peers: peers}, func(w io.Writer) error {
 				tw := newTable(w)
@@ -92,24 +94,19 @@ func newRaftPeersCmd(g *globalOptions, client raftClientFunc) *cobra.Command {
 	return cmd
 }
 
-func newRaftStatusCmd(g *globalOptions, client raftClientFunc) *cobra.Command {
+func newRaftStatusCmd(g *globalOptions, call raftCall) *cobra.Command {
 	var out outputFlag
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show one replica's view of the group (state, leader, term, indexes)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := out.check(); err != nil {
+			var s raftnode.Status
+			if err := call(&out, func(ctx context.Context, c *raftnode.Client) (err error) {
+				s, err = c.Status(ctx)
 				return err
-			}
-			c, ctx, cancel, err := client()
-			if err != nil {
+			}); err != nil {
 				return err
-			}
-			defer cancel()
-			s, err := c.Status(ctx)
-			if err != nil {
-				return remoteErr(err)
 			}
 			return out.print(g.stdout, s, func(w io.Writer) error {
 				tw := newTable(w)
@@ -130,7 +127,7 @@ type raftChangeJSON struct {
 	OK       bool   `json:"ok"`
 }
 
-func newRaftJoinCmd(g *globalOptions, client raftClientFunc) *cobra.Command {
+func newRaftJoinCmd(g *globalOptions, call raftCall) *cobra.Command {
 	var out outputFlag
 	var admin string
 	cmd := &cobra.Command{
@@ -140,20 +137,14 @@ func newRaftJoinCmd(g *globalOptions, client raftClientFunc) *cobra.Command {
 given ID and listening for Raft at RAFT_ADDR. Joining a member again is harmless.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := out.check(); err != nil {
-				return err
-			}
 			id, raftAddr := args[0], args[1]
 			if _, _, err := net.SplitHostPort(raftAddr); err != nil {
 				return &exitError{code: 2, err: fmt.Errorf("RAFT_ADDR %q: must be host:port", raftAddr)}
 			}
-			c, ctx, cancel, err := client()
-			if err != nil {
+			if err := call(&out, func(ctx context.Context, c *raftnode.Client) error {
+				return c.Join(ctx, raftnode.JoinRequest{ID: id, RaftAddr: raftAddr, AdminAddr: admin})
+			}); err != nil {
 				return err
-			}
-			defer cancel()
-			if err := c.Join(ctx, raftnode.JoinRequest{ID: id, RaftAddr: raftAddr, AdminAddr: admin}); err != nil {
-				return remoteErr(err)
 			}
 			res := raftChangeJSON{Action: "join", ID: id, RaftAddr: raftAddr, OK: true}
 			return out.print(g.stdout, res, func(w io.Writer) error {
@@ -167,23 +158,17 @@ given ID and listening for Raft at RAFT_ADDR. Joining a member again is harmless
 	return cmd
 }
 
-func newRaftRemoveCmd(g *globalOptions, client raftClientFunc) *cobra.Command {
+func newRaftRemoveCmd(g *globalOptions, call raftCall) *cobra.Command {
 	var out outputFlag
 	cmd := &cobra.Command{
 		Use:   "remove ID",
 		Short: "Remove a server from the group",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := out.check(); err != nil {
+			if err := call(&out, func(ctx context.Context, c *raftnode.Client) error {
+				return c.Remove(ctx, args[0])
+			}); err != nil {
 				return err
-			}
-			c, ctx, cancel, err := client()
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			if err := c.Remove(ctx, args[0]); err != nil {
-				return remoteErr(err)
 			}
 			res := raftChangeJSON{Action: "remove", ID: args[0], OK: true}
 			return out.print(g.stdout, res, func(w io.Writer) error {

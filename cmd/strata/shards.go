@@ -87,10 +87,8 @@ An unknown --job is an error (exit code 1).`,
 					return usageErr(err)
 				}
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-			defer cancel()
-			conns := newAdminConns()
-			defer conns.close()
+			ctx, conns, done := cf.connect()
+			defer done()
 			rows, levels, warnings, err := collectShards(ctx, conns, cf.addr, job)
 			if err != nil {
 				return err
@@ -130,10 +128,8 @@ that is not quarantined anywhere is an error (exit code 1).`,
 			if err := interfaces.ValidateID("SHARD", args[0]); err != nil {
 				return usageErr(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-			defer cancel()
-			conns := newAdminConns()
-			defer conns.close()
+			ctx, conns, done := cf.connect()
+			defer done()
 			roots, err := walkTree(ctx, conns, cf.addr)
 			if err != nil {
 				return err

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -53,10 +52,8 @@ error. -o json prints the same tree as nested objects.`,
 			if err := cf.check(); err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-			defer cancel()
-			conns := newAdminConns()
-			defer conns.close()
+			ctx, conns, done := cf.connect()
+			defer done()
 			roots, err := walkTree(ctx, conns, cf.addr)
 			if err != nil {
 				return err
