@@ -2,9 +2,6 @@ package tiers
 
 import (
 	"fmt"
-	"sort"
-	"strings"
-	"sync"
 
 	"github.com/strata-sched/strata/interfaces"
 )
@@ -12,41 +9,29 @@ import (
 // Registry maps policy names to factories. The zero value is not usable; use
 // NewRegistry. A Registry is safe for concurrent use.
 type Registry struct {
-	mu        sync.RWMutex
-	factories map[string]interfaces.Factory
+	r *interfaces.Registry[interfaces.Factory]
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{factories: map[string]interfaces.Factory{}}
+	return &Registry{r: interfaces.NewRegistry[interfaces.Factory]("policy")}
 }
 
 // Register adds a factory under name. It fails when the name is empty, malformed
 // or already taken, or the factory is nil.
 func (r *Registry) Register(name string, f interfaces.Factory) error {
-	if err := interfaces.ValidateID("policy name", name); err != nil {
-		return err
-	}
 	if f == nil {
 		return fmt.Errorf("policy %q: factory is nil: %w", name, interfaces.ErrInvalid)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.factories[name]; ok {
-		return fmt.Errorf("policy %q is already registered: %w", name, interfaces.ErrConflict)
-	}
-	r.factories[name] = f
-	return nil
+	return r.r.Add(name, f)
 }
 
 // New builds the policy registered under name with cfg. An unknown name is an
 // error that lists the known ones.
 func (r *Registry) New(name string, cfg interfaces.PolicyConfig) (interfaces.Policy, error) {
-	r.mu.RLock()
-	f, ok := r.factories[name]
-	r.mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("unknown policy %q (known: %s): %w", name, strings.Join(r.Names(), ", "), interfaces.ErrNotFound)
+	f, err := r.r.Get(name)
+	if err != nil {
+		return nil, err
 	}
 	p, err := f(cfg)
 	if err != nil {
@@ -56,24 +41,10 @@ func (r *Registry) New(name string, cfg interfaces.PolicyConfig) (interfaces.Pol
 }
 
 // Has reports whether name is registered.
-func (r *Registry) Has(name string) bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	_, ok := r.factories[name]
-	return ok
-}
+func (r *Registry) Has(name string) bool { return r.r.Has(name) }
 
 // Names returns the registered names, sorted.
-func (r *Registry) Names() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	names := make([]string, 0, len(r.factories))
-	for n := range r.factories {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func (r *Registry) Names() []string { return r.r.Names() }
 
 // Default is the process-wide registry that built-in policies register into and
 // that the daemons and the simulator select policies from by name.

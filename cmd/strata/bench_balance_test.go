@@ -61,7 +61,7 @@ func TestBenchBalanceTableAndErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--solver", "annealing"}, `--solver: solver "annealing": unknown`},
+		{[]string{"--solver", "annealing"}, `--solver: unknown solver "annealing" (known: exact, greedy, local)`},
 		{[]string{"--shards", "0"}, "--shards: must be ≥ 1"},
 		{[]string{"--hosts", "-3"}, "--hosts: must be ≥ 1"},
 		{[]string{"--skew", "pareto"}, "--skew: must be one of zipf, uniform"},

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/strata-sched/strata/interfaces"
@@ -151,36 +150,22 @@ type PolicySettings map[string]string
 // naming the field (control_policies.<name>.<key>) and the rule.
 type PolicyFactory func(s PolicySettings) (Policy, error)
 
-var (
-	regMu    sync.RWMutex
-	registry = map[string]PolicyFactory{}
-)
+var policies = interfaces.NewRegistry[PolicyFactory]("control policy")
 
-// RegisterPolicy makes a control policy selectable by name. It panics on an
-// empty name, a nil factory or a name taken twice (a programming error, at init).
+// RegisterPolicy makes a control policy selectable by name. It panics on a
+// malformed name, a nil factory or a name taken twice (a programming error, at
+// init).
 func RegisterPolicy(name string, f PolicyFactory) {
-	regMu.Lock()
-	defer regMu.Unlock()
-	if name == "" || f == nil {
-		panic("control: RegisterPolicy needs a name and a factory")
+	if f == nil {
+		panic("control: RegisterPolicy needs a factory")
 	}
-	if _, dup := registry[name]; dup {
-		panic("control: policy " + name + " registered twice")
+	if err := policies.Add(name, f); err != nil {
+		panic("control: " + err.Error())
 	}
-	registry[name] = f
 }
 
 // PolicyNames lists the registered control policies, sorted.
-func PolicyNames() []string {
-	regMu.RLock()
-	defer regMu.RUnlock()
-	out := make([]string, 0, len(registry))
-	for n := range registry {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
+func PolicyNames() []string { return policies.Names() }
 
 // DefaultPolicies is the default selection: straggler and doctor act, autoscale
 // only reports (its default mode).
@@ -212,10 +197,8 @@ func NewPolicies(names []string, settings map[string]PolicySettings) (*Policies,
 	ps := &Policies{}
 	seen := map[string]bool{}
 	for i, n := range names {
-		regMu.RLock()
-		f, ok := registry[n]
-		regMu.RUnlock()
-		if !ok {
+		f, err := policies.Get(n)
+		if err != nil {
 			return nil, &interfaces.FieldError{Field: fmt.Sprintf("control_policies[%d]", i),
 				Rule: "must be a known control policy (" + strings.Join(PolicyNames(), ", ") + ")", Value: n}
 		}
