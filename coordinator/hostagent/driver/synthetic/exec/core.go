@@ -160,9 +160,11 @@ type Core struct {
 	ord     uint64 // insertion counter for tie-breaks
 	queued  int    // items queued on the host
 	done    uint64 // items completed on the host
-	arrHeap shardHeap
-	rdyHeap shardHeap
-	running runHeap
+	arrHeap minHeap[*shard]
+	rdyHeap minHeap[*shard]
+	// running holds the running items by finish time (ties: shard order, then
+	// seq), at most one per core.
+	running minHeap[job]
 }
 
 type shard struct {
@@ -224,18 +226,27 @@ func New(cfg Config, start time.Time) (*Core, error) {
 	}
 	c := &Core{cfg: cfg, start: start, slotDur: int64(cfg.Window) / slots,
 		shards: map[interfaces.ShardID]*shard{}}
-	c.arrHeap = shardHeap{less: func(a, b *shard) bool {
+	c.arrHeap = minHeap[*shard]{less: func(a, b *shard) bool {
 		if a.next != b.next {
 			return a.next < b.next
 		}
 		return a.ord < b.ord
-	}, idx: func(s *shard) *int { return &s.arrIdx }}
-	c.rdyHeap = shardHeap{less: func(a, b *shard) bool {
+	}, at: func(s *shard, i int) { s.arrIdx = i }}
+	c.rdyHeap = minHeap[*shard]{less: func(a, b *shard) bool {
 		if a.key != b.key {
 			return a.key < b.key
 		}
 		return a.ord < b.ord
-	}, idx: func(s *shard) *int { return &s.rdyIdx }}
+	}, at: func(s *shard, i int) { s.rdyIdx = i }}
+	c.running = minHeap[job]{less: func(a, b job) bool {
+		if a.finish != b.finish {
+			return a.finish < b.finish
+		}
+		if a.sh.ord != b.sh.ord {
+			return a.sh.ord < b.sh.ord
+		}
+		return a.seq < b.seq
+	}}
 	return c, nil
 }
 
@@ -311,7 +322,9 @@ func (c *Core) Remove(now time.Time, id interfaces.ShardID) (Stats, error) {
 	}
 	c.queued -= s.q.len()
 	if s.runningN > 0 {
-		c.running.removeShard(s)
+		// Every running item of s (at most one per core).
+		c.running.keep(func(j job) bool { return j.sh != s })
+		s.runningN = 0
 	}
 	delete(c.shards, id)
 	c.dispatch()
@@ -334,7 +347,7 @@ func (c *Core) Len() int { return len(c.shards) }
 func (c *Core) Completed() uint64 { return c.done }
 
 // Busy returns the number of busy cores.
-func (c *Core) Busy() int { return len(c.running.j) }
+func (c *Core) Busy() int { return len(c.running.s) }
 
 func (c *Core) stats(s *shard) Stats {
 	st := Stats{Arrived: s.arrived, Completed: s.completed, Dropped: s.dropped, Missed: s.missed,
@@ -406,8 +419,8 @@ func (c *Core) Advance(to time.Time) {
 		if len(c.arrHeap.s) > 0 {
 			na = c.arrHeap.s[0].next
 		}
-		if len(c.running.j) > 0 {
-			nc = c.running.j[0].finish
+		if len(c.running.s) > 0 {
+			nc = c.running.s[0].finish
 		}
 		if na > t && nc > t {
 			break
@@ -457,7 +470,7 @@ func (c *Core) complete(j job) {
 
 // dispatch starts queue heads on idle cores in discipline order.
 func (c *Core) dispatch() {
-	for len(c.running.j) < c.cfg.Cores && len(c.rdyHeap.s) > 0 {
+	for len(c.running.s) < c.cfg.Cores && len(c.rdyHeap.s) > 0 {
 		s := c.rdyHeap.s[0]
 		arrival := s.q.pop()
 		seq := s.headSeq

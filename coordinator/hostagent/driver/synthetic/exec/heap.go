@@ -1,21 +1,23 @@
 package exec
 
-// shardHeap is a binary min-heap of shards that keeps each shard's index in the
-// field idx points to (-1 when absent), so a shard can be fixed or removed in
-// O(log n).
-type shardHeap struct {
-	s    []*shard
-	less func(a, b *shard) bool
-	idx  func(*shard) *int
+// minHeap is a binary min-heap. When at is set it is told each element's index
+// after every change (-1 when the element leaves), so that an element can be
+// fixed or removed by index in O(log n).
+type minHeap[T any] struct {
+	s    []T
+	less func(a, b T) bool
+	at   func(x T, i int)
 }
 
-func (h *shardHeap) swap(i, j int) {
+func (h *minHeap[T]) swap(i, j int) {
 	h.s[i], h.s[j] = h.s[j], h.s[i]
-	*h.idx(h.s[i]) = i
-	*h.idx(h.s[j]) = j
+	if h.at != nil {
+		h.at(h.s[i], i)
+		h.at(h.s[j], j)
+	}
 }
 
-func (h *shardHeap) up(i int) {
+func (h *minHeap[T]) up(i int) {
 	for i > 0 {
 		p := (i - 1) / 2
 		if !h.less(h.s[i], h.s[p]) {
@@ -26,7 +28,7 @@ func (h *shardHeap) up(i int) {
 	}
 }
 
-func (h *shardHeap) down(i int) bool {
+func (h *minHeap[T]) down(i int) bool {
 	i0, n := i, len(h.s)
 	for {
 		l := 2*i + 1
@@ -46,105 +48,66 @@ func (h *shardHeap) down(i int) bool {
 	return i > i0
 }
 
-func (h *shardHeap) push(s *shard) {
-	h.s = append(h.s, s)
-	*h.idx(s) = len(h.s) - 1
+func (h *minHeap[T]) push(x T) {
+	h.s = append(h.s, x)
+	if h.at != nil {
+		h.at(x, len(h.s)-1)
+	}
 	h.up(len(h.s) - 1)
 }
 
-func (h *shardHeap) fix(i int) {
+// fix restores the order after the element at i changed.
+func (h *minHeap[T]) fix(i int) {
 	if !h.down(i) {
 		h.up(i)
 	}
 }
 
-func (h *shardHeap) remove(i int) {
+// remove takes out the element at i and returns it.
+func (h *minHeap[T]) remove(i int) T {
 	n := len(h.s) - 1
-	s := h.s[i]
+	x := h.s[i]
 	if i != n {
 		h.swap(i, n)
 	}
-	h.s[n] = nil
+	var zero T
+	h.s[n] = zero
 	h.s = h.s[:n]
-	*h.idx(s) = -1
+	if h.at != nil {
+		h.at(x, -1)
+	}
 	if i != n {
 		h.fix(i)
 	}
+	return x
 }
 
-// runHeap holds the running items by finish time (ties: shard order, then seq),
-// at most one per core.
-type runHeap struct{ j []job }
+// pop removes and returns the least element.
+func (h *minHeap[T]) pop() T { return h.remove(0) }
 
-func (h *runHeap) less(a, b job) bool {
-	if a.finish != b.finish {
-		return a.finish < b.finish
-	}
-	if a.sh.ord != b.sh.ord {
-		return a.sh.ord < b.sh.ord
-	}
-	return a.seq < b.seq
-}
-
-func (h *runHeap) push(j job) {
-	h.j = append(h.j, j)
-	i := len(h.j) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !h.less(h.j[i], h.j[p]) {
-			break
-		}
-		h.j[i], h.j[p] = h.j[p], h.j[i]
-		i = p
-	}
-}
-
-func (h *runHeap) pop() job {
-	top := h.j[0]
-	n := len(h.j) - 1
-	h.j[0] = h.j[n]
-	h.j[n] = job{}
-	h.j = h.j[:n]
-	h.down(0)
-	return top
-}
-
-func (h *runHeap) down(i int) {
-	n := len(h.j)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		m := l
-		if r := l + 1; r < n && h.less(h.j[r], h.j[l]) {
-			m = r
-		}
-		if !h.less(h.j[m], h.j[i]) {
-			return
-		}
-		h.j[i], h.j[m] = h.j[m], h.j[i]
-		i = m
-	}
-}
-
-// removeShard drops every running item of s (at most one per core) and
-// restores the heap.
-func (h *runHeap) removeShard(s *shard) {
-	kept := h.j[:0]
-	for _, j := range h.j {
-		if j.sh != s {
-			kept = append(kept, j)
+// keep drops the elements keep rejects and restores the order.
+func (h *minHeap[T]) keep(keep func(T) bool) {
+	kept := h.s[:0]
+	for _, x := range h.s {
+		if keep(x) {
+			kept = append(kept, x)
+		} else if h.at != nil {
+			h.at(x, -1)
 		}
 	}
-	for i := len(kept); i < len(h.j); i++ {
-		h.j[i] = job{}
+	var zero T
+	for i := len(kept); i < len(h.s); i++ {
+		h.s[i] = zero
 	}
-	h.j = kept
-	for i := len(h.j)/2 - 1; i >= 0; i-- {
+	h.s = kept
+	for i, x := range h.s {
+		if h.at != nil {
+			h.at(x, i)
+		}
+	}
+	for i := len(h.s)/2 - 1; i >= 0; i-- {
 		h.down(i)
 	}
-	s.runningN = 0
 }
 
 // ring is a growable FIFO of arrival times.
