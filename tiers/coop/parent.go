@@ -69,143 +69,193 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 	if v == nil {
 		return Derived{}, &interfaces.FieldError{Field: "view", Rule: "is required"}
 	}
-	cfg = cfg.WithDefaults()
-	st := project(v)
-	now := v.Now
-	var out Derived
-	refuse := func(format string, args ...any) { out.Refused = append(out.Refused, fmt.Sprintf(format, args...)) }
+	d := newDeriver(v, cfg.WithDefaults(), mem)
+	d.readHints()
+	eff := d.headroomLimits()
+	d.shedRoundMoves()
+	d.heldRules(eff)
+	d.budgets()
+	return d.out, nil
+}
 
-	order := make([]int, 0, len(v.Children))
-	for c := range v.Children {
-		if st.active(c) {
-			order = append(order, c)
-		}
-	}
-	sort.Slice(order, func(a, b int) bool { return v.Children[order[a]].ID < v.Children[order[b]].ID })
-	shardIdx := make(map[interfaces.ShardID]int, len(v.Shards))
-	for i, s := range v.Shards {
-		shardIdx[s.ID] = i
-	}
+// deriver is one Derive call: the view and its projection, and what the
+// children's hints have taken so far.
+type deriver struct {
+	v        *interfaces.View
+	st       *state
+	cfg      Config
+	now      time.Time
+	out      Derived
+	order    []int // the active children, by ID
+	shardIdx map[interfaces.ShardID]int
 
-	// pool is the slack of the active children (their capacity minus the load
-	// of every shard of the view, placed or not, per resource): what derived
-	// capacity limits may take away without leaving too little room for the
-	// load.
-	var capSum, total interfaces.Load
-	for _, c := range order {
-		capSum = capSum.Add(v.Children[c].Capacity)
-	}
-	for i := range v.Shards {
-		total = total.Add(v.Shards[i].Load)
-	}
-	pool := capSum.Sub(total).Max(interfaces.Load{})
-	limited := map[int]bool{}           // children with a capacity limit from a shed or a proposal
-	capped := map[int]interfaces.Load{} // those limits
+	// capSum is the active children's capacity, total the load of every
+	// shard of the view, placed or not. pool is their slack (capSum - total,
+	// per resource): what derived capacity limits may take away without
+	// leaving too little room for the load.
+	capSum, total, pool interfaces.Load
+	limited             map[int]bool            // children with a capacity limit from a shed or a proposal
+	capped              map[int]interfaces.Load // those limits
 
 	// usable is each active child's usable headroom: what its headroom hint
-	// says (the last valid one), else its capacity minus its load. Load pushed
-	// off a child goes only where others have usable headroom for it: when
-	// every child is above target, shedding would only move the problem.
-	usable := make([]interfaces.Load, len(v.Children))
-	for _, c := range order {
-		usable[c] = v.Children[c].Capacity.Sub(st.load[c]).Max(interfaces.Load{})
+	// says (the last valid one), else its capacity minus its load. Load
+	// pushed off a child goes only where others have usable headroom for it:
+	// when every child is above target, shedding would only move the problem.
+	// A child that asks to shed (shedding) has no headroom to give: usableSum
+	// leaves it out. pushed is the load pushed off children so far.
+	usable            []interfaces.Load
+	usableSum, pushed interfaces.Load
+	shedding          map[int]bool
+	// hotRes is a resource in which the children together are at or above
+	// the target: shedding it only moves the excess from one child to the
+	// next ("" when there is none).
+	hotRes string
+
+	held    map[interfaces.ShardID]map[interfaces.ChildID]Held
+	rooms   []headroom
+	sloRisk map[int]bool
+}
+
+// headroom is a child's usable headroom, from a hint or a capacity proposal
+// above its load.
+type headroom struct {
+	c      int
+	amount interfaces.Load
+	reason string
+}
+
+func newDeriver(v *interfaces.View, cfg Config, mem Memory) *deriver {
+	d := &deriver{v: v, st: project(v), cfg: cfg, now: v.Now,
+		limited: map[int]bool{}, capped: map[int]interfaces.Load{}, shedding: map[int]bool{},
+		held: map[interfaces.ShardID]map[interfaces.ChildID]Held{}, sloRisk: map[int]bool{}}
+	st := d.st
+	for c := range v.Children {
+		if st.active(c) {
+			d.order = append(d.order, c)
+		}
+	}
+	sort.Slice(d.order, func(a, b int) bool { return v.Children[d.order[a]].ID < v.Children[d.order[b]].ID })
+	d.shardIdx = make(map[interfaces.ShardID]int, len(v.Shards))
+	for i, s := range v.Shards {
+		d.shardIdx[s.ID] = i
+	}
+	for _, c := range d.order {
+		d.capSum = d.capSum.Add(v.Children[c].Capacity)
+	}
+	for i := range v.Shards {
+		d.total = d.total.Add(v.Shards[i].Load)
+	}
+	d.pool = d.capSum.Sub(d.total).Max(interfaces.Load{})
+	d.usable = make([]interfaces.Load, len(v.Children))
+	for _, c := range d.order {
+		d.usable[c] = v.Children[c].Capacity.Sub(st.load[c]).Max(interfaces.Load{})
 		for _, h := range v.Reports[v.Children[c].ID].Hints {
-			if h.Kind == interfaces.HintHeadroom && interfaces.ValidateLoad("amount", h.Amount) == nil {
-				usable[c] = h.Amount
+			switch {
+			case h.Kind == interfaces.HintHeadroom && interfaces.ValidateLoad("amount", h.Amount) == nil:
+				d.usable[c] = h.Amount
+			case h.Kind == interfaces.HintShed:
+				d.shedding[c] = true
 			}
 		}
 	}
-	// A child that asks to shed has no headroom to give.
-	var usableSum, pushed interfaces.Load
-	shedding := map[int]bool{}
-	for _, c := range order {
-		for _, h := range v.Reports[v.Children[c].ID].Hints {
-			if h.Kind == interfaces.HintShed {
-				shedding[c] = true
-			}
-		}
-		if !shedding[c] {
-			usableSum = usableSum.Add(usable[c])
+	for _, c := range d.order {
+		if !d.shedding[c] {
+			d.usableSum = d.usableSum.Add(d.usable[c])
 		}
 	}
-	// When the children together are at or above the target in a resource,
-	// shedding it only moves the excess from one child to the next.
-	hotRes := ""
 	for _, r := range st.res {
-		if cp := capSum.Get(r); cp > 0 && total.Get(r) >= cfg.Target*cp {
-			hotRes = r
+		if cp := d.capSum.Get(r); cp > 0 && d.total.Get(r) >= cfg.Target*cp {
+			d.hotRes = r
 			break
 		}
 	}
-
-	// limit caps child c at its load minus amount (per resource with amount >
-	// 0), bounded so that the capacity it takes away stays within the pool; it
-	// returns the constraint, or false when nothing can be pushed elsewhere.
-	limit := func(c int, amount interfaces.Load, why string) (interfaces.Constraint, bool) {
-		var lim, took, reduce interfaces.Load
-		any := false
-		capacity := v.Children[c].Capacity
-		for _, r := range st.res {
-			load, cp := st.load[c].Get(r), capacity.Get(r)
-			elsewhere := usableSum.Get(r) - pushed.Get(r)
-			if !shedding[c] {
-				elsewhere -= usable[c].Get(r)
-			}
-			a := math.Min(math.Min(amount.Get(r), load), math.Min(load-cp+pool.Get(r), elsewhere))
-			if a <= 1e-12 {
-				continue
-			}
-			any = true
-			l := math.Max(load-a, 1e-9*cp)
-			took = took.With(r, a)
-			lim = lim.With(r, l)
-			reduce = reduce.With(r, math.Max(0, cp-math.Min(cp, l)))
-		}
-		if !any {
-			return interfaces.Constraint{}, false
-		}
-		pool = pool.Sub(reduce).Max(interfaces.Load{})
-		pushed = pushed.Add(took)
-		limited[c] = true
-		capped[c] = lim
-		if out.Shed == nil {
-			out.Shed = map[interfaces.ChildID]interfaces.Load{}
-		}
-		out.Shed[v.Children[c].ID] = lim
-		return interfaces.Constraint{Kind: interfaces.ConstraintCapacity, Children: []interfaces.ChildID{v.Children[c].ID}, Limit: lim,
-			Reason: fmt.Sprintf("cooperation: %s %s; capped at %s (its load %s minus %s)", v.Children[c].ID, why, FormatLoad(lim), FormatLoad(st.load[c]), FormatLoad(took))}, true
-	}
-
-	// Memory: keep what has not expired and still names a shard and child of the view.
-	held := map[interfaces.ShardID]map[interfaces.ChildID]Held{}
-	hold := func(h Held) {
-		m := held[h.Shard]
-		if m == nil {
-			m = map[interfaces.ChildID]Held{}
-			held[h.Shard] = m
-		}
-		if old, ok := m[h.Child]; !ok || h.Until.After(old.Until) {
-			m[h.Child] = h
-		}
-	}
+	// Memory: keep what has not expired and still names a shard and child of
+	// the view.
 	for _, h := range mem.Held {
-		if _, ok := shardIdx[h.Shard]; !ok || !h.Until.After(now) {
+		if _, ok := d.shardIdx[h.Shard]; !ok || !h.Until.After(d.now) {
 			continue
 		}
 		if _, ok := st.childIdx[h.Child]; !ok {
 			continue
 		}
-		hold(h)
+		d.hold(h)
 	}
+	return d
+}
 
-	type headroom struct {
-		c      int
-		amount interfaces.Load
-		reason string
+// refuse records a hint or proposal not used, with why.
+func (d *deriver) refuse(format string, args ...any) {
+	d.out.Refused = append(d.out.Refused, fmt.Sprintf(format, args...))
+}
+
+// hold keeps h.Shard away from h.Child until h.Until (the later of two holds
+// of the same pair).
+func (d *deriver) hold(h Held) {
+	m := d.held[h.Shard]
+	if m == nil {
+		m = map[interfaces.ChildID]Held{}
+		d.held[h.Shard] = m
 	}
-	var rooms []headroom
-	sloRisk := map[int]bool{}
-	for _, c := range order {
+	if old, ok := m[h.Child]; !ok || h.Until.After(old.Until) {
+		m[h.Child] = h
+	}
+}
+
+// shed sets child c's capacity for the parent's control loop (Derived.Shed).
+func (d *deriver) shed(c int, l interfaces.Load) {
+	if d.out.Shed == nil {
+		d.out.Shed = map[interfaces.ChildID]interfaces.Load{}
+	}
+	d.out.Shed[d.v.Children[c].ID] = l
+}
+
+// elsewhere is the usable headroom the other children have left for load
+// pushed off child c.
+func (d *deriver) elsewhere(c int) interfaces.Load {
+	left := d.usableSum.Sub(d.pushed)
+	if !d.shedding[c] {
+		left = left.Sub(d.usable[c])
+	}
+	return left
+}
+
+// limit caps child c at its load minus amount (per resource with amount >
+// 0), bounded so that the capacity it takes away stays within the pool; it
+// returns the constraint, or false when nothing can be pushed elsewhere.
+func (d *deriver) limit(c int, amount interfaces.Load, why string) (interfaces.Constraint, bool) {
+	st, v := d.st, d.v
+	var lim, took, reduce interfaces.Load
+	any := false
+	capacity := v.Children[c].Capacity
+	left := d.elsewhere(c)
+	for _, r := range st.res {
+		load, cp := st.load[c].Get(r), capacity.Get(r)
+		a := math.Min(math.Min(amount.Get(r), load), math.Min(load-cp+d.pool.Get(r), left.Get(r)))
+		if a <= 1e-12 {
+			continue
+		}
+		any = true
+		l := math.Max(load-a, 1e-9*cp)
+		took = took.With(r, a)
+		lim = lim.With(r, l)
+		reduce = reduce.With(r, math.Max(0, cp-math.Min(cp, l)))
+	}
+	if !any {
+		return interfaces.Constraint{}, false
+	}
+	d.pool = d.pool.Sub(reduce).Max(interfaces.Load{})
+	d.pushed = d.pushed.Add(took)
+	d.limited[c] = true
+	d.capped[c] = lim
+	d.shed(c, lim)
+	return interfaces.Constraint{Kind: interfaces.ConstraintCapacity, Children: []interfaces.ChildID{v.Children[c].ID}, Limit: lim,
+		Reason: fmt.Sprintf("cooperation: %s %s; capped at %s (its load %s minus %s)", v.Children[c].ID, why, FormatLoad(lim), FormatLoad(st.load[c]), FormatLoad(took))}, true
+}
+
+// readHints goes through the active children's hints in child order.
+func (d *deriver) readHints() {
+	v := d.v
+	for _, c := range d.order {
 		id := v.Children[c].ID
 		rep, ok := v.Reports[id]
 		if !ok {
@@ -215,129 +265,129 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 			field := fmt.Sprintf("reports[%s].hints[%d]", id, k)
 			switch h.Kind {
 			case interfaces.HintShed:
-				if err := interfaces.ValidateLoad(field+".amount", h.Amount); err != nil {
-					refuse("%s (shed): %v", field, err)
-					continue
-				}
-				if limited[c] {
-					refuse("%s (shed): %s already has a capacity limit this round", field, id)
-					continue
-				}
-				if hotRes != "" {
-					refuse("%s (shed): the children together are at %.0f%% %s, at or above the %.0f%% target: shedding would only move the excess", field, 100*total.Get(hotRes)/capSum.Get(hotRes), hotRes, 100*cfg.Target)
-					continue
-				}
-				// The named shards the child owns, in the child's order (its
-				// priority), each taken only if it fits, whole, in the usable
-				// headroom the other children have left: a partial shard
-				// moves nothing. A hint that names no shard sheds its amount.
-				amount := h.Amount
-				cands := st.ownedInOrder(h.Shards, c, shardIdx, cfg.MaxShards)
-				if len(h.Shards) > 0 && len(cands) == 0 {
-					// Every shard it names is gone or already moving: the
-					// request is older than the moves that answer it.
-					refuse("%s (shed): none of the %d shards %s names is still on it and not moving", field, len(h.Shards), id)
-					continue
-				}
-				var taken []interfaces.ShardID
-				if len(cands) > 0 {
-					left := usableSum.Sub(pushed)
-					if !shedding[c] {
-						left = left.Sub(usable[c])
-					}
-					amount = interfaces.Load{}
-					for _, s := range cands {
-						l := v.Shards[shardIdx[s]].Load
-						if !l.Fits(left.Sub(amount)) {
-							continue
-						}
-						amount = amount.Add(l)
-						taken = append(taken, s)
-					}
-					if len(taken) == 0 {
-						refuse("%s (shed): %s asks to shed %s but none of its %d candidate shards fits in the usable headroom of the other children", field, id, FormatLoad(h.Amount), len(cands))
-						continue
-					}
-				}
-				if len(taken) > 0 {
-					// The shards are held away from c (an allowed rule
-					// each): that moves them, and only them. A capacity limit
-					// on c would also be the capacity the solver balances
-					// against, and pull more load off c than it asked.
-					pushed = pushed.Add(amount)
-					limited[c] = true
-					// Only in the resource the request weighs most in: the
-					// control loop's error is then about that resource, and
-					// changes as the held shards leave.
-					after := st.load[c].Sub(amount).Max(interfaces.Load{})
-					dom, share := "", 0.0
-					for _, r := range st.res {
-						if cp := v.Children[c].Capacity.Get(r); cp > 0 && amount.Get(r)/cp > share {
-							dom, share = r, amount.Get(r)/cp
-						}
-					}
-					seen := interfaces.Load{}
-					if dom != "" {
-						cp := v.Children[c].Capacity.Get(dom)
-						seen = seen.With(dom, math.Min(cp, math.Max(after.Get(dom), 1e-9*cp)))
-					}
-					if out.Shed == nil {
-						out.Shed = map[interfaces.ChildID]interfaces.Load{}
-					}
-					out.Shed[id] = seen
-					for _, s := range taken {
-						hold(Held{Shard: s, Child: id, Until: now.Add(cfg.Hold), Reason: fmt.Sprintf("%s shed it (%s)", id, h.Reason)})
-					}
-					continue
-				}
-				cons, ok := limit(c, amount, "asks to shed "+FormatLoad(h.Amount)+" ("+h.Reason+")")
-				if !ok {
-					refuse("%s (shed): %s asks to shed %s but no other child has usable headroom for it", field, id, FormatLoad(h.Amount))
-					continue
-				}
-				out.Constraints = append(out.Constraints, cons)
+				d.shedHint(field, c, h)
 			case interfaces.HintSLOAtRisk:
-				risk := st.owned(h.Shards, c, shardIdx, cfg.MaxShards)
+				risk := d.st.owned(h.Shards, c, d.shardIdx, d.cfg.MaxShards)
 				if len(risk) == 0 {
 					continue
 				}
-				sloRisk[c] = true
-				out.Constraints = append(out.Constraints, interfaces.Constraint{Kind: interfaces.ConstraintAvoid, Shards: risk, Children: []interfaces.ChildID{id},
+				d.sloRisk[c] = true
+				d.out.Constraints = append(d.out.Constraints, interfaces.Constraint{Kind: interfaces.ConstraintAvoid, Shards: risk, Children: []interfaces.ChildID{id},
 					Reason: fmt.Sprintf("cooperation: SLO at risk on %s (%s)", id, h.Reason)})
 			case interfaces.HintConstraint:
-				room := func(amount interfaces.Load, reason string) { rooms = append(rooms, headroom{c, amount, reason}) }
 				// A capacity proposal goes through limit, which records it in
 				// limited and capped.
-				if cons, ok := st.proposal(field, c, h, cfg, shardIdx, refuse, hold, room, now, limit, limited, len(order)); ok {
-					out.Constraints = append(out.Constraints, cons)
+				if cons, ok := d.proposal(field, c, h); ok {
+					d.out.Constraints = append(d.out.Constraints, cons)
 				}
 			case interfaces.HintHeadroom:
 				if err := interfaces.ValidateLoad(field+".amount", h.Amount); err != nil {
-					refuse("%s (headroom): %v", field, err)
+					d.refuse("%s (headroom): %v", field, err)
 					continue
 				}
-				rooms = append(rooms, headroom{c, h.Amount, h.Reason})
+				d.rooms = append(d.rooms, headroom{c, h.Amount, h.Reason})
 			default:
-				refuse("%s: unknown hint kind %d", field, h.Kind)
+				d.refuse("%s: unknown hint kind %d", field, h.Kind)
 			}
 		}
 	}
+}
 
-	// Usable headroom: a child that can usefully take only `headroom` more is
-	// capped at its load plus that, unless the limits together would leave
-	// less room than the load to place.
+// shedHint answers child c's request to shed load.
+func (d *deriver) shedHint(field string, c int, h interfaces.Hint) {
+	v, st, cfg := d.v, d.st, d.cfg
+	id := v.Children[c].ID
+	if err := interfaces.ValidateLoad(field+".amount", h.Amount); err != nil {
+		d.refuse("%s (shed): %v", field, err)
+		return
+	}
+	if d.limited[c] {
+		d.refuse("%s (shed): %s already has a capacity limit this round", field, id)
+		return
+	}
+	if d.hotRes != "" {
+		d.refuse("%s (shed): the children together are at %.0f%% %s, at or above the %.0f%% target: shedding would only move the excess", field, 100*d.total.Get(d.hotRes)/d.capSum.Get(d.hotRes), d.hotRes, 100*cfg.Target)
+		return
+	}
+	// The named shards the child owns, in the child's order (its priority),
+	// each taken only if it fits, whole, in the usable headroom the other
+	// children have left: a partial shard moves nothing. A hint that names no
+	// shard sheds its amount.
+	amount := h.Amount
+	cands := st.ownedInOrder(h.Shards, c, d.shardIdx, cfg.MaxShards)
+	if len(h.Shards) > 0 && len(cands) == 0 {
+		// Every shard it names is gone or already moving: the request is
+		// older than the moves that answer it.
+		d.refuse("%s (shed): none of the %d shards %s names is still on it and not moving", field, len(h.Shards), id)
+		return
+	}
+	if len(cands) == 0 {
+		cons, ok := d.limit(c, amount, "asks to shed "+FormatLoad(h.Amount)+" ("+h.Reason+")")
+		if !ok {
+			d.refuse("%s (shed): %s asks to shed %s but no other child has usable headroom for it", field, id, FormatLoad(h.Amount))
+			return
+		}
+		d.out.Constraints = append(d.out.Constraints, cons)
+		return
+	}
+	left := d.elsewhere(c)
+	amount = interfaces.Load{}
+	var taken []interfaces.ShardID
+	for _, s := range cands {
+		l := v.Shards[d.shardIdx[s]].Load
+		if !l.Fits(left.Sub(amount)) {
+			continue
+		}
+		amount = amount.Add(l)
+		taken = append(taken, s)
+	}
+	if len(taken) == 0 {
+		d.refuse("%s (shed): %s asks to shed %s but none of its %d candidate shards fits in the usable headroom of the other children", field, id, FormatLoad(h.Amount), len(cands))
+		return
+	}
+	// The shards are held away from c (an allowed rule each): that moves
+	// them, and only them. A capacity limit on c would also be the capacity
+	// the solver balances against, and pull more load off c than it asked.
+	d.pushed = d.pushed.Add(amount)
+	d.limited[c] = true
+	// Only in the resource the request weighs most in: the control loop's
+	// error is then about that resource, and changes as the held shards leave.
+	after := st.load[c].Sub(amount).Max(interfaces.Load{})
+	dom, share := "", 0.0
+	for _, r := range st.res {
+		if cp := v.Children[c].Capacity.Get(r); cp > 0 && amount.Get(r)/cp > share {
+			dom, share = r, amount.Get(r)/cp
+		}
+	}
+	seen := interfaces.Load{}
+	if dom != "" {
+		cp := v.Children[c].Capacity.Get(dom)
+		seen = seen.With(dom, math.Min(cp, math.Max(after.Get(dom), 1e-9*cp)))
+	}
+	d.shed(c, seen)
+	for _, s := range taken {
+		d.hold(Held{Shard: s, Child: id, Until: d.now.Add(cfg.Hold), Reason: fmt.Sprintf("%s shed it (%s)", id, h.Reason)})
+	}
+}
+
+// headroomLimits caps a child that can usefully take only `headroom` more at
+// its load plus that, unless the limits together would leave less room than
+// the load to place. It returns each active child's effective capacity (its
+// capacity under the limits of this round).
+func (d *deriver) headroomLimits() []interfaces.Load {
+	v, st := d.v, d.st
 	var roomCons []interfaces.Constraint
 	eff := make([]interfaces.Load, len(v.Children))
-	for _, c := range order {
+	for _, c := range d.order {
 		eff[c] = v.Children[c].Capacity
 		for _, r := range st.res {
-			if x := capped[c].Get(r); x > 0 && x < eff[c].Get(r) {
+			if x := d.capped[c].Get(r); x > 0 && x < eff[c].Get(r) {
 				eff[c] = eff[c].With(r, x)
 			}
 		}
 	}
-	for _, h := range rooms {
-		if limited[h.c] {
+	for _, h := range d.rooms {
+		if d.limited[h.c] {
 			continue
 		}
 		capacity := v.Children[h.c].Capacity
@@ -364,45 +414,54 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 	}
 	if len(roomCons) > 0 {
 		var room interfaces.Load
-		for _, c := range order {
+		for _, c := range d.order {
 			room = room.Add(eff[c])
 		}
 		short := ""
 		for _, r := range st.res {
-			if room.Get(r) < total.Get(r) {
+			if room.Get(r) < d.total.Get(r) {
 				short = r
 				break
 			}
 		}
 		if short != "" {
-			refuse("headroom hints: the limits they imply leave %.4g %s for a load of %.4g; not used this round", room.Get(short), short, total.Get(short))
+			d.refuse("headroom hints: the limits they imply leave %.4g %s for a load of %.4g; not used this round", room.Get(short), short, d.total.Get(short))
 		} else {
-			out.Constraints = append(out.Constraints, roomCons...)
+			d.out.Constraints = append(d.out.Constraints, roomCons...)
 		}
 	}
+	return eff
+}
 
-	// A round that answers shed requests moves the held shards and nothing
-	// else: the children asked to shed look full to the control loop (Shed),
-	// and a solver balancing against that would pull more off them.
-	if len(out.Shed) > 0 && !st.needsPlacement() {
-		n := 0
-		for s, away := range held {
-			i := shardIdx[s]
-			if o := st.owner[i]; o >= 0 && !st.inFlight[i] {
-				if _, ok := away[v.Children[o].ID]; ok {
-					n++
-				}
+// shedRoundMoves: a round that answers shed requests moves the held shards
+// and nothing else: the children asked to shed look full to the control loop
+// (Shed), and a solver balancing against that would pull more off them.
+func (d *deriver) shedRoundMoves() {
+	st := d.st
+	if len(d.out.Shed) == 0 || st.needsPlacement() {
+		return
+	}
+	n := 0
+	for s, away := range d.held {
+		i := d.shardIdx[s]
+		if o := st.owner[i]; o >= 0 && !st.inFlight[i] {
+			if _, ok := away[d.v.Children[o].ID]; ok {
+				n++
 			}
 		}
-		if n > 0 {
-			out.Constraints = append(out.Constraints, interfaces.Constraint{Kind: interfaces.ConstraintMaxMoves, Max: n,
-				Reason: fmt.Sprintf("cooperation: this round moves the %d shards held away from children that shed them, and nothing else", n)})
-		}
 	}
+	if n > 0 {
+		d.out.Constraints = append(d.out.Constraints, interfaces.Constraint{Kind: interfaces.ConstraintMaxMoves, Max: n,
+			Reason: fmt.Sprintf("cooperation: this round moves the %d shards held away from children that shed them, and nothing else", n)})
+	}
+}
 
-	// Held shards: an allowed rule listing the active children that admit the
-	// shard and have room for it, other than those it is held away from; a soft
-	// avoid rule when there is none.
+// heldRules turns the held shards into rules: an allowed rule listing the
+// active children that admit the shard and have room for it (eff), other
+// than those it is held away from; a soft avoid rule when there is none. The
+// holds go into the next memory.
+func (d *deriver) heldRules(eff []interfaces.Load) {
+	v, st := d.v, d.st
 	type group struct {
 		shards   []interfaces.ShardID
 		children []interfaces.ChildID
@@ -410,16 +469,16 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 	}
 	groups := map[string]*group{}
 	var keys []string
-	heldIDs := make([]interfaces.ShardID, 0, len(held))
-	for s := range held {
+	heldIDs := make([]interfaces.ShardID, 0, len(d.held))
+	for s := range d.held {
 		heldIDs = append(heldIDs, s)
 	}
 	slices.Sort(heldIDs)
 	for _, s := range heldIDs {
-		i := shardIdx[s]
-		away := held[s]
+		i := d.shardIdx[s]
+		away := d.held[s]
 		var allowed []interfaces.ChildID
-		for _, c := range order {
+		for _, c := range d.order {
 			id := v.Children[c].ID
 			if _, ok := away[id]; ok {
 				continue
@@ -440,10 +499,10 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 		slices.Sort(awayIDs)
 		first := away[awayIDs[0]]
 		for _, id := range awayIDs {
-			out.Memory.Held = append(out.Memory.Held, away[id])
+			d.out.Memory.Held = append(d.out.Memory.Held, away[id])
 		}
 		if len(allowed) == 0 {
-			out.Constraints = append(out.Constraints, interfaces.Constraint{Kind: interfaces.ConstraintAvoid, Shards: []interfaces.ShardID{s}, Children: awayIDs,
+			d.out.Constraints = append(d.out.Constraints, interfaces.Constraint{Kind: interfaces.ConstraintAvoid, Shards: []interfaces.ShardID{s}, Children: awayIDs,
 				Reason: fmt.Sprintf("cooperation: %s should stay off %s (%s); no other child has room for it, so only preferred", s, joinIDs(awayIDs), first.Reason)})
 			continue
 		}
@@ -458,26 +517,28 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 	}
 	for _, k := range keys {
 		g := groups[k]
-		out.Constraints = append(out.Constraints, interfaces.Constraint{Kind: interfaces.ConstraintAllowed, Shards: g.shards, Children: g.children, Reason: g.reason})
+		d.out.Constraints = append(d.out.Constraints, interfaces.Constraint{Kind: interfaces.ConstraintAllowed, Shards: g.shards, Children: g.children, Reason: g.reason})
 	}
+}
 
-	// Budgets and targets down.
+// budgets computes the move budget and target sent down to each active child.
+func (d *deriver) budgets() {
+	v, st, cfg := d.v, d.st, d.cfg
 	count := make([]int, len(v.Children))
 	for i, c := range st.owner {
 		if c >= 0 && !st.inFlight[i] {
 			count[c]++
 		}
 	}
-	for _, c := range order {
-		d := Down{Child: v.Children[c].ID, MaxMoves: max(cfg.MinBudget, int(math.Ceil(cfg.BudgetFraction*float64(count[c])-1e-9))), Target: cfg.Target}
-		d.Reason = fmt.Sprintf("budget %d moves (%.0f%% of its %d shards, at least %d), target utilization %.2f", d.MaxMoves, 100*cfg.BudgetFraction, count[c], cfg.MinBudget, d.Target)
-		if sloRisk[c] {
-			d.Target = math.Round(cfg.Target*0.9*1e4) / 1e4
-			d.Reason = fmt.Sprintf("budget %d moves (%.0f%% of its %d shards, at least %d), target utilization %.2f (%.2f less 10%%: it reports SLOs at risk)", d.MaxMoves, 100*cfg.BudgetFraction, count[c], cfg.MinBudget, d.Target, cfg.Target)
+	for _, c := range d.order {
+		dn := Down{Child: v.Children[c].ID, MaxMoves: max(cfg.MinBudget, int(math.Ceil(cfg.BudgetFraction*float64(count[c])-1e-9))), Target: cfg.Target}
+		dn.Reason = fmt.Sprintf("budget %d moves (%.0f%% of its %d shards, at least %d), target utilization %.2f", dn.MaxMoves, 100*cfg.BudgetFraction, count[c], cfg.MinBudget, dn.Target)
+		if d.sloRisk[c] {
+			dn.Target = math.Round(cfg.Target*0.9*1e4) / 1e4
+			dn.Reason = fmt.Sprintf("budget %d moves (%.0f%% of its %d shards, at least %d), target utilization %.2f (%.2f less 10%%: it reports SLOs at risk)", dn.MaxMoves, 100*cfg.BudgetFraction, count[c], cfg.MinBudget, dn.Target, cfg.Target)
 		}
-		out.Down = append(out.Down, d)
+		d.out.Down = append(d.out.Down, dn)
 	}
-	return out, nil
 }
 
 // owned returns the shards of ids that exist in the view and are owned by child
@@ -510,13 +571,12 @@ func (st *state) ownedInOrder(ids []interfaces.ShardID, c int, shardIdx map[inte
 
 // proposal validates a constraint proposed by child c and returns the
 // constraint to use, or refuses it.
-func (st *state) proposal(field string, c int, h interfaces.Hint, cfg Config, shardIdx map[interfaces.ShardID]int,
-	refuse func(string, ...any), hold func(Held), room func(interfaces.Load, string), now time.Time,
-	limit func(int, interfaces.Load, string) (interfaces.Constraint, bool), limited map[int]bool, active int) (interfaces.Constraint, bool) {
+func (d *deriver) proposal(field string, c int, h interfaces.Hint) (interfaces.Constraint, bool) {
+	st, cfg, shardIdx := d.st, d.cfg, d.shardIdx
 	id := st.v.Children[c].ID
 	p := h.Constraint
 	if p == nil {
-		refuse("%s (constraint): no constraint proposed", field)
+		d.refuse("%s (constraint): no constraint proposed", field)
 		return interfaces.Constraint{}, false
 	}
 	onlySelf := len(p.Children) == 1 && p.Children[0] == id
@@ -530,7 +590,7 @@ func (st *state) proposal(field string, c int, h interfaces.Hint, cfg Config, sh
 	}
 	slices.Sort(shards)
 	if len(shards) > cfg.MaxShards {
-		refuse("%s (constraint %s): %d shards, only the first %d used", field, p.Kind, len(shards), cfg.MaxShards)
+		d.refuse("%s (constraint %s): %d shards, only the first %d used", field, p.Kind, len(shards), cfg.MaxShards)
 		shards = shards[:cfg.MaxShards]
 	}
 	why := p.Reason
@@ -540,28 +600,28 @@ func (st *state) proposal(field string, c int, h interfaces.Hint, cfg Config, sh
 	switch p.Kind {
 	case interfaces.ConstraintAvoid:
 		if !onlySelf {
-			refuse("%s (constraint avoid): a child may only propose rules about itself (children must be [%s], got %v)", field, id, p.Children)
+			d.refuse("%s (constraint avoid): a child may only propose rules about itself (children must be [%s], got %v)", field, id, p.Children)
 			return interfaces.Constraint{}, false
 		}
 		if len(shards) == 0 {
-			refuse("%s (constraint avoid): names no shard of the view", field)
+			d.refuse("%s (constraint avoid): names no shard of the view", field)
 			return interfaces.Constraint{}, false
 		}
 		for _, s := range shards {
-			hold(Held{Shard: s, Child: id, Until: now.Add(cfg.Hold), Reason: fmt.Sprintf("%s proposed it (%s)", id, why)})
+			d.hold(Held{Shard: s, Child: id, Until: d.now.Add(cfg.Hold), Reason: fmt.Sprintf("%s proposed it (%s)", id, why)})
 		}
 		return interfaces.Constraint{}, false // applied through the held shards
 	case interfaces.ConstraintCapacity:
 		if !onlySelf {
-			refuse("%s (constraint capacity): a child may only propose rules about itself (children must be [%s], got %v)", field, id, p.Children)
+			d.refuse("%s (constraint capacity): a child may only propose rules about itself (children must be [%s], got %v)", field, id, p.Children)
 			return interfaces.Constraint{}, false
 		}
 		if err := interfaces.ValidateLoad(field+".constraint.limit", p.Limit); err != nil {
-			refuse("%s (constraint capacity): %v", field, err)
+			d.refuse("%s (constraint capacity): %v", field, err)
 			return interfaces.Constraint{}, false
 		}
-		if limited[c] {
-			refuse("%s (constraint capacity): %s already has a capacity limit this round", field, id)
+		if d.limited[c] {
+			d.refuse("%s (constraint capacity): %s already has a capacity limit this round", field, id)
 			return interfaces.Constraint{}, false
 		}
 		var cut interfaces.Load
@@ -581,28 +641,28 @@ func (st *state) proposal(field string, c int, h interfaces.Hint, cfg Config, sh
 					more = more.With(r, st.v.Children[c].Capacity.Get(r))
 				}
 			}
-			room(more, "proposed a capacity of "+FormatLoad(p.Limit)+": "+why)
+			d.rooms = append(d.rooms, headroom{c, more, "proposed a capacity of " + FormatLoad(p.Limit) + ": " + why})
 			return interfaces.Constraint{}, false
 		}
-		cons, ok := limit(c, cut, "proposed a capacity of "+FormatLoad(p.Limit)+" ("+why+")")
+		cons, ok := d.limit(c, cut, "proposed a capacity of "+FormatLoad(p.Limit)+" ("+why+")")
 		if !ok {
-			refuse("%s (constraint capacity): no other child has room for the %s it would push out", field, FormatLoad(cut))
+			d.refuse("%s (constraint capacity): no other child has room for the %s it would push out", field, FormatLoad(cut))
 		}
 		return cons, ok
 	case interfaces.ConstraintAntiAffinity:
 		if len(shards) < 2 {
-			refuse("%s (constraint anti_affinity): needs at least two shards of the view", field)
+			d.refuse("%s (constraint anti_affinity): needs at least two shards of the view", field)
 			return interfaces.Constraint{}, false
 		}
 		m := max(p.Max, 1)
-		if need := (len(shards) + m - 1) / m; need > active {
-			refuse("%s (constraint anti_affinity): %d shards at most %d per child need %d children, %d are active", field, len(shards), m, need, active)
+		if need := (len(shards) + m - 1) / m; need > len(d.order) {
+			d.refuse("%s (constraint anti_affinity): %d shards at most %d per child need %d children, %d are active", field, len(shards), m, need, len(d.order))
 			return interfaces.Constraint{}, false
 		}
 		return interfaces.Constraint{Kind: interfaces.ConstraintAntiAffinity, Shards: shards, Max: m,
 			Reason: fmt.Sprintf("cooperation: %s proposed keeping these %d shards apart, at most %d per child (%s)", id, len(shards), m, why)}, true
 	}
-	refuse("%s (constraint %s): only avoid, capacity and anti_affinity are accepted from a child", field, p.Kind)
+	d.refuse("%s (constraint %s): only avoid, capacity and anti_affinity are accepted from a child", field, p.Kind)
 	return interfaces.Constraint{}, false
 }
 
