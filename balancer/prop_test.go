@@ -370,6 +370,38 @@ func TestDeadlineBoundsPlacement(t *testing.T) {
 	}
 }
 
+// TestDeadlineAfterRepairStillExplains: when the deadline ends the solve after
+// the repair tried every forced shard, a shard the repair found to fit nowhere
+// is still explained (status infeasible), while the shards it placed stay put.
+func TestDeadlineAfterRepairStillExplains(t *testing.T) {
+	p, err := Generate(InstanceSpec{Shards: 20, Hosts: 4, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := range p.Current {
+		p.Current[s] = -1
+	}
+	huge := 7
+	for r := 0; r < p.NumResources(); r++ {
+		p.Load[huge*p.NumResources()+r] = 1e9 // larger than any host
+	}
+	polls := 0
+	// The repair polls once per forced shard (20); the next poll, in the
+	// local search, ends the solve.
+	res, err := Solve(SolverLocal, p, Options{Deadline: func() bool { polls++; return polls > 20 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != interfaces.StatusInfeasible || len(res.Infeasible) != 1 || res.Infeasible[0].Shard != p.ShardIDs[huge] {
+		t.Fatalf("status %v, infeasible %+v: want shard %s explained", res.Status, res.Infeasible, p.ShardIDs[huge])
+	}
+	for s, c := range res.Assignment {
+		if (c < 0) != (s == huge) {
+			t.Errorf("shard %d on child %d", s, c)
+		}
+	}
+}
+
 // TestExplainForcedRetriesAfterRoomIsMade: the last-chance pass must retry a
 // shard when a later shard's move made room for it. s0 may only run on c1,
 // where s1 leaves no room; s1 is pinned to c0, where s2 leaves no room; s2 may
@@ -392,7 +424,7 @@ func TestExplainForcedRetriesAfterRoomIsMade(t *testing.T) {
 	}
 	st := newState(p, DefaultGoals(), LatencyModel{}, p.Current)
 	pl := newPlacer(st)
-	inf, cut := pl.explainForced(8, nil)
+	inf, cut := pl.explainForced(8, nil, nil)
 	if cut {
 		t.Error("cut short without a clock")
 	}

@@ -418,12 +418,13 @@ func (pl *placer) stillForced(s int) bool {
 }
 
 // repair moves every forced shard to its best feasible child (coldest first),
-// largest first. Shards that fit nowhere stay where they are (or unplaced) and
-// are explained. It returns the explanations.
-func (pl *placer) repair(k int, clk *clock) (infeasible []interfaces.Infeasible, partial bool) {
+// largest first. Shards that fit nowhere stay where they are (or unplaced); it
+// returns them (explainForced explains them), and whether clk's budget ran out
+// before every forced shard was tried.
+func (pl *placer) repair(k int, clk *clock) (failed []int, partial bool) {
 	for _, s := range pl.forcedShards() {
 		if clk != nil && clk.expired() {
-			return infeasible, true
+			return failed, true
 		}
 		if !pl.stillForced(s) {
 			continue // earlier repairs made room where it is
@@ -436,10 +437,9 @@ func (pl *placer) repair(k int, clk *clock) (infeasible []interfaces.Infeasible,
 		if pl.eject(s, k) {
 			continue
 		}
-		inf, _ := pl.st.explain(s)
-		infeasible = append(infeasible, inf)
+		failed = append(failed, s)
 	}
-	return infeasible, false
+	return failed, false
 }
 
 // ejectChildren bounds how many children eject tries to make room on.
@@ -522,22 +522,23 @@ const lastChancePasses = 4
 // explainForced makes a last attempt to move every unlocked shard that still
 // breaks a hard constraint where it is (best feasible child, else making room),
 // and explains those that stay. When clk's budget runs out (clk may be nil) it
-// stops where it is and explains nothing: the shards it did not reach were not
-// found infeasible, the solve was cut short (cut is true; Finish then reports
-// the plan as partial).
-func (pl *placer) explainForced(k int, clk *clock) (out []interfaces.Infeasible, cut bool) {
+// stops and explains only the shards of tried (those the repair found to fit
+// nowhere) that still break one and still have no feasible child: the others
+// were not tried, not found infeasible. cut then reports that the solve was cut
+// short (Finish reports the plan as partial).
+func (pl *placer) explainForced(k int, clk *clock, tried []int) (out []interfaces.Infeasible, cut bool) {
 	expired := func() bool { return clk != nil && clk.expired() }
 	// A placement late in a pass can make room for a shard tried earlier, so
 	// passes repeat while they reduce the number of forced shards — a few at
 	// most: with many shards that fit nowhere each pass costs an ejection
 	// attempt per shard.
-	for pass, before := 0, pl.forcedCount(); before > 0 && pass < lastChancePasses; pass++ {
-		for s := 0; s < pl.st.N; s++ {
+	for pass, before := 0, pl.forcedCount(); before > 0 && pass < lastChancePasses && !cut; pass++ {
+		for s := 0; s < pl.st.N && !cut; s++ {
 			if pl.st.p.IsLocked(s) || !pl.stillForced(s) {
 				continue
 			}
-			if expired() {
-				return nil, true
+			if cut = expired(); cut {
+				break
 			}
 			if dst, _ := pl.bestDestination(s, k); dst >= 0 {
 				pl.move(s, int32(dst))
@@ -550,6 +551,17 @@ func (pl *placer) explainForced(k int, clk *clock) (out []interfaces.Infeasible,
 			break
 		}
 		before = after
+	}
+	if cut {
+		for _, s := range tried {
+			if pl.st.p.IsLocked(s) || !pl.stillForced(s) {
+				continue
+			}
+			if inf, fits := pl.st.explain(s); !fits {
+				out = append(out, inf)
+			}
+		}
+		return out, true
 	}
 	for s := 0; s < pl.st.N; s++ {
 		if !pl.st.p.IsLocked(s) && pl.stillForced(s) {
