@@ -60,7 +60,16 @@ plans its shards onto its hosts, on --workers goroutines (default GOMAXPROCS).
 flat: the same instance, load change and rounds through one policy of the same kind
 and configuration over all hosts, except its target: with the local policy it stops
 as soon as the busiest host is within the max_over_lb the hierarchy reached
-(target_max_over_lb), or when --flat-budget (wall clock) ends.
+(target_max_over_lb), or when --flat-budget (wall clock, from the start of the
+flat run) ends; a flat run cut short leaves shards it had not reached unplaced,
+its status is partial and the speed-up a lower bound.
+
+--candidates is how many of the coldest children the local search scores per
+shard at every tier (the default 1 is the fastest). With --candidates at least the
+number of hosts every child is scored for every shard (a full scan): the flat run
+then scores all --hosts hosts per shard and the hierarchy --regions regions plus a
+region's hosts, which is where a hierarchy's speed-up comes from — and the flat
+run takes minutes at a million shards (see docs/benchmarks.md).
 
 Per run it prints seconds (both rounds: views, plans, applying plans; wall clock, or
 this process's CPU time with --clock cpu — summed over all cores), max_over_lb (the
