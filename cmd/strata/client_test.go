@@ -18,6 +18,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/devcluster"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 // cliJSON runs the CLI, requires exit 0 and decodes its JSON output into v.
@@ -33,20 +34,7 @@ func cliJSON(t *testing.T, v any, args ...string) {
 }
 
 // eventually retries cond until it returns nil or timeout passes.
-func eventually(t *testing.T, what string, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached after %v: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+var eventually = testutil.Eventually
 
 // runningOn maps every shard some host agent runs to those hosts.
 func runningOn(c *devcluster.Cluster) map[string][]string {

@@ -16,6 +16,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/hostagent/ledger"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 func admin(t *testing.T, addr string) wire.AdminClient {
@@ -39,20 +40,7 @@ func running(c *Cluster) map[interfaces.ShardID][]string {
 	return out
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached after %v: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+var waitFor = testutil.Eventually
 
 func allRunningOnce(c *Cluster, want int) error {
 	r := running(c)

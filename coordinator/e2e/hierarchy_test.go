@@ -11,6 +11,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/hostagent/ledger"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 var strataBin string
@@ -62,19 +63,7 @@ func allPlaced(ctx context.Context, c *Cluster, n int, avoid ...string) error {
 	return nil
 }
 
-func eventually(t *testing.T, what string, timeout time.Duration, f func() error) time.Duration {
-	t.Helper()
-	start := time.Now()
-	var err error
-	for time.Since(start) < timeout {
-		if err = f(); err == nil {
-			return time.Since(start)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %v: %v", what, timeout, err)
-	return 0
-}
+var eventually = testutil.Eventually
 
 func TestMultiProcessHierarchy(t *testing.T) {
 	spec := Spec{Replicas: 3, Regions: 2, HostsPerRegion: 3, HostCPU: 32,

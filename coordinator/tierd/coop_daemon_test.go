@@ -19,6 +19,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/tierd"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 // labelCluster is a global tier and two regions, both announcing disk=ssd, in
@@ -180,20 +181,7 @@ func firstInA(h map[string]*wire.ExplainResponse) (int, []string) {
 	return first, moved
 }
 
-func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached after %v: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+var waitUntil = testutil.Eventually
 
 // A region that cannot spread what the global tier gives it: db's shards
 // need disk=ssd, and region-a has one ssd host (8 cpu) for its half of 18 cpu.

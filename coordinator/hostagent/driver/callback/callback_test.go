@@ -18,6 +18,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/hostagent/ledger"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/testutil"
 	"github.com/strata-sched/strata/sdk/worker"
 )
 
@@ -69,13 +70,7 @@ func (r *recorder) load() []interfaces.ShardLoad {
 
 func eventually(t *testing.T, what string, f func() bool) {
 	t.Helper()
-	for i := 0; i < 1000; i++ {
-		if f() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
+	testutil.Until(t, what, 10*time.Second, f)
 }
 
 func serve(t *testing.T, d *callback.Driver, addr string) (*grpc.Server, string) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/strata-sched/strata/coordinator/hostagent"
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 var ctx = context.Background()
@@ -22,13 +23,7 @@ func sp(id string) interfaces.Shard {
 
 func waitFor(t *testing.T, what string, f func() bool) {
 	t.Helper()
-	for i := 0; i < 1000; i++ {
-		if f() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
+	testutil.Until(t, what, 10*time.Second, f)
 }
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
