@@ -334,23 +334,39 @@ func TestLocalAnytimeBudgets(t *testing.T) {
 	}
 }
 
-// TestDeadlineBoundsPlacement: a deadline that ends the repair of a placement
-// from nothing ends the solve — the last-chance pass does not go on to place
-// (and explain) every shard the repair had not reached. The plan is partial,
-// with the shards it did not reach unplaced and not reported infeasible.
-func TestDeadlineBoundsPlacement(t *testing.T) {
-	p, err := Generate(InstanceSpec{Shards: 2000, Hosts: 50, Seed: 3})
+// unplacedInstance is the generated instance of spec with every shard
+// unplaced.
+func unplacedInstance(t *testing.T, spec InstanceSpec) *Problem {
+	t.Helper()
+	p, err := Generate(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for s := range p.Current {
 		p.Current[s] = -1
 	}
+	return p
+}
+
+// solveWithPolls solves p with the local solver under a deadline that has
+// passed from its (n+1)th poll on.
+func solveWithPolls(t *testing.T, p *Problem, n int) Result {
+	t.Helper()
 	polls := 0
-	res, err := Solve(SolverLocal, p, Options{Deadline: func() bool { polls++; return polls > 20 }})
+	res, err := Solve(SolverLocal, p, Options{Deadline: func() bool { polls++; return polls > n }})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return res
+}
+
+// TestDeadlineBoundsPlacement: a deadline that ends the repair of a placement
+// from nothing ends the solve — the last-chance pass does not go on to place
+// (and explain) every shard the repair had not reached. The plan is partial,
+// with the shards it did not reach unplaced and not reported infeasible.
+func TestDeadlineBoundsPlacement(t *testing.T) {
+	p := unplacedInstance(t, InstanceSpec{Shards: 2000, Hosts: 50, Seed: 3})
+	res := solveWithPolls(t, p, 20)
 	placed := 0
 	for _, c := range res.Assignment {
 		if c >= 0 {
@@ -374,24 +390,14 @@ func TestDeadlineBoundsPlacement(t *testing.T) {
 // the repair tried every forced shard, a shard the repair found to fit nowhere
 // is still explained (status infeasible), while the shards it placed stay put.
 func TestDeadlineAfterRepairStillExplains(t *testing.T) {
-	p, err := Generate(InstanceSpec{Shards: 20, Hosts: 4, Seed: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for s := range p.Current {
-		p.Current[s] = -1
-	}
+	p := unplacedInstance(t, InstanceSpec{Shards: 20, Hosts: 4, Seed: 5})
 	huge := 7
 	for r := 0; r < p.NumResources(); r++ {
 		p.Load[huge*p.NumResources()+r] = 1e9 // larger than any host
 	}
-	polls := 0
 	// The repair polls once per forced shard (20); the next poll, in the
 	// local search, ends the solve.
-	res, err := Solve(SolverLocal, p, Options{Deadline: func() bool { polls++; return polls > 20 }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := solveWithPolls(t, p, 20)
 	if res.Status != interfaces.StatusInfeasible || len(res.Infeasible) != 1 || res.Infeasible[0].Shard != p.ShardIDs[huge] {
 		t.Fatalf("status %v, infeasible %+v: want shard %s explained", res.Status, res.Infeasible, p.ShardIDs[huge])
 	}
