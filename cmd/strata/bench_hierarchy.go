@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,6 +42,7 @@ func newBenchHierarchyCmd(g *globalOptions) *cobra.Command {
 		workers      int
 		flatBudget   time.Duration
 		noFlat       bool
+		noProgress   bool
 		clock        string
 	)
 	cmd := &cobra.Command{
@@ -148,7 +150,15 @@ Example:
 			if ctx == nil {
 				ctx = context.Background()
 			}
+			var ticker *phaseTicker
+			if !noProgress {
+				ticker = startPhaseTicker(g.stderr, time.Second, time.Second)
+				cfg.Phase = ticker.set
+			}
 			res, err := hierbench.Compare(ctx, cfg)
+			if ticker != nil {
+				ticker.close() // its line ends before the results
+			}
 			if err != nil {
 				return err
 			}
@@ -173,6 +183,7 @@ Example:
 	f.IntVar(&workers, "workers", 0, "region worker pool size (0 = GOMAXPROCS)")
 	f.DurationVar(&flatBudget, "flat-budget", 10*time.Minute, "wall-clock bound of the flat run (0 = none); when it ends the flat plan in progress is cut short")
 	f.BoolVar(&noFlat, "no-flat", false, "run the hierarchy only")
+	f.BoolVar(&noProgress, "no-progress", false, "no progress line on stderr (otherwise shown once a run takes more than a second: the round running and for how long)")
 	f.StringVar(&clock, "clock", "wall", "clock for seconds: wall, or cpu (this process's CPU time over all cores, for a shared machine)")
 	out.register(cmd)
 	return cmd
@@ -208,4 +219,67 @@ func printBenchHierarchy(w io.Writer, v benchHierarchyJSON, noFlat bool) error {
 	}
 	_, err := fmt.Fprintf(w, "speedup %.2f× (flat target max_over_lb %.4f, the hierarchy's; flat %s)\n", v.Speedup, v.FlatTarget, reached)
 	return err
+}
+
+// phaseTicker shows on w which round of the benchmark is running and for how
+// long: once the run has taken longer than after, redrawn every period, on
+// one line.
+type phaseTicker struct {
+	w     io.Writer
+	mu    sync.Mutex
+	phase string
+	since time.Time
+	start time.Time
+	after time.Duration
+	drawn bool
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func startPhaseTicker(w io.Writer, period, after time.Duration) *phaseTicker {
+	now := time.Now()
+	p := &phaseTicker{w: w, start: now, since: now, after: after, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-tick.C:
+				p.draw()
+			}
+		}
+	}()
+	return p
+}
+
+// set starts phase name (Config.Phase).
+func (p *phaseTicker) set(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.phase, p.since = name, time.Now()
+}
+
+func (p *phaseTicker) draw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	if p.phase == "" || now.Sub(p.start) < p.after {
+		return
+	}
+	fmt.Fprintf(p.w, "\r%-20s %7s  (run %s)   ", p.phase+" round", now.Sub(p.since).Round(time.Second), now.Sub(p.start).Round(time.Second))
+	p.drawn = true
+}
+
+// close stops the ticker and ends its line.
+func (p *phaseTicker) close() {
+	close(p.stop)
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drawn {
+		fmt.Fprintln(p.w)
+	}
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestBenchHierarchyJSON(t *testing.T) {
@@ -77,5 +79,27 @@ func TestBenchHierarchyTableAndErrors(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q, want it to contain %q", tc.args, code, errOut, tc.want)
 		}
+	}
+}
+
+// TestPhaseTicker: past its delay the ticker redraws the running round on one
+// line and ends the line when closed; before it, it draws nothing.
+func TestPhaseTicker(t *testing.T) {
+	var buf bytes.Buffer
+	p := startPhaseTicker(&buf, 5*time.Millisecond, 0)
+	p.set("flat place")
+	time.Sleep(40 * time.Millisecond)
+	p.close()
+	out := buf.String()
+	if !strings.HasPrefix(out, "\rflat place round") || !strings.HasSuffix(out, "\n") || strings.Count(out, "\n") != 1 {
+		t.Errorf("ticker wrote %q: want redraws of the flat place round on one line, then a newline", out)
+	}
+	buf.Reset()
+	p = startPhaseTicker(&buf, 5*time.Millisecond, time.Hour)
+	p.set("hierarchy place")
+	time.Sleep(20 * time.Millisecond)
+	p.close()
+	if buf.Len() != 0 {
+		t.Errorf("ticker wrote %q before its delay", buf.String())
 	}
 }

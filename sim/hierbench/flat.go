@@ -35,8 +35,8 @@ func newFlat(in *Instance, seed uint64, policy interfaces.Policy, shards []inter
 	return f
 }
 
-func (f *flat) run(ctx context.Context, now func() time.Time) (Run, error) {
-	return twoRounds(now, f.in, f.host, f.shards, func() (interfaces.Status, error) { return f.round(ctx) })
+func (f *flat) run(ctx context.Context, now func() time.Time, phase func(string)) (Run, error) {
+	return twoRounds(now, phase, f.in, f.host, f.shards, func() (interfaces.Status, error) { return f.round(ctx) })
 }
 
 func (f *flat) round(ctx context.Context) (interfaces.Status, error) {

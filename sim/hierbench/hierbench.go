@@ -42,6 +42,9 @@ type Config struct {
 	// when the flat run starts, and a plan in progress when it ends is cut
 	// short (status partial).
 	FlatBudget time.Duration
+	// Phase, when set, is told each round as it starts: "hierarchy place",
+	// "hierarchy rebalance", "flat place", "flat rebalance" (for progress).
+	Phase func(name string)
 }
 
 // Run is what one side (hierarchy or flat) did.
@@ -223,7 +226,7 @@ func CompareInstance(ctx context.Context, cfg Config, in *Instance) (Result, err
 	}
 	res := Result{Shards: cfg.Shards, Hosts: cfg.Hosts, Regions: cfg.Regions, Seed: cfg.Seed, Changed: in.Changed, LB: lb}
 	h := newHier(in, cfg.Seed, pols[0], pols[1], workers)
-	if res.Hier, err = h.run(cfg.Now); err != nil {
+	if res.Hier, err = h.run(cfg.Now, phaseOf(cfg.Phase, "hierarchy")); err != nil {
 		return Result{}, fmt.Errorf("hierarchy: %w", err)
 	}
 	res.Hier.Run.score(in, h.host, lb)
@@ -250,7 +253,7 @@ func CompareInstance(ctx context.Context, cfg Config, in *Instance) (Result, err
 			fctx, cancel = context.WithTimeout(ctx, cfg.FlatBudget)
 			defer cancel()
 		}
-		if res.Flat, err = f.run(fctx, cfg.Now); err != nil {
+		if res.Flat, err = f.run(fctx, cfg.Now, phaseOf(cfg.Phase, "flat")); err != nil {
 			return Result{}, fmt.Errorf("flat: %w", err)
 		}
 		res.Flat.score(in, f.host, lb)
@@ -469,7 +472,16 @@ func newHier(in *Instance, seed uint64, global, region interfaces.Policy, worker
 
 func regionID(r int) string { return "region-" + strconv.Itoa(r) }
 
-func (h *hier) run(now func() time.Time) (HierRun, error) {
+// phaseOf tells report (when set) each round of side as "side round".
+func phaseOf(report func(string), side string) func(string) {
+	return func(round string) {
+		if report != nil {
+			report(side + " " + round)
+		}
+	}
+}
+
+func (h *hier) run(now func() time.Time, phase func(string)) (HierRun, error) {
 	h.now = now
 	out := HierRun{Workers: h.workers}
 	calls := 0
@@ -480,7 +492,7 @@ func (h *hier) run(now func() time.Time) (HierRun, error) {
 		}
 		return h.round()
 	}
-	run, err := twoRounds(now, h.in, h.host, h.gshards, round)
+	run, err := twoRounds(now, phase, h.in, h.host, h.gshards, round)
 	out.Run = run
 	if err != nil {
 		return out, err
@@ -499,9 +511,10 @@ func (h *hier) run(now func() time.Time) (HierRun, error) {
 // twoRounds is one side's run: round places every shard, the load change (the
 // instance's After loads, which the daemons would learn from the hosts'
 // reports) is applied to shards, and round rebalances; host is where each
-// shard is after a round.
-func twoRounds(now func() time.Time, in *Instance, host []int32, shards []interfaces.Shard, round func() (interfaces.Status, error)) (Run, error) {
+// shard is after a round. phase is told "place" and "rebalance" as they start.
+func twoRounds(now func() time.Time, phase func(string), in *Instance, host []int32, shards []interfaces.Shard, round func() (interfaces.Status, error)) (Run, error) {
 	var out Run
+	phase("place")
 	t0 := stamp(now)
 	status, err := round()
 	if err != nil {
@@ -514,6 +527,7 @@ func twoRounds(now func() time.Time, in *Instance, host []int32, shards []interf
 		}
 	}
 	before := append([]int32(nil), host...)
+	phase("rebalance")
 	t1 := stamp(now)
 	setLoads(shards, in.After, in.P.NumResources())
 	st, err := round()

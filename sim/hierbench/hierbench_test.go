@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -248,5 +249,19 @@ func TestCriticalPath(t *testing.T) {
 	}
 	if res.Hier.CriticalPathSeconds != 0 {
 		t.Errorf("critical path %g s without a clock", res.Hier.CriticalPathSeconds)
+	}
+}
+
+// TestPhases: Config.Phase hears every round as it starts, in order.
+func TestPhases(t *testing.T) {
+	cfg := smallConfig()
+	var got []string
+	cfg.Phase = func(name string) { got = append(got, name) }
+	if _, err := Compare(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"hierarchy place", "hierarchy rebalance", "flat place", "flat rebalance"}
+	if !slices.Equal(got, want) {
+		t.Errorf("phases %q, want %q", got, want)
 	}
 }
