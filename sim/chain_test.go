@@ -243,3 +243,64 @@ func TestRackLossImpactAllocs(t *testing.T) {
 		t.Errorf("rack_loss_impact %v, want %v", v, round4(2.0/6))
 	}
 }
+
+// TestCollaborativeRackChain: in collaborative mode with a rack tier each
+// region cooperates with its racks as the global tier does with the regions
+// (and as a region daemon over rack daemons does): it derives from the racks'
+// hints and sends each of its racks a budget and a target, and a rack's round
+// plans under the budget its region sent.
+func TestCollaborativeRackChain(t *testing.T) {
+	src := strings.Replace(chainScenario, "tiers: {global: simtest-greedy, region: spread, rack: simtest-greedy}",
+		"tiers: {global: simtest-greedy, region: spread, rack: simtest-greedy}\n    integration: collaborative", 1)
+	sc := mustParse(t, src)
+	e, err := newEngine(sc, sc.Policies[1], sc.Seed, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := e.coop()
+	for r, region := range e.w.regionName {
+		if _, ok := st.sent(interfaces.TierGlobal, interfaces.ChildID(region)); !ok {
+			t.Errorf("the global tier sent %s nothing", region)
+		}
+		for _, k := range e.w.regionRacks[r] {
+			d, ok := st.sent(region, interfaces.ChildID(e.w.rackName[k]))
+			if !ok || d.MaxMoves < 1 || d.Target <= 0 {
+				t.Errorf("region %s sent rack %s %+v (%v), want a budget and a target", region, e.w.rackName[k], d, ok)
+			}
+		}
+	}
+	// us lost no host: its racks' rounds plan under their region's budget.
+	k := e.w.regionRacks[1][0]
+	v, _ := e.rackView(e.now, k)
+	found := false
+	for _, c := range v.Constraints {
+		if c.Kind == interfaces.ConstraintMaxMoves && strings.HasPrefix(c.Reason, "budget from region us: ") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("rack %s's view has no budget from its region: %+v", e.w.rackName[k], v.Constraints)
+	}
+	// The racks report hints to their region.
+	hints := 0
+	for _, rep := range e.racksView(e.now, 1).Reports {
+		hints += len(rep.Hints)
+	}
+	if hints == 0 {
+		t.Error("us's racks sent it no hints")
+	}
+	// Decoupled, nothing crosses: no state at all.
+	e, err = newEngine(sc, mustParse(t, chainScenario).Policies[1], sc.Seed, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if e.coopSt != nil {
+		t.Errorf("decoupled run kept cooperation state: %+v", e.coopSt)
+	}
+}

@@ -22,8 +22,11 @@ import (
 //     cannot keep below the target on any host, SLO at risk, avoid proposals
 //     for shards it cannot place), the global tier turns them into constraints
 //     for its own solve (coop.Derive, with its memory of held shards), and each
-//     region's rounds get the move budget the global tier sends it. The target
-//     utilization is 1 − reserve of the policy spec.
+//     region's rounds get the move budget the global tier sends it. In a rack
+//     chain a region does the same over its racks, as the daemons do over
+//     tier-instance children: each rack derives hints from its hosts, the
+//     region derives constraints from them and sends each rack a budget and a
+//     target. The target utilization is 1 − reserve of the policy spec.
 //
 // The global tier's controller measures a child's utilization against its
 // capacity in the view, so in collaborative mode the capacity limit of a region
@@ -32,20 +35,41 @@ import (
 // runs (the daemons' controller gets there through the SLO error of the
 // region's p99).
 
-// coopState is one engine's collaborative state: the global tier's memory of
-// held shards and the budgets it last sent each region.
+// coopState is one engine's collaborative state, per parent tier instance
+// (the global tier; in a rack chain each region too): its memory of held
+// shards and the budgets and targets it last sent its children.
 type coopState struct {
-	mem  coop.Memory
-	down map[interfaces.ChildID]coop.Down
+	mem  map[string]coop.Memory
+	down map[string]map[interfaces.ChildID]coop.Down
 }
 
 // coop returns the engine's collaborative state, made on first use (only
 // collaborative mode needs it).
 func (e *engine) coop() *coopState {
 	if e.coopSt == nil {
-		e.coopSt = &coopState{}
+		e.coopSt = &coopState{mem: map[string]coop.Memory{}, down: map[string]map[interfaces.ChildID]coop.Down{}}
 	}
 	return e.coopSt
+}
+
+// sent is what parent last sent child (false when nothing).
+func (st *coopState) sent(parent string, child interfaces.ChildID) (coop.Down, bool) {
+	d, ok := st.down[parent][child]
+	return d, ok
+}
+
+// parentOf names the tier instance above instance: the global tier above a
+// region, its region above a rack ("" for the global tier).
+func (e *engine) parentOf(tier, instance string) string {
+	switch tier {
+	case interfaces.TierRegion:
+		return interfaces.TierGlobal
+	case TierRack:
+		if k := e.w.rackIndex(instance); k >= 0 {
+			return e.w.regionName[e.w.rackRegion[k]]
+		}
+	}
+	return ""
 }
 
 // coopConfig is the cooperation configuration of the engine's policy.
@@ -58,14 +82,26 @@ func (e *engine) coopConfig() coop.Config {
 // coop.ChildHints from the region's hosts and the shards it holds, with the
 // target the global tier last sent it.
 func (e *engine) regionHints(r int32, rep interfaces.Report, shards []int32) []interfaces.Hint {
+	return e.childHints(interfaces.TierGlobal, interfaces.TierRegion, rep.Child, e.w.regionHosts[r], shards)
+}
+
+// rackHints is regionHints for rack k of a rack chain, sent to its region.
+func (e *engine) rackHints(k int32, rep interfaces.Report, shards []int32) []interfaces.Hint {
+	return e.childHints(e.w.regionName[e.w.rackRegion[k]], TierRack, rep.Child, e.w.rackHosts[k], shards)
+}
+
+// childHints are the hints tier instance child (of tier, under parent) sends
+// up: coop.ChildHints over its hosts and shards, with the target parent last
+// sent it.
+func (e *engine) childHints(parent, tier string, child interfaces.ChildID, hosts, shards []int32) []interfaces.Hint {
 	if e.spec.Integration != Collaborative {
 		return nil
 	}
 	cfg := e.coopConfig()
-	if d, ok := e.coop().down[rep.Child]; ok && d.Target > 0 {
+	if d, ok := e.coop().sent(parent, child); ok && d.Target > 0 {
 		cfg.Target = d.Target
 	}
-	hs, err := coop.ChildHints(e.hintView(r, shards), cfg)
+	hs, err := coop.ChildHints(e.hintView(tier, string(child), hosts, shards), cfg)
 	if err != nil {
 		// The config is validated with the scenario (reserve ∈ [0, 0.9]).
 		panic(fmt.Sprintf("sim: coop.ChildHints: %v", err))
@@ -73,14 +109,14 @@ func (e *engine) regionHints(r int32, rep interfaces.Report, shards []int32) []i
 	return hs
 }
 
-// hintView is region r's picture for its hints: its hosts with their current
-// load and modeled p99 as reports, and shards — those the global tier gave it
-// and that are not leaving it (regionShards) — placed on their hosts (in-flight
-// host moves counted as done).
-func (e *engine) hintView(r int32, shards []int32) *interfaces.View {
+// hintView is a region's or rack's picture for its hints: its hosts with their
+// current load and modeled p99 as reports, and shards — those its parent gave
+// it and that are not leaving it (regionShards, rackShards) — placed on their
+// hosts (in-flight host moves counted as done).
+func (e *engine) hintView(tier, instance string, hosts, shards []int32) *interfaces.View {
 	w := e.w
-	v := &interfaces.View{Tier: interfaces.TierRegion, Instance: w.regionName[r], Now: Epoch.Add(e.now), Reports: map[interfaces.ChildID]interfaces.Report{}}
-	for _, h := range w.regionHosts[r] {
+	v := &interfaces.View{Tier: tier, Instance: instance, Now: Epoch.Add(e.now), Reports: map[interfaces.ChildID]interfaces.Report{}}
+	for _, h := range hosts {
 		id := interfaces.ChildID(w.hostName[h])
 		o := int(h) * nres
 		capacity := interfaces.Load{CPU: w.hostCap[o], Mem: w.hostCap[o+1], Net: w.hostCap[o+2], Tasks: w.hostCap[o+3]}
@@ -112,6 +148,22 @@ func (e *engine) regionShards() [][]int32 {
 	for i, act := range e.w.active {
 		if r := e.region_[i]; act && r >= 0 && e.moveKind[i] != moveRegion {
 			out[r] = append(out[r], int32(i))
+		}
+	}
+	return out
+}
+
+// rackShards is regionShards for the racks of region r: per rack of r (in
+// order), the active shards the region gave it and that are not leaving it.
+func (e *engine) rackShards(r int32) [][]int32 {
+	if e.spec.Integration != Collaborative {
+		return nil
+	}
+	racks := e.w.regionRacks[r]
+	out := make([][]int32, len(racks))
+	for i, act := range e.w.active {
+		if k := e.rack_[i]; act && e.region_[i] == r && k >= 0 && e.moveKind[i] != moveRegion && e.moveKind[i] != moveRack {
+			out[k-racks[0]] = append(out[k-racks[0]], int32(i))
 		}
 	}
 	return out
@@ -157,40 +209,62 @@ func (e *engine) constraints(tier string, v *interfaces.View) []interfaces.Const
 		}
 	case Collaborative:
 		st := e.coop()
-		if tier != interfaces.TierGlobal {
-			// A region's rounds get the budget the global tier sent it, for
-			// relocations: a round with shards to place or evacuate has none
-			// (the balancer counts first placements against max_moves), nor
-			// has a region with a host that is not active (its controller may
-			// declare it failed and evacuate it in this very round).
-			if d, ok := st.down[interfaces.ChildID(v.Instance)]; ok && d.MaxMoves > 0 && !coop.NeedsPlacement(v) && e.allHostsActive(v.Instance) {
-				out = append(out, interfaces.Constraint{Kind: interfaces.ConstraintMaxMoves, Max: d.MaxMoves, Reason: "budget from the global tier: " + d.Reason})
+		// A region's or rack's rounds get the budget its parent sent it, for
+		// relocations: a round with shards to place or evacuate has none
+		// (the balancer counts first placements against max_moves), nor has
+		// an instance with a host that is not active (its controller may
+		// declare it failed and evacuate it in this very round).
+		if parent := e.parentOf(v.Tier, v.Instance); parent != "" {
+			if d, ok := st.sent(parent, interfaces.ChildID(v.Instance)); ok && d.MaxMoves > 0 && !coop.NeedsPlacement(v) && e.allHostsActive(v.Tier, v.Instance) {
+				from := "the global tier"
+				if parent != interfaces.TierGlobal {
+					from = "region " + parent
+				}
+				out = append(out, interfaces.Constraint{Kind: interfaces.ConstraintMaxMoves, Max: d.MaxMoves, Reason: "budget from " + from + ": " + d.Reason})
 			}
+		}
+		if len(v.Children) == 0 || v.Children[0].Tier == interfaces.TierHost {
+			// A tier over hosts measures them directly and derives nothing
+			// from them (as the daemons do).
 			return out
 		}
-		d, err := coop.Derive(v, e.coopConfig(), st.mem)
+		d, err := coop.Derive(v, e.coopConfig(), st.mem[v.Instance])
 		if err != nil {
 			panic(fmt.Sprintf("sim: coop.Derive: %v", err))
 		}
-		st.mem = d.Memory
-		st.down = make(map[interfaces.ChildID]coop.Down, len(d.Down))
+		st.mem[v.Instance] = d.Memory
+		down := make(map[interfaces.ChildID]coop.Down, len(d.Down))
 		for _, x := range d.Down {
-			st.down[x.Child] = x
+			down[x.Child] = x
 		}
+		st.down[v.Instance] = down
 		coop.LowerCapacities(v, d.Shed)
-		out = d.Constraints
+		out = append(out, d.Constraints...)
 	}
 	return out
 }
 
-// allHostsActive reports whether region name exists and all its hosts are
-// active (in the world, whatever the region has noticed yet).
-func (e *engine) allHostsActive(name string) bool {
-	r := e.regionIndex(name)
-	if r < 0 {
+// allHostsActive reports whether the region or rack instance of tier exists
+// and all its hosts are active (in the world, whatever it has noticed yet).
+func (e *engine) allHostsActive(tier, instance string) bool {
+	var hosts []int32
+	switch tier {
+	case interfaces.TierRegion:
+		r := e.regionIndex(instance)
+		if r < 0 {
+			return false
+		}
+		hosts = e.w.regionHosts[r]
+	case TierRack:
+		k := e.w.rackIndex(instance)
+		if k < 0 {
+			return false
+		}
+		hosts = e.w.rackHosts[k]
+	default:
 		return false
 	}
-	for _, h := range e.w.regionHosts[r] {
+	for _, h := range hosts {
 		if e.w.hostState[h] != interfaces.ChildActive {
 			return false
 		}

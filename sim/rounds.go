@@ -462,6 +462,7 @@ func (e *engine) racksView(t time.Duration, r int32) *interfaces.View {
 	member := func(i int) bool { return e.region_[i] == r && e.moveKind[i] != moveRegion }
 	// A region's racks are consecutive: rack k is its child k - racks[0].
 	used := e.groupShards(v, member, e.kcons, e.rack_, w.rackName, e.epochK, moveRack, racks[0], len(racks))
+	hintShards := e.rackShards(r) // nil unless collaborative
 	for x, k := range racks {
 		hosts := w.rackHosts[k]
 		capacity, live := e.hostsCapacity(hosts)
@@ -480,7 +481,11 @@ func (e *engine) racksView(t time.Duration, r int32) *interfaces.View {
 		}
 		id := interfaces.ChildID(w.rackName[k])
 		v.Children = append(v.Children, interfaces.Child{ID: id, Tier: TierRack, Capacity: capacity, Labels: map[string]string{"region": w.regionName[r], TierRack: w.rackName[k]}, State: st})
-		v.Reports[id] = e.groupReport(t, id, capacity, used[x], hosts)
+		rep := e.groupReport(t, id, capacity, used[x], hosts)
+		if hintShards != nil {
+			rep.Hints = e.rackHints(k, rep, hintShards[x])
+		}
+		v.Reports[id] = rep
 	}
 	v.Constraints = e.constraints(interfaces.TierRegion, v)
 	return v
