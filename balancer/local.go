@@ -73,7 +73,7 @@ func solveLocal(p *Problem, o Options, goals []Goal) (Result, error) {
 	}
 	ls := &localSearch{pl: pl, clk: clk, o: &o, k: k, goals: goals,
 		rng: rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))}
-	failed, partial := pl.repair(4*k, clk)
+	untried, partial := pl.repair(4*k, clk)
 	if !partial {
 		partial = ls.improve()
 	}
@@ -82,7 +82,7 @@ func solveLocal(p *Problem, o Options, goals []Goal) (Result, error) {
 	}
 	// Explain what still breaks a constraint in the final assignment (kicks may
 	// have placed shards the repair could not).
-	infeasible, cut := pl.explainForced(4*k, clk, failed)
+	infeasible, cut := pl.explainForced(4*k, clk, untried)
 	res, err := Finish(p, o, SolverLocal, st.assign, clk.started, partial || cut, infeasible)
 	res.Iterations = ls.iters
 	return res, err

@@ -408,6 +408,33 @@ func TestDeadlineAfterRepairStillExplains(t *testing.T) {
 	}
 }
 
+// TestDeadlineExplainsWhatTheRepairSkips: a shard that breaks a constraint
+// but is not the repair's to move (pinned to a child it overloads) is still
+// explained when the deadline ends the solve after the repair.
+func TestDeadlineExplainsWhatTheRepairSkips(t *testing.T) {
+	p := &Problem{
+		Resources: []interfaces.Resource{"cpu"},
+		ChildIDs:  []interfaces.ChildID{"c0", "c1"},
+		Capacity:  []float64{10, 10},
+		ShardIDs:  []interfaces.ShardID{"s0", "s1"},
+		Load:      []float64{15, 1},
+		Current:   []int32{0, -1},
+		Pinned:    []int32{0, -1},
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// One poll per shard the repair tries (s1); the next one, in the local
+	// search, ends the solve.
+	res := solveWithPolls(t, p, 1)
+	if res.Status != interfaces.StatusInfeasible || len(res.Infeasible) != 1 || res.Infeasible[0].Shard != "s0" {
+		t.Fatalf("status %v, infeasible %+v: want s0 explained", res.Status, res.Infeasible)
+	}
+	if res.Assignment[1] < 0 {
+		t.Error("s1 was not placed")
+	}
+}
+
 // TestExplainForcedRetriesAfterRoomIsMade: the last-chance pass must retry a
 // shard when a later shard's move made room for it. s0 may only run on c1,
 // where s1 leaves no room; s1 is pinned to c0, where s2 leaves no room; s2 may

@@ -44,8 +44,9 @@ func (r *Result) Plan(tier string) interfaces.Plan {
 // Finish fills a Result for assign: the moves with their reasons and deltas, the
 // per-resource summary (max/mean, max/LB, LB, moves, bytes, solve seconds from
 // o.Now and startedAt when o.Now is set), the start and final objectives and the
-// status (Infeasible when a shard is unplaced or an explanation was given, else
-// partial when partial is true, else OK). infeasible lists the explanations the
+// status: Infeasible when an explanation was given, else Partial when partial
+// is true (a solve cut short may leave shards it had not reached unplaced),
+// else Infeasible when a shard is unplaced, else OK. infeasible lists the explanations the
 // solver produced (see Explain). Every solver, including exact, ends with it so
 // results look the same whatever produced them.
 func Finish(p *Problem, o Options, solver string, assign []int32, startedAt time.Time, partial bool, infeasible []interfaces.Infeasible) (Result, error) {

@@ -418,13 +418,15 @@ func (pl *placer) stillForced(s int) bool {
 }
 
 // repair moves every forced shard to its best feasible child (coldest first),
-// largest first. Shards that fit nowhere stay where they are (or unplaced); it
-// returns them (explainForced explains them), and whether clk's budget ran out
-// before every forced shard was tried.
-func (pl *placer) repair(k int, clk *clock) (failed []int, partial bool) {
-	for _, s := range pl.forcedShards() {
+// largest first. Shards that fit nowhere stay where they are (or unplaced), for
+// explainForced to explain. When clk's budget runs out before every forced
+// shard was tried it stops and returns the shards it did not reach (untried)
+// and partial = true.
+func (pl *placer) repair(k int, clk *clock) (untried []int, partial bool) {
+	forced := pl.forcedShards()
+	for i, s := range forced {
 		if clk != nil && clk.expired() {
-			return failed, true
+			return forced[i:], true
 		}
 		if !pl.stillForced(s) {
 			continue // earlier repairs made room where it is
@@ -434,12 +436,9 @@ func (pl *placer) repair(k int, clk *clock) (failed []int, partial bool) {
 			pl.move(s, int32(dst))
 			continue
 		}
-		if pl.eject(s, k) {
-			continue
-		}
-		failed = append(failed, s)
+		pl.eject(s, k)
 	}
-	return failed, false
+	return nil, false
 }
 
 // ejectChildren bounds how many children eject tries to make room on.
@@ -522,11 +521,10 @@ const lastChancePasses = 4
 // explainForced makes a last attempt to move every unlocked shard that still
 // breaks a hard constraint where it is (best feasible child, else making room),
 // and explains those that stay. When clk's budget runs out (clk may be nil) it
-// stops and explains only the shards of tried (those the repair found to fit
-// nowhere) that still break one and still have no feasible child: the others
-// were not tried, not found infeasible. cut then reports that the solve was cut
-// short (Finish reports the plan as partial).
-func (pl *placer) explainForced(k int, clk *clock, tried []int) (out []interfaces.Infeasible, cut bool) {
+// stops there (cut is true; Finish then reports the plan as partial unless a
+// shard is explained) and explains every such shard but those of untried —
+// the ones the repair never reached, which were not found infeasible.
+func (pl *placer) explainForced(k int, clk *clock, untried []int) (out []interfaces.Infeasible, cut bool) {
 	expired := func() bool { return clk != nil && clk.expired() }
 	// A placement late in a pass can make room for a shard tried earlier, so
 	// passes repeat while they reduce the number of forced shards — a few at
@@ -552,24 +550,21 @@ func (pl *placer) explainForced(k int, clk *clock, tried []int) (out []interface
 		}
 		before = after
 	}
-	if cut {
-		for _, s := range tried {
-			if pl.st.p.IsLocked(s) || !pl.stillForced(s) {
-				continue
-			}
-			if inf, fits := pl.st.explain(s); !fits {
-				out = append(out, inf)
-			}
+	var skip []bool
+	if cut && len(untried) > 0 {
+		skip = make([]bool, pl.st.N)
+		for _, s := range untried {
+			skip[s] = true
 		}
-		return out, true
 	}
 	for s := 0; s < pl.st.N; s++ {
-		if !pl.st.p.IsLocked(s) && pl.stillForced(s) {
-			inf, _ := pl.st.explain(s)
-			out = append(out, inf)
+		if pl.st.p.IsLocked(s) || !pl.stillForced(s) || skip != nil && skip[s] {
+			continue
 		}
+		inf, _ := pl.st.explain(s)
+		out = append(out, inf)
 	}
-	return out, false
+	return out, cut
 }
 
 // forcedCount counts the unlocked shards that still break a hard constraint.

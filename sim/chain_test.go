@@ -262,11 +262,11 @@ func TestCollaborativeRackChain(t *testing.T) {
 	}
 	st := e.coop()
 	for r, region := range e.w.regionName {
-		if _, ok := st.sent(interfaces.TierGlobal, interfaces.ChildID(region)); !ok {
+		if _, ok := st.sent(globalTier, interfaces.ChildID(region)); !ok {
 			t.Errorf("the global tier sent %s nothing", region)
 		}
 		for _, k := range e.w.regionRacks[r] {
-			d, ok := st.sent(region, interfaces.ChildID(e.w.rackName[k]))
+			d, ok := st.sent(instanceKey{interfaces.TierRegion, region}, interfaces.ChildID(e.w.rackName[k]))
 			if !ok || d.MaxMoves < 1 || d.Target <= 0 {
 				t.Errorf("region %s sent rack %s %+v (%v), want a budget and a target", region, e.w.rackName[k], d, ok)
 			}

@@ -39,37 +39,44 @@ import (
 // (the global tier; in a rack chain each region too): its memory of held
 // shards and the budgets and targets it last sent its children.
 type coopState struct {
-	mem  map[string]coop.Memory
-	down map[string]map[interfaces.ChildID]coop.Down
+	mem  map[instanceKey]coop.Memory
+	down map[instanceKey]map[interfaces.ChildID]coop.Down
 }
+
+// instanceKey names a tier instance by tier and name (a region may be named
+// like a tier).
+type instanceKey struct{ tier, name string }
+
+// globalTier is the global tier's instance.
+var globalTier = instanceKey{interfaces.TierGlobal, interfaces.TierGlobal}
 
 // coop returns the engine's collaborative state, made on first use (only
 // collaborative mode needs it).
 func (e *engine) coop() *coopState {
 	if e.coopSt == nil {
-		e.coopSt = &coopState{mem: map[string]coop.Memory{}, down: map[string]map[interfaces.ChildID]coop.Down{}}
+		e.coopSt = &coopState{mem: map[instanceKey]coop.Memory{}, down: map[instanceKey]map[interfaces.ChildID]coop.Down{}}
 	}
 	return e.coopSt
 }
 
 // sent is what parent last sent child (false when nothing).
-func (st *coopState) sent(parent string, child interfaces.ChildID) (coop.Down, bool) {
+func (st *coopState) sent(parent instanceKey, child interfaces.ChildID) (coop.Down, bool) {
 	d, ok := st.down[parent][child]
 	return d, ok
 }
 
-// parentOf names the tier instance above instance: the global tier above a
-// region, its region above a rack ("" for the global tier).
-func (e *engine) parentOf(tier, instance string) string {
+// parentOf is the tier instance above instance: the global tier above a
+// region, its region above a rack (false for the global tier).
+func (e *engine) parentOf(tier, instance string) (instanceKey, bool) {
 	switch tier {
 	case interfaces.TierRegion:
-		return interfaces.TierGlobal
+		return globalTier, true
 	case TierRack:
 		if k := e.w.rackIndex(instance); k >= 0 {
-			return e.w.regionName[e.w.rackRegion[k]]
+			return instanceKey{interfaces.TierRegion, e.w.regionName[e.w.rackRegion[k]]}, true
 		}
 	}
-	return ""
+	return instanceKey{}, false
 }
 
 // coopConfig is the cooperation configuration of the engine's policy.
@@ -82,18 +89,18 @@ func (e *engine) coopConfig() coop.Config {
 // coop.ChildHints from the region's hosts and the shards it holds, with the
 // target the global tier last sent it.
 func (e *engine) regionHints(r int32, rep interfaces.Report, shards []int32) []interfaces.Hint {
-	return e.childHints(interfaces.TierGlobal, interfaces.TierRegion, rep.Child, e.w.regionHosts[r], shards)
+	return e.childHints(globalTier, interfaces.TierRegion, rep.Child, e.w.regionHosts[r], shards)
 }
 
 // rackHints is regionHints for rack k of a rack chain, sent to its region.
 func (e *engine) rackHints(k int32, rep interfaces.Report, shards []int32) []interfaces.Hint {
-	return e.childHints(e.w.regionName[e.w.rackRegion[k]], TierRack, rep.Child, e.w.rackHosts[k], shards)
+	return e.childHints(instanceKey{interfaces.TierRegion, e.w.regionName[e.w.rackRegion[k]]}, TierRack, rep.Child, e.w.rackHosts[k], shards)
 }
 
 // childHints are the hints tier instance child (of tier, under parent) sends
 // up: coop.ChildHints over its hosts and shards, with the target parent last
 // sent it.
-func (e *engine) childHints(parent, tier string, child interfaces.ChildID, hosts, shards []int32) []interfaces.Hint {
+func (e *engine) childHints(parent instanceKey, tier string, child interfaces.ChildID, hosts, shards []int32) []interfaces.Hint {
 	if e.spec.Integration != Collaborative {
 		return nil
 	}
@@ -214,11 +221,11 @@ func (e *engine) constraints(tier string, v *interfaces.View) []interfaces.Const
 		// (the balancer counts first placements against max_moves), nor has
 		// an instance with a host that is not active (its controller may
 		// declare it failed and evacuate it in this very round).
-		if parent := e.parentOf(v.Tier, v.Instance); parent != "" {
+		if parent, ok := e.parentOf(v.Tier, v.Instance); ok {
 			if d, ok := st.sent(parent, interfaces.ChildID(v.Instance)); ok && d.MaxMoves > 0 && !coop.NeedsPlacement(v) && e.allHostsActive(v.Tier, v.Instance) {
 				from := "the global tier"
-				if parent != interfaces.TierGlobal {
-					from = "region " + parent
+				if parent != globalTier {
+					from = "region " + parent.name
 				}
 				out = append(out, interfaces.Constraint{Kind: interfaces.ConstraintMaxMoves, Max: d.MaxMoves, Reason: "budget from " + from + ": " + d.Reason})
 			}
@@ -228,16 +235,17 @@ func (e *engine) constraints(tier string, v *interfaces.View) []interfaces.Const
 			// from them (as the daemons do).
 			return out
 		}
-		d, err := coop.Derive(v, e.coopConfig(), st.mem[v.Instance])
+		self := instanceKey{v.Tier, v.Instance}
+		d, err := coop.Derive(v, e.coopConfig(), st.mem[self])
 		if err != nil {
 			panic(fmt.Sprintf("sim: coop.Derive: %v", err))
 		}
-		st.mem[v.Instance] = d.Memory
+		st.mem[self] = d.Memory
 		down := make(map[interfaces.ChildID]coop.Down, len(d.Down))
 		for _, x := range d.Down {
 			down[x.Child] = x
 		}
-		st.down[v.Instance] = down
+		st.down[self] = down
 		coop.LowerCapacities(v, d.Shed)
 		out = append(out, d.Constraints...)
 	}

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
+	"github.com/strata-sched/strata/internal/testutil"
 	"strings"
 	"testing"
 	"time"
@@ -85,21 +85,23 @@ func TestBenchHierarchyTableAndErrors(t *testing.T) {
 // TestPhaseTicker: past its delay the ticker redraws the running round on one
 // line and ends the line when closed; before it, it draws nothing.
 func TestPhaseTicker(t *testing.T) {
-	var buf bytes.Buffer
+	var buf testutil.Buffer
 	p := startPhaseTicker(&buf, 5*time.Millisecond, 0)
 	p.set("flat place")
-	time.Sleep(40 * time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); buf.String() == "" && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	p.close()
 	out := buf.String()
 	if !strings.HasPrefix(out, "\rflat place round") || !strings.HasSuffix(out, "\n") || strings.Count(out, "\n") != 1 {
 		t.Errorf("ticker wrote %q: want redraws of the flat place round on one line, then a newline", out)
 	}
-	buf.Reset()
-	p = startPhaseTicker(&buf, 5*time.Millisecond, time.Hour)
+	var quiet testutil.Buffer
+	p = startPhaseTicker(&quiet, 5*time.Millisecond, time.Hour)
 	p.set("hierarchy place")
 	time.Sleep(20 * time.Millisecond)
 	p.close()
-	if buf.Len() != 0 {
-		t.Errorf("ticker wrote %q before its delay", buf.String())
+	if s := quiet.String(); s != "" {
+		t.Errorf("ticker wrote %q before its delay", s)
 	}
 }

@@ -7,11 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/strata-sched/strata/internal/testutil"
 	"gopkg.in/yaml.v3"
 )
 
@@ -214,7 +214,7 @@ func mapValue(m *yaml.Node, key string) *yaml.Node {
 // daemon is a started strata process.
 type daemon struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testutil.Buffer
 	done   chan error
 }
 
@@ -228,7 +228,7 @@ func start(t *testing.T, args []string, config []byte) *daemon {
 	for i, a := range args {
 		argv[i] = strings.ReplaceAll(a, "{config}", path)
 	}
-	d := &daemon{cmd: exec.Command(strataBin, argv...), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	d := &daemon{cmd: exec.Command(strataBin, argv...), stderr: &testutil.Buffer{}, done: make(chan error, 1)}
 	d.cmd.Stderr = d.stderr
 	d.cmd.Stdout = d.stderr
 	if err := d.cmd.Start(); err != nil {
@@ -299,24 +299,6 @@ func expectConfigError(t *testing.T, args []string, config []byte, want string) 
 	case <-time.After(10 * time.Second):
 		t.Fatalf("strata %s kept running on a bad config:\n%s", args[0], d.stderr.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and the test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // k8sObject is the part of a Kubernetes manifest the test reads.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,24 +14,8 @@ import (
 	"github.com/strata-sched/strata/coordinator/hostagent/driver/callback"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/testutil"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestExampleWorkerRunsShards(t *testing.T) {
 	d, _ := callback.New(callback.Config{Clock: hostagent.WallClock{}})
@@ -46,7 +29,7 @@ func TestExampleWorkerRunsShards(t *testing.T) {
 	defer srv.Stop()
 
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuf{}
+	out := &testutil.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--addr", lis.Addr().String(), "--id", "ex1", "--report", "20ms"}, out)

@@ -1,4 +1,5 @@
-// Package testutil holds helpers shared by the tests of several packages: at
-// present, waiting for a condition on real processes and servers with a
-// deadline. Only test files import it.
+// Package testutil holds helpers shared by the tests of several packages:
+// waiting for a condition on real processes and servers with a deadline, and a
+// buffer a process or goroutine writes while the test reads. Only test files
+// import it.
 package testutil
