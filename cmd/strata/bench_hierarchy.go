@@ -144,18 +144,33 @@ Example:
 				Shards: shards, Hosts: hosts, Regions: regions, Seed: seed,
 				GlobalPolicy: policy, RegionPolicy: policy, FlatPolicy: policy,
 				GlobalConfig: withTarget(globalTarget), RegionConfig: withTarget(regionTarget), FlatConfig: base,
-				Change: chg, Workers: workers, SkipFlat: noFlat, MatchQuality: true, Now: now, FlatBudget: flatBudget,
+				Change: chg, Workers: workers, SkipFlat: noFlat, MatchQuality: true, Now: now,
 			}
 			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()
 			}
+			// The flat run's budget starts with it: the context ends
+			// --flat-budget after the flat place round begins.
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			var budget *time.Timer
 			var ticker *phaseTicker
 			if !noProgress {
 				ticker = startPhaseTicker(g.stderr, time.Second, time.Second)
-				cfg.Phase = ticker.set
+			}
+			cfg.Phase = func(name string) {
+				if ticker != nil {
+					ticker.set(name)
+				}
+				if name == "flat place" && flatBudget > 0 {
+					budget = time.AfterFunc(flatBudget, cancel)
+				}
 			}
 			res, err := hierbench.Compare(ctx, cfg)
+			if budget != nil {
+				budget.Stop()
+			}
 			if ticker != nil {
 				ticker.close() // its line ends before the results
 			}

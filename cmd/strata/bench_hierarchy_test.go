@@ -48,6 +48,22 @@ func TestBenchHierarchyJSON(t *testing.T) {
 	}
 }
 
+// TestBenchHierarchyFlatBudget: --flat-budget cuts the flat run, not the
+// hierarchy, however long the hierarchy took before it.
+func TestBenchHierarchyFlatBudget(t *testing.T) {
+	code, out, errOut := runCLI("bench", "hierarchy", "--shards", "2000", "--hosts", "40", "--regions", "4", "--seed", "3", "--flat-budget", "1ns", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var v benchHierarchyJSON
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Hier.Status != "ok" || v.Flat.Status != "partial" || v.FlatReached {
+		t.Errorf("hierarchy %s, flat %s (reached %v): want ok, partial, not reached", v.Hier.Status, v.Flat.Status, v.FlatReached)
+	}
+}
+
 func TestBenchHierarchyTableAndErrors(t *testing.T) {
 	code, out, errOut := runCLI("bench", "hierarchy", "--shards", "500", "--hosts", "10", "--regions", "2", "--clock", "cpu")
 	if code != 0 || !strings.Contains(out, "hierarchy") || !strings.Contains(out, "flat") || !strings.Contains(out, "speedup") || !strings.Contains(out, "max_over_lb") {

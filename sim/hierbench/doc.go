@@ -42,8 +42,9 @@
 // is the worse of cpu and mem. moves counts the shards whose host changed in the
 // rebalance round; placements (round 1) are N for both and reported apart.
 //
-// The package reads no clock of its own: Config.Now times the runs (wall or CPU
-// time, the caller chooses); the flat run's time budget (Config.FlatBudget) is
-// a context timeout set when the flat run starts.
+// The package never reads a clock: Config.Now times the runs (wall or CPU
+// time, the caller chooses), and the flat run's time budget comes in as the
+// context (a caller that wants it to start with the flat run cancels the
+// context from Config.Phase's "flat place").
 // Everything except the seconds is deterministic for a seed.
 package hierbench

@@ -38,12 +38,9 @@ type Config struct {
 	MatchQuality bool
 	// Now times the runs (wall or CPU time); nil reports 0 seconds.
 	Now func() time.Time
-	// FlatBudget bounds the flat run (0 = none): its context gets this timeout
-	// when the flat run starts, and a plan in progress when it ends is cut
-	// short (status partial).
-	FlatBudget time.Duration
 	// Phase, when set, is told each round as it starts: "hierarchy place",
-	// "hierarchy rebalance", "flat place", "flat rebalance" (for progress).
+	// "hierarchy rebalance", "flat place", "flat rebalance" (for progress, and
+	// for a caller that starts the flat run's time budget with "flat place").
 	Phase func(name string)
 }
 
@@ -247,13 +244,7 @@ func CompareInstance(ctx context.Context, cfg Config, in *Instance) (Result, err
 		shards := h.gshards
 		h = nil // the hierarchy's views are garbage now
 		f := newFlat(in, cfg.Seed, fp, shards)
-		fctx := ctx
-		if cfg.FlatBudget > 0 {
-			var cancel context.CancelFunc
-			fctx, cancel = context.WithTimeout(ctx, cfg.FlatBudget)
-			defer cancel()
-		}
-		if res.Flat, err = f.run(fctx, cfg.Now, phaseOf(cfg.Phase, "flat")); err != nil {
+		if res.Flat, err = f.run(ctx, cfg.Now, phaseOf(cfg.Phase, "flat")); err != nil {
 			return Result{}, fmt.Errorf("flat: %w", err)
 		}
 		res.Flat.score(in, f.host, lb)

@@ -185,22 +185,27 @@ func TestBadConfig(t *testing.T) {
 	}
 }
 
-// TestFlatBudget: a flat run whose context is already done, or whose
-// FlatBudget ends at once, still applies every round and reports a valid,
-// partial result; the hierarchy is not cut.
+// TestFlatBudget: a flat run whose context is already done, or ends when the
+// flat run starts (as the CLI's --flat-budget does through Config.Phase),
+// still applies every round and reports a valid, partial result; the
+// hierarchy is not cut.
 func TestFlatBudget(t *testing.T) {
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
-	for name, tc := range map[string]struct {
-		ctx    context.Context
-		budget time.Duration
-	}{
-		"context done": {done, 0},
-		"budget":       {context.Background(), time.Nanosecond},
-	} {
+	for name, atFlat := range map[string]bool{"context done": false, "ends with the flat run": true} {
 		cfg := smallConfig()
-		cfg.FlatBudget = tc.budget
-		res, err := Compare(tc.ctx, cfg)
+		ctx := done
+		if atFlat {
+			var end context.CancelFunc
+			ctx, end = context.WithCancel(context.Background())
+			defer end()
+			cfg.Phase = func(p string) {
+				if p == "flat place" {
+					end()
+				}
+			}
+		}
+		res, err := Compare(ctx, cfg)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
