@@ -25,14 +25,8 @@ func maxSizeFor(solver string) genSpec {
 	return genSpec{maxShards: 14, maxChildren: 5, constraints: true}
 }
 
-// fataler is what checkResult needs of *testing.T and *rapid.T.
-type fataler interface {
-	Fatal(args ...any)
-	Fatalf(format string, args ...any)
-}
-
 // checkResult asserts the solver-independent contract of a result.
-func checkResult(t fataler, p *Problem, o Options, res Result) {
+func checkResult(t rapid.TB, p *Problem, o Options, res Result) {
 	N := p.NumShards()
 	if len(res.Assignment) != N {
 		t.Fatalf("assignment has %d entries, want %d", len(res.Assignment), N)

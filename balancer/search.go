@@ -531,7 +531,7 @@ func (pl *placer) explainForced(k int, clk *clock, untried []int) (out []interfa
 	// most: with many shards that fit nowhere each pass costs an ejection
 	// attempt per shard.
 	for pass, before := 0, pl.forcedCount(); before > 0 && pass < lastChancePasses && !cut; pass++ {
-		for s := 0; s < pl.st.N && !cut; s++ {
+		for s := 0; s < pl.st.N; s++ {
 			if pl.st.p.IsLocked(s) || !pl.stillForced(s) {
 				continue
 			}

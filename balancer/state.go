@@ -127,22 +127,12 @@ func newState(p *Problem, goals []Goal, lm LatencyModel, assign []int32) *state 
 	return st
 }
 
-// childSum reports whether goal kind k is a sum of per-child terms (childTerm).
-func childSum(k string) bool {
-	switch k {
-	case GoalThreshold, GoalBalanceSq, GoalLatency, GoalShortfall:
-		return true
-	}
-	return false
-}
-
-// retouch recomputes child c's cached terms.
+// retouch recomputes child c's cached terms (childTerm; 0 for the goals that
+// are not sums of per-child terms).
 func (st *state) retouch(c int) {
 	R, M := st.R, st.M
 	for gi := range st.goals {
-		if childSum(st.goals[gi].Kind) {
-			st.term[gi*M+c] = st.childTerm(gi, c, st.load[c*R:c*R+R])
-		}
+		st.term[gi*M+c] = st.childTerm(gi, c, st.load[c*R:c*R+R])
 	}
 }
 

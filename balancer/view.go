@@ -174,8 +174,15 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		p.Current[s] = -1
 		p.Pinned[s] = -1
 		sc := sh.Constraints
+		// The shard's name is formatted only for an error.
+		shardChild := func(format string, i int, id interfaces.ChildID) (int32, error) {
+			if c, ok := childIdx[id]; ok {
+				return c, nil
+			}
+			return lookChild("shard "+strconv.Quote(string(sh.ID))+": "+format, i, id)
+		}
 		if sc.Pinned != "" {
-			c, err := lookChild("shard "+strconv.Quote(string(sh.ID))+": constraints.pinned", -1, sc.Pinned)
+			c, err := shardChild("constraints.pinned", -1, sc.Pinned)
 			if err != nil {
 				return nil, err
 			}
@@ -184,7 +191,7 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		if len(sc.Allowed) > 0 {
 			list := make([]int32, 0, len(sc.Allowed))
 			for i, id := range sc.Allowed {
-				c, err := lookChild("shard "+strconv.Quote(string(sh.ID))+": constraints.allowed[%d]", i, id)
+				c, err := shardChild("constraints.allowed[%d]", i, id)
 				if err != nil {
 					return nil, err
 				}
@@ -194,15 +201,8 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		}
 		if len(sc.Labels) > 0 {
 			var list []int32
-			for c, ch := range v.Children {
-				ok := true
-				for k, want := range sc.Labels {
-					if got, has := ch.Labels[k]; !has || got != want {
-						ok = false
-						break
-					}
-				}
-				if ok {
+			for c := range v.Children {
+				if sc.MatchesLabels(&v.Children[c]) {
 					list = append(list, int32(c))
 				}
 			}

@@ -60,9 +60,9 @@ type ShardConstraints struct {
 // Excludes says why the shard's own rules keep it off child c — its pin, its
 // allowed list, a label it needs that c lacks or has with another value — or ""
 // when they admit c. Capacity, the child's state, anti-affinity and a tier's
-// constraints are for the caller; every place that decides whether a shard may
-// go somewhere (the solvers' view, plan verification, cooperation, the control
-// policies) asks this.
+// constraints are for the caller. Plan verification, cooperation and the
+// control policies ask this; the solvers' view turns pins and allowed lists
+// into child indices and matches labels with MatchesLabels.
 func (sc *ShardConstraints) Excludes(c *Child) string {
 	if sc.Pinned != "" && sc.Pinned != c.ID {
 		return "pinned to " + strconv.Quote(string(sc.Pinned))
@@ -70,12 +70,27 @@ func (sc *ShardConstraints) Excludes(c *Child) string {
 	if len(sc.Allowed) > 0 && !slices.Contains(sc.Allowed, c.ID) {
 		return "not among its allowed children"
 	}
+	if sc.MatchesLabels(c) {
+		return ""
+	}
+	// Name the first missing label in key order, so the reason is stable.
 	for _, k := range slices.Sorted(maps.Keys(sc.Labels)) {
 		if got, ok := c.Labels[k]; !ok || got != sc.Labels[k] {
 			return fmt.Sprintf("needs label %s=%s (the child has %q)", k, sc.Labels[k], got)
 		}
 	}
 	return ""
+}
+
+// MatchesLabels reports whether child c has every label the shard needs, with
+// the value it needs.
+func (sc *ShardConstraints) MatchesLabels(c *Child) bool {
+	for k, want := range sc.Labels {
+		if got, ok := c.Labels[k]; !ok || got != want {
+			return false
+		}
+	}
+	return true
 }
 
 // ChildState says whether a child takes new shards.
