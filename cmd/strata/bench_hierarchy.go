@@ -163,7 +163,7 @@ Example:
 				if ticker != nil {
 					ticker.set(name)
 				}
-				if name == "flat place" && flatBudget > 0 {
+				if name == hierbench.PhaseFlatPlace && flatBudget > 0 {
 					budget = time.AfterFunc(flatBudget, cancel)
 				}
 			}

@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"github.com/strata-sched/strata/internal/testutil"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/strata-sched/strata/internal/testutil"
+	"github.com/strata-sched/strata/sim/hierbench"
 )
 
 func TestBenchHierarchyJSON(t *testing.T) {
@@ -51,7 +53,8 @@ func TestBenchHierarchyJSON(t *testing.T) {
 // TestBenchHierarchyFlatBudget: --flat-budget cuts the flat run, not the
 // hierarchy, however long the hierarchy took before it.
 func TestBenchHierarchyFlatBudget(t *testing.T) {
-	code, out, errOut := runCLI("bench", "hierarchy", "--shards", "2000", "--hosts", "40", "--regions", "4", "--seed", "3", "--flat-budget", "1ns", "-o", "json")
+	// Big enough that the flat run outlasts the 1 ns timer by far.
+	code, out, errOut := runCLI("bench", "hierarchy", "--shards", "50000", "--hosts", "500", "--regions", "5", "--seed", "3", "--flat-budget", "1ns", "--no-progress", "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -103,10 +106,8 @@ func TestBenchHierarchyTableAndErrors(t *testing.T) {
 func TestPhaseTicker(t *testing.T) {
 	var buf testutil.Buffer
 	p := startPhaseTicker(&buf, 5*time.Millisecond, 0)
-	p.set("flat place")
-	for deadline := time.Now().Add(10 * time.Second); buf.String() == "" && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	p.set(hierbench.PhaseFlatPlace)
+	testutil.Until(t, "the first draw", 10*time.Second, func() bool { return buf.String() != "" })
 	p.close()
 	out := buf.String()
 	if !strings.HasPrefix(out, "\rflat place round") || !strings.HasSuffix(out, "\n") || strings.Count(out, "\n") != 1 {
@@ -114,7 +115,7 @@ func TestPhaseTicker(t *testing.T) {
 	}
 	var quiet testutil.Buffer
 	p = startPhaseTicker(&quiet, 5*time.Millisecond, time.Hour)
-	p.set("hierarchy place")
+	p.set(hierbench.PhaseHierPlace)
 	time.Sleep(20 * time.Millisecond)
 	p.close()
 	if s := quiet.String(); s != "" {

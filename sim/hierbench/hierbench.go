@@ -38,9 +38,10 @@ type Config struct {
 	MatchQuality bool
 	// Now times the runs (wall or CPU time); nil reports 0 seconds.
 	Now func() time.Time
-	// Phase, when set, is told each round as it starts: "hierarchy place",
-	// "hierarchy rebalance", "flat place", "flat rebalance" (for progress, and
-	// for a caller that starts the flat run's time budget with "flat place").
+	// Phase, when set, is told each round as it starts (PhaseHierPlace,
+	// PhaseHierRebalance, PhaseFlatPlace, PhaseFlatRebalance): for progress,
+	// and for a caller that starts the flat run's time budget with the flat
+	// run (PhaseFlatPlace).
 	Phase func(name string)
 }
 
@@ -223,7 +224,7 @@ func CompareInstance(ctx context.Context, cfg Config, in *Instance) (Result, err
 	}
 	res := Result{Shards: cfg.Shards, Hosts: cfg.Hosts, Regions: cfg.Regions, Seed: cfg.Seed, Changed: in.Changed, LB: lb}
 	h := newHier(in, cfg.Seed, pols[0], pols[1], workers)
-	if res.Hier, err = h.run(cfg.Now, phaseOf(cfg.Phase, "hierarchy")); err != nil {
+	if res.Hier, err = h.run(cfg.Now, phaseOf(cfg.Phase, sideHier)); err != nil {
 		return Result{}, fmt.Errorf("hierarchy: %w", err)
 	}
 	res.Hier.Run.score(in, h.host, lb)
@@ -244,7 +245,7 @@ func CompareInstance(ctx context.Context, cfg Config, in *Instance) (Result, err
 		shards := h.gshards
 		h = nil // the hierarchy's views are garbage now
 		f := newFlat(in, cfg.Seed, fp, shards)
-		if res.Flat, err = f.run(ctx, cfg.Now, phaseOf(cfg.Phase, "flat")); err != nil {
+		if res.Flat, err = f.run(ctx, cfg.Now, phaseOf(cfg.Phase, sideFlat)); err != nil {
 			return Result{}, fmt.Errorf("flat: %w", err)
 		}
 		res.Flat.score(in, f.host, lb)
@@ -463,6 +464,19 @@ func newHier(in *Instance, seed uint64, global, region interfaces.Policy, worker
 
 func regionID(r int) string { return "region-" + strconv.Itoa(r) }
 
+// The rounds Config.Phase is told of, in order.
+const (
+	PhaseHierPlace     = sideHier + " " + roundPlace
+	PhaseHierRebalance = sideHier + " " + roundRebalance
+	PhaseFlatPlace     = sideFlat + " " + roundPlace
+	PhaseFlatRebalance = sideFlat + " " + roundRebalance
+)
+
+const (
+	sideHier, sideFlat         = "hierarchy", "flat"
+	roundPlace, roundRebalance = "place", "rebalance"
+)
+
 // phaseOf tells report (when set) each round of side as "side round".
 func phaseOf(report func(string), side string) func(string) {
 	return func(round string) {
@@ -502,10 +516,10 @@ func (h *hier) run(now func() time.Time, phase func(string)) (HierRun, error) {
 // twoRounds is one side's run: round places every shard, the load change (the
 // instance's After loads, which the daemons would learn from the hosts'
 // reports) is applied to shards, and round rebalances; host is where each
-// shard is after a round. phase is told "place" and "rebalance" as they start.
+// shard is after a round. phase is told each round as it starts.
 func twoRounds(now func() time.Time, phase func(string), in *Instance, host []int32, shards []interfaces.Shard, round func() (interfaces.Status, error)) (Run, error) {
 	var out Run
-	phase("place")
+	phase(roundPlace)
 	t0 := stamp(now)
 	status, err := round()
 	if err != nil {
@@ -518,7 +532,7 @@ func twoRounds(now func() time.Time, phase func(string), in *Instance, host []in
 		}
 	}
 	before := append([]int32(nil), host...)
-	phase("rebalance")
+	phase(roundRebalance)
 	t1 := stamp(now)
 	setLoads(shards, in.After, in.P.NumResources())
 	st, err := round()

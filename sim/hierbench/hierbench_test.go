@@ -200,7 +200,7 @@ func TestFlatBudget(t *testing.T) {
 			ctx, end = context.WithCancel(context.Background())
 			defer end()
 			cfg.Phase = func(p string) {
-				if p == "flat place" {
+				if p == PhaseFlatPlace {
 					end()
 				}
 			}
@@ -265,7 +265,7 @@ func TestPhases(t *testing.T) {
 	if _, err := Compare(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"hierarchy place", "hierarchy rebalance", "flat place", "flat rebalance"}
+	want := []string{PhaseHierPlace, PhaseHierRebalance, PhaseFlatPlace, PhaseFlatRebalance}
 	if !slices.Equal(got, want) {
 		t.Errorf("phases %q, want %q", got, want)
 	}
