@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/strata-sched/strata/balancer"
@@ -212,18 +213,18 @@ func (st *projection) verifyTier(m interfaces.Move) error {
 	}
 	l := vec(sh.Load)
 	for _, k := range st.view.Constraints {
-		listed := containsShard(k.Shards, m.Shard)
+		listed := slices.Contains(k.Shards, m.Shard)
 		switch k.Kind {
 		case interfaces.ConstraintPin:
 			if listed && len(k.Children) > 0 && k.Children[0] != m.To {
 				return fmt.Errorf("constraint pin: %s stays on %s", m.Shard, k.Children[0])
 			}
 		case interfaces.ConstraintAllowed:
-			if listed && !containsChild(k.Children, m.To) {
+			if listed && !slices.Contains(k.Children, m.To) {
 				return fmt.Errorf("constraint allowed: %s may not use %s", m.Shard, m.To)
 			}
 		case interfaces.ConstraintCapacity:
-			if containsChild(k.Children, m.To) {
+			if slices.Contains(k.Children, m.To) {
 				lim := vec(k.Limit)
 				for r := 0; r < nres; r++ {
 					if lim[r] > 0 && st.load[c][r]+l[r] > lim[r] {
@@ -234,24 +235,6 @@ func (st *projection) verifyTier(m interfaces.Move) error {
 		}
 	}
 	return nil
-}
-
-func containsChild(ids []interfaces.ChildID, id interfaces.ChildID) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
-
-func containsShard(ids []interfaces.ShardID, id interfaces.ShardID) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // FailoverAfter is how long after a host fails (or a region is lost) its tier

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -205,7 +206,7 @@ func TestControlRoundAntiBounce(t *testing.T) {
 	}
 	forbidden := false
 	for _, c := range seen.Constraints {
-		if c.Kind == interfaces.ConstraintAllowed && containsShard(c.Shards, "s1") && !containsChild(c.Children, "a") {
+		if c.Kind == interfaces.ConstraintAllowed && slices.Contains(c.Shards, "s1") && !slices.Contains(c.Children, "a") {
 			forbidden = true
 		}
 	}

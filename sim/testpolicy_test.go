@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"slices"
 	"sort"
 
 	"github.com/strata-sched/strata/interfaces"
@@ -76,7 +77,7 @@ func (p testGreedy) Plan(_ context.Context, v *interfaces.View) (interfaces.Plan
 		if ch.State != interfaces.ChildActive {
 			return false
 		}
-		if len(s.Constraints.Allowed) > 0 && !containsChild(s.Constraints.Allowed, ch.ID) {
+		if len(s.Constraints.Allowed) > 0 && !slices.Contains(s.Constraints.Allowed, ch.ID) {
 			return false
 		}
 		if s.Constraints.Pinned != "" && s.Constraints.Pinned != ch.ID {

@@ -84,7 +84,6 @@ type deriver struct {
 	v        *interfaces.View
 	st       *state
 	cfg      Config
-	now      time.Time
 	out      Derived
 	order    []int // the active children, by ID
 	shardIdx map[interfaces.ShardID]int
@@ -125,7 +124,7 @@ type headroom struct {
 }
 
 func newDeriver(v *interfaces.View, cfg Config, mem Memory) *deriver {
-	d := &deriver{v: v, st: project(v), cfg: cfg, now: v.Now,
+	d := &deriver{v: v, st: project(v), cfg: cfg,
 		limited: map[int]bool{}, capped: map[int]interfaces.Load{}, shedding: map[int]bool{},
 		held: map[interfaces.ShardID]map[interfaces.ChildID]Held{}, sloRisk: map[int]bool{}}
 	st := d.st
@@ -172,7 +171,7 @@ func newDeriver(v *interfaces.View, cfg Config, mem Memory) *deriver {
 	// Memory: keep what has not expired and still names a shard and child of
 	// the view.
 	for _, h := range mem.Held {
-		if _, ok := d.shardIdx[h.Shard]; !ok || !h.Until.After(d.now) {
+		if _, ok := d.shardIdx[h.Shard]; !ok || !h.Until.After(d.v.Now) {
 			continue
 		}
 		if _, ok := st.childIdx[h.Child]; !ok {
@@ -366,7 +365,7 @@ func (d *deriver) shedHint(field string, c int, h interfaces.Hint) {
 	}
 	d.shed(c, seen)
 	for _, s := range taken {
-		d.hold(Held{Shard: s, Child: id, Until: d.now.Add(cfg.Hold), Reason: fmt.Sprintf("%s shed it (%s)", id, h.Reason)})
+		d.hold(Held{Shard: s, Child: id, Until: d.v.Now.Add(cfg.Hold), Reason: fmt.Sprintf("%s shed it (%s)", id, h.Reason)})
 	}
 }
 
@@ -552,6 +551,8 @@ func (st *state) owned(ids []interfaces.ShardID, c int, shardIdx map[interfaces.
 	return out
 }
 
+// ownedInOrder returns the shards of ids that exist in the view and are owned
+// by child c (not in flight), in the order of ids without repeats, at most max.
 func (st *state) ownedInOrder(ids []interfaces.ShardID, c int, shardIdx map[interfaces.ShardID]int, max int) []interfaces.ShardID {
 	seen := map[interfaces.ShardID]bool{}
 	var out []interfaces.ShardID
@@ -608,7 +609,7 @@ func (d *deriver) proposal(field string, c int, h interfaces.Hint) (interfaces.C
 			return interfaces.Constraint{}, false
 		}
 		for _, s := range shards {
-			d.hold(Held{Shard: s, Child: id, Until: d.now.Add(cfg.Hold), Reason: fmt.Sprintf("%s proposed it (%s)", id, why)})
+			d.hold(Held{Shard: s, Child: id, Until: d.v.Now.Add(cfg.Hold), Reason: fmt.Sprintf("%s proposed it (%s)", id, why)})
 		}
 		return interfaces.Constraint{}, false // applied through the held shards
 	case interfaces.ConstraintCapacity:
