@@ -232,9 +232,7 @@ func (d *Daemon) DeleteJob(ctx context.Context, req *wire.DeleteJobRequest) (*wi
 // ListShards lists this instance's shards with their placement at this tier.
 func (d *Daemon) ListShards(ctx context.Context, req *wire.ListShardsRequest) (*wire.ListShardsResponse, error) {
 	v := d.tier.FSM.View(d.cfg.Tier, d.cfg.Instance)
-	d.mu.Lock()
-	reported := ownerLoads(v.Assignments, d.reports)
-	d.mu.Unlock()
+	reported := ownerLoads(v.Assignments, d.reportsCopy())
 	resp := &wire.ListShardsResponse{}
 	for _, s := range v.Shards {
 		if req.GetJob() != "" && s.Job != req.GetJob() {

@@ -267,12 +267,7 @@ func (d *Daemon) baseView(now time.Time) (*interfaces.View, map[interfaces.Shard
 	view := d.tier.FSM.View(d.cfg.Tier, d.cfg.Instance)
 	view.Now = now
 	view.Seed = int64(d.tier.FSM.AppliedIndex())
-	d.mu.Lock()
-	view.Reports = make(map[interfaces.ChildID]interfaces.Report, len(d.reports))
-	for k, v := range d.reports {
-		view.Reports[k] = v
-	}
-	d.mu.Unlock()
+	view.Reports = d.reportsCopy()
 	measured(view)
 	if d.up != nil {
 		view = d.up.filterView(view)
@@ -421,6 +416,18 @@ func measured(v *interfaces.View) {
 		}
 	}
 	v.Shards = shards
+}
+
+// reportsCopy is the children's latest reports, copied under d.mu so that the
+// caller works on them without holding the lock every report takes.
+func (d *Daemon) reportsCopy() map[interfaces.ChildID]interfaces.Report {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[interfaces.ChildID]interfaces.Report, len(d.reports))
+	for k, v := range d.reports {
+		out[k] = v
+	}
+	return out
 }
 
 // ownerLoads returns each shard's load as its owner under assignments last
