@@ -372,6 +372,12 @@ latency_slo: 50ms
 	if code != 1 || !strings.Contains(errOut, `host "region-2-host-1": no tier instance has it as a child`) || !strings.Contains(errOut, "may be under an unreachable one: region-2") {
 		t.Errorf("drain under a region that is down: exit %d, stderr %q", code, errOut)
 	}
+	// Releasing a shard quarantined nowhere that answered: the region that is
+	// down could hold the quarantine, and the error says so.
+	code, _, errOut = runCLI("shards", "release", "wc/1", "--addr", addr, "--timeout", "5s")
+	if code != 1 || !strings.Contains(errOut, "not quarantined at any tier instance that answered") || !strings.Contains(errOut, "region-2 (child of global/") {
+		t.Errorf("release with a region down: exit %d, stderr %q", code, errOut)
+	}
 	if err := c.CloseAndCheckLedger(); err != nil {
 		t.Error(err)
 	}

@@ -136,7 +136,9 @@ that is not quarantined anywhere is an error (exit code 1).`,
 			}
 			released := 0
 			var callErr error
-			var unasked []string // instances that could not say
+			// Instances that could not say: the tree walk's unreachable
+			// children first, then those whose Explain failed.
+			unasked := unreachable(roots)
 			eachInstance(roots, func(n *tierNode, _ *childNode) {
 				if callErr != nil {
 					return
@@ -172,7 +174,7 @@ that is not quarantined anywhere is an error (exit code 1).`,
 				return &exitError{code: 1, err: fmt.Errorf("shard %s is not quarantined at any tier instance: %w", args[0], interfaces.ErrNotFound)}
 			}
 			for _, w := range unasked {
-				fmt.Fprintf(g.stderr, "warning: %s\n", w)
+				fmt.Fprintf(g.stderr, "strata: warning: %s could not be asked\n", w)
 			}
 			return nil
 		},
