@@ -47,7 +47,7 @@ type state struct {
 	term []float64
 	// noBudget disables the move-budget check (greedy's from-scratch phase).
 	noBudget bool
-	// scratch rows for moveDelta
+	// scratch rows for singleMove
 	scratchA, scratchB []float64
 	start              *startInfo
 }
@@ -251,19 +251,14 @@ func (st *state) delta(ch *change) levels {
 // change and whether it is below bound; levels after a rejection are left 0.
 func (st *state) deltaBelow(ch *change, bound *levels) (levels, bool) {
 	var out levels
-	for l, gs := range st.byLevel {
-		v := 0.0
-		for _, gi := range gs {
-			v += st.goals[gi].Weight * st.goalDelta(gi, ch)
-		}
+	for l := range st.byLevel {
+		v := st.levelDelta(l, ch)
 		out[l] = v
 		if v < bound[l]-levelTol {
 			// Accepted: complete the remaining levels so later candidates are
 			// compared with the full change.
 			for l2 := l + 1; l2 < len(st.byLevel); l2++ {
-				for _, gi := range st.byLevel[l2] {
-					out[l2] += st.goals[gi].Weight * st.goalDelta(gi, ch)
-				}
+				out[l2] = st.levelDelta(l2, ch)
 			}
 			return out, true
 		}
@@ -272,6 +267,15 @@ func (st *state) deltaBelow(ch *change, bound *levels) (levels, bool) {
 		}
 	}
 	return out, false
+}
+
+// levelDelta is the weighted change of level l's goals under ch.
+func (st *state) levelDelta(l int, ch *change) float64 {
+	v := 0.0
+	for _, gi := range st.byLevel[l] {
+		v += st.goals[gi].Weight * st.goalDelta(gi, ch)
+	}
+	return v
 }
 
 // better reports whether the level change d improves the objective: the first
@@ -325,15 +329,12 @@ func (st *state) moveChange(ch *change, s int, dst int32, bufA, bufB []float64) 
 	}
 }
 
-// moveDelta returns the per-level change of moving shard s (now on cur) to dst.
-func (st *state) moveDelta(s int, cur, dst int32) levels {
-	_ = cur
+// singleMove fills ch with the move of shard s to dst, in st's scratch rows.
+func (st *state) singleMove(ch *change, s int, dst int32) {
 	if st.scratchA == nil {
 		st.scratchA, st.scratchB = make([]float64, st.R), make([]float64, st.R)
 	}
-	var ch change
-	st.moveChange(&ch, s, dst, st.scratchA, st.scratchB)
-	return st.delta(&ch)
+	st.moveChange(ch, s, dst, st.scratchA, st.scratchB)
 }
 
 // firstLevels computes the change of moving shard s to dst level by level,
@@ -342,17 +343,11 @@ func (st *state) moveDelta(s int, cur, dst int32) levels {
 // that level and its change (sig = -1 when none does) and the first level that
 // changes at all (nz = -1 when none does).
 func (st *state) firstLevels(s int, dst int32) (sig int, sigV float64, nz int, nzV float64) {
-	if st.scratchA == nil {
-		st.scratchA, st.scratchB = make([]float64, st.R), make([]float64, st.R)
-	}
 	var ch change
-	st.moveChange(&ch, s, dst, st.scratchA, st.scratchB)
+	st.singleMove(&ch, s, dst)
 	nz = -1
-	for l, gs := range st.byLevel {
-		v := 0.0
-		for _, gi := range gs {
-			v += st.goals[gi].Weight * st.goalDelta(gi, &ch)
-		}
+	for l := range st.byLevel {
+		v := st.levelDelta(l, &ch)
 		if v != 0 && nz < 0 {
 			nz, nzV = l, v
 		}
@@ -488,7 +483,9 @@ func (st *state) canHost(s, c int) bool {
 // levelGoal returns the goal of level lvl that contributes most to the marginal
 // improvement of shard s being on c rather than on from.
 func (st *state) levelGoal(lvl, s int, from, c int32) Goal {
-	st.moveDelta(s, c, from)
+	var ch change
+	st.singleMove(&ch, s, from)
+	st.delta(&ch) // per goal, into st.gd
 	best, bv := -1, 0.0
 	for gi := range st.goals {
 		if st.level[gi] != lvl {
