@@ -1150,28 +1150,15 @@ func (sc *Scenario) validate() error {
 	}
 
 	// Events. An unknown host or region is named with some of the known ones.
-	some := func(set map[string]bool) string {
-		names := slices.Sorted(maps.Keys(set))
-		if len(names) > 8 {
-			names = append(names[:8], "…")
-		}
-		return strings.Join(names, ", ")
+	notHost, notRegion := "is not in the topology", "is not in the topology"
+	if sc.live != nil {
+		notHost, notRegion = "is not a host of the live cluster", "is not a region of the live cluster"
 	}
 	unknownHost := func(path []any, h string) error {
-		known := map[string]bool{}
-		for name := range hosts {
-			known[name] = true
-		}
-		if sc.live != nil {
-			return sc.fail(append(path, "host"), "host %q is not a host of the live cluster (hosts: %s)", h, some(known))
-		}
-		return sc.fail(append(path, "host"), "host %q is not in the topology (hosts: %s)", h, some(known))
+		return sc.fail(append(path, "host"), "host %q %s (hosts: %s)", h, notHost, someNames(hosts))
 	}
 	unknownRegion := func(path []any, r string) error {
-		if sc.live != nil {
-			return sc.fail(append(path, "region"), "region %q is not a region of the live cluster (regions: %s)", r, some(regions))
-		}
-		return sc.fail(append(path, "region"), "region %q is not in the topology (regions: %s)", r, some(regions))
+		return sc.fail(append(path, "region"), "region %q %s (regions: %s)", r, notRegion, someNames(regions))
 	}
 	for i, e := range sc.Events {
 		path := p("events", i)
@@ -1449,4 +1436,13 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// someNames lists up to eight of m's keys, sorted, for an error message.
+func someNames[V any](m map[string]V) string {
+	names := slices.Sorted(maps.Keys(m))
+	if len(names) > 8 {
+		names = append(names[:8], "…")
+	}
+	return strings.Join(names, ", ")
 }
