@@ -49,13 +49,7 @@ func startLabelCluster(t *testing.T, mode string) *labelCluster {
 			t.Fatalf("%s: %v", instance, err)
 		}
 		t.Cleanup(func() { d.Close() })
-		deadline := time.Now().Add(10 * time.Second)
-		for !d.IsLeader() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: no leader", instance)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testutil.Until(t, instance+": leader", 10*time.Second, d.IsLeader)
 		return d
 	}
 	c.global = tier(interfaces.TierGlobal, "global", nil)
