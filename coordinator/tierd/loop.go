@@ -3,6 +3,7 @@ package tierd
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"time"
 
@@ -423,11 +424,7 @@ func measured(v *interfaces.View) {
 func (d *Daemon) reportsCopy() map[interfaces.ChildID]interfaces.Report {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make(map[interfaces.ChildID]interfaces.Report, len(d.reports))
-	for k, v := range d.reports {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(d.reports) // never nil: made with the daemon
 }
 
 // ownerLoads returns each shard's load as its owner under assignments last
