@@ -53,7 +53,7 @@ func (greedySolver) Solve(p *Problem, o Options) (Result, error) {
 	lost := false
 	for _, s := range order {
 		dst := -1
-		pl.cold.bestFirst(&pl.front, func(c int) bool {
+		pl.coldFirst(func(c int) bool {
 			if pl.cold.key[c] == negInf {
 				return false
 			}

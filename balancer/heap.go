@@ -21,13 +21,17 @@ func newIdxHeap(keys []float64) *idxHeap {
 	return h
 }
 
-func (h *idxHeap) less(i, j int) bool {
-	a, b := h.heap[i], h.heap[j]
-	ka, kb := h.key[a], h.key[b]
-	if ka != kb {
-		return ka > kb
+// less reports whether the item at heap position i comes before the one at j.
+func (h *idxHeap) less(i, j int) bool { return h.itemBefore(h.heap[i], h.heap[j]) }
+
+// itemBefore reports whether item x comes before item y: larger key first,
+// deterministic ties: lower index first.
+func (h *idxHeap) itemBefore(x, y int32) bool {
+	kx, ky := h.key[x], h.key[y]
+	if kx != ky {
+		return kx > ky
 	}
-	return a < b // deterministic ties: lower index first
+	return x < y
 }
 
 func (h *idxHeap) swap(i, j int) {

@@ -71,6 +71,7 @@ func solveLocal(p *Problem, o Options, goals []Goal) (Result, error) {
 	if k == 0 {
 		k = 8
 	}
+	pl.keepOrder(4 * k)
 	ls := &localSearch{pl: pl, clk: clk, o: &o, k: k, goals: goals,
 		rng: rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))}
 	untried, partial := pl.repair(4*k, clk)
@@ -189,7 +190,7 @@ func (ls *localSearch) targetMet() bool {
 func (ls *localSearch) coldest(h, k int) []int32 {
 	pl := ls.pl
 	ls.cands = ls.cands[:0]
-	pl.cold.bestFirst(&pl.front, func(c int) bool {
+	pl.coldFirst(func(c int) bool {
 		if pl.cold.key[c] == negInf {
 			return false
 		}
@@ -342,29 +343,38 @@ func (ls *localSearch) step(h int) bool {
 			return true
 		}
 	}
-	// Full pass.
+	// Full pass: each shard's moves through the scorer (consider's answers,
+	// with what they share computed once per shard).
+	m := pl.moveScorer()
+	var d levels
+	scored := func(s, c int) {
+		if m.feasible(c) && m.below(c, &bestD, &d) {
+			bestS, bestC, bestD = s, c, d
+		}
+	}
 	for _, s32 := range pl.members[h] {
 		s := int(s32)
 		if !ls.movable(s) {
 			continue
 		}
+		m.reset(s)
 		if p.Allowed != nil && p.Allowed[s] != nil {
 			// Restricted shard: its own allowed children, coldest first.
 			seen := 0
-			pl.cold.bestFirst(&pl.front, func(c int) bool {
+			pl.coldFirst(func(c int) bool {
 				if pl.cold.key[c] == negInf || seen >= ls.k {
 					return false
 				}
 				if c != h && p.AllowedOn(s, c) {
 					seen++
-					consider(s, c)
+					scored(s, c)
 				}
 				return true
 			})
 			continue
 		}
 		for _, c := range cands {
-			consider(s, int(c))
+			scored(s, int(c))
 		}
 	}
 	if bestS >= 0 && !small {

@@ -70,10 +70,14 @@ type placer struct {
 	cold    *idxHeap  // max-heap of -hotness; drained children at -Inf
 	stuck   []bool
 	front   []int32
-	bufA    []float64
-	bufB    []float64
-	bufC    []float64
-	bufD    []float64
+	// order is the cold heap's order as an array, kept once searches visit
+	// many children (keepOrder); scorer scores one shard's moves.
+	order  *coldOrder
+	scorer *moveScorer
+	bufA   []float64
+	bufB   []float64
+	bufC   []float64
+	bufD   []float64
 }
 
 func newPlacer(st *state) *placer {
@@ -137,6 +141,9 @@ func (pl *placer) refresh(c int) {
 	h, k := pl.keys(c)
 	pl.hot.set(c, h)
 	pl.cold.set(c, k)
+	if pl.order != nil {
+		pl.order.fix(c)
+	}
 }
 
 // move applies shard s → dst and keeps members and heaps up to date.
@@ -216,22 +223,23 @@ func (pl *placer) feasibleSwap(ch *change, x, y int) bool {
 // at most k feasible ones. It returns -1 when no child is feasible (after looking
 // at every child) and the level delta of the best move.
 func (pl *placer) bestDestination(s, k int) (int, levels) {
-	st := pl.st
+	m := pl.moveScorer()
+	m.reset(s)
 	best, found := -1, 0
-	var bestD levels
-	var ch change
-	pl.cold.bestFirst(&pl.front, func(c int) bool {
-		if pl.cold.key[c] == math.Inf(-1) {
+	var bestD, d levels
+	pl.coldFirst(func(c int) bool {
+		if pl.cold.key[c] == negInf {
 			return false // only drained children remain
 		}
-		if !pl.feasibleMove(&ch, s, c) {
+		if !m.feasible(c) {
 			return true
 		}
 		// The first candidate is scored in full; the others only until they are
 		// known not to beat it (the same choice as comparing full scores).
 		if best < 0 {
-			best, bestD = c, st.delta(&ch)
-		} else if d, ok := st.deltaBelow(&ch, &bestD); ok {
+			best = c
+			m.all(c, &bestD)
+		} else if m.below(c, &bestD, &d) {
 			best, bestD = c, d
 		}
 		found++
@@ -464,7 +472,7 @@ func (pl *placer) eject(s, k int) bool {
 			pl.move(s, orig)
 		}
 	}()
-	pl.cold.bestFirst(&pl.front, func(c int) bool {
+	pl.coldFirst(func(c int) bool {
 		if pl.cold.key[c] == negInf || tried >= ejectChildren {
 			return false
 		}
@@ -484,7 +492,7 @@ func (pl *placer) eject(s, k int) bool {
 			// Where t would go, with c excluded.
 			best := -1
 			var bestD levels
-			pl.cold.bestFirst(&pl.front, func(d int) bool {
+			pl.coldFirst(func(d int) bool {
 				if pl.cold.key[d] == negInf {
 					return false
 				}

@@ -1,0 +1,315 @@
+package balancer
+
+import "slices"
+
+// Scoring many children per shard (a large Options.Candidates, up to a full
+// scan) is where a placement's time goes: with the children taken from the cold
+// heap one by one and every candidate scored through the generic delta, one
+// candidate cost ~93 ns at 100 children (BenchmarkDestinationScan). Two things
+// make it cheaper without changing a single decision:
+//
+//   - coldOrder keeps the children in the cold heap's visiting order as an
+//     array, updated as their keys change, so visiting the next child is O(1);
+//     a placer keeps one when its searches visit a large part of the children
+//     (keeping it costs the distance a child moves in the order per move);
+//   - moveScorer computes, once per shard, what every move of that shard
+//     shares (its source child's part of each goal, and the busiest children
+//     per resource for the min-max goals), and scores each candidate with the
+//     same floating-point operations, in the same order, as state.delta and
+//     state.deltaBelow.
+
+// coldOrder is every child in the order idxHeap.bestFirst visits the cold heap:
+// key decreasing, ties by lower index.
+type coldOrder struct {
+	h   *idxHeap
+	ord []int32
+	pos []int32
+}
+
+func newColdOrder(h *idxHeap) *coldOrder {
+	o := &coldOrder{h: h, ord: make([]int32, len(h.key)), pos: make([]int32, len(h.key))}
+	for i := range o.ord {
+		o.ord[i] = int32(i)
+	}
+	slices.SortFunc(o.ord, func(x, y int32) int {
+		if o.before(x, y) {
+			return -1
+		}
+		return 1
+	})
+	for i, c := range o.ord {
+		o.pos[c] = int32(i)
+	}
+	return o
+}
+
+// before reports whether child x comes before child y.
+func (o *coldOrder) before(x, y int32) bool { return o.h.itemBefore(x, y) }
+
+// fix moves child c to its place after its key changed.
+func (o *coldOrder) fix(c int) {
+	x := int32(c)
+	i := int(o.pos[c])
+	for i > 0 && o.before(x, o.ord[i-1]) {
+		o.ord[i] = o.ord[i-1]
+		o.pos[o.ord[i]] = int32(i)
+		i--
+	}
+	for i+1 < len(o.ord) && o.before(o.ord[i+1], x) {
+		o.ord[i] = o.ord[i+1]
+		o.pos[o.ord[i]] = int32(i)
+		i++
+	}
+	o.ord[i] = x
+	o.pos[c] = int32(i)
+}
+
+// coldFirst calls visit with the children coldest first (the cold heap's
+// order) until it returns false or every child was visited. visit must not
+// change any child's load.
+func (pl *placer) coldFirst(visit func(c int) bool) {
+	if pl.order == nil {
+		pl.cold.bestFirst(&pl.front, visit)
+		return
+	}
+	for _, c := range pl.order.ord {
+		if !visit(int(c)) {
+			return
+		}
+	}
+}
+
+// keepOrder makes the placer keep a coldOrder when its searches visit at least
+// a quarter of the children (visits children per search; below that the heap
+// is cheaper than keeping the order as children's loads change).
+func (pl *placer) keepOrder(visits int) {
+	if pl.order == nil && 4*visits >= pl.st.M {
+		pl.order = newColdOrder(pl.cold)
+	}
+}
+
+// moveScorer returns the placer's move scorer (made on first use).
+func (pl *placer) moveScorer() *moveScorer {
+	if pl.scorer == nil {
+		pl.scorer = newMoveScorer(pl.st)
+	}
+	return pl.scorer
+}
+
+// mmTop is, for one resource of one min-max goal, what moving the scorer's
+// shard to any child c shares: the current maximum utilization, the source
+// child's utilization after the shard leaves, and the two busiest children
+// other than the source (n of them exist), to take the maximum over the
+// children other than the source and c.
+type mmTop struct {
+	old, srcU float64
+	t         [2]int32
+	k         [2]float64
+	n         int
+}
+
+// moveScorer scores the moves of one shard s from its child a (-1 when
+// unplaced) to candidate children, giving exactly the values state.delta and
+// state.deltaBelow give for the same moves.
+type moveScorer struct {
+	st *state
+	s  int
+	a  int
+	na []float64 // a's load row without s
+	nb []float64 // the candidate's load row with s
+	// part[gi] is goal gi's part of every move of s that does not depend on the
+	// destination: the source child's change for the sums of child terms, the
+	// term at the source for per-shard goals.
+	part []float64
+	// mm[mmOff[gi]+i] is the i-th resource of min-max goal gi.
+	mm    []mmTop
+	mmOff []int
+}
+
+func newMoveScorer(st *state) *moveScorer {
+	m := &moveScorer{st: st, na: make([]float64, st.R), nb: make([]float64, st.R), part: make([]float64, len(st.goals)), mmOff: make([]int, len(st.goals))}
+	for gi, g := range st.goals {
+		m.mmOff[gi] = len(m.mm)
+		if g.Kind == GoalBalanceMinMax {
+			m.mm = append(m.mm, make([]mmTop, len(st.gres[gi]))...)
+		}
+	}
+	return m
+}
+
+// reset prepares the scorer for the moves of shard s from where it is now.
+func (m *moveScorer) reset(s int) {
+	st := m.st
+	R, M := st.R, st.M
+	m.s = s
+	m.a = int(st.assign[s])
+	a := m.a
+	if a >= 0 {
+		for r := 0; r < R; r++ {
+			m.na[r] = st.load[a*R+r] - st.p.Load[s*R+r]
+		}
+	}
+	for gi, g := range st.goals {
+		switch g.Kind {
+		case GoalBalanceMinMax:
+			for i, r := range st.gres[gi] {
+				t := &m.mm[m.mmOff[gi]+i]
+				h := st.uheap[r]
+				t.old = h.key[h.top()]
+				if a >= 0 {
+					t.srcU = m.na[r] * st.inv[a*R+r]
+				}
+				t.t, t.k, t.n = h.topTwoExcept(a)
+			}
+		case GoalLocality, GoalMigration:
+			m.part[gi] = st.shardTerm(gi, s, st.assign[s])
+		default:
+			m.part[gi] = 0
+			if a >= 0 {
+				m.part[gi] += st.childTerm(gi, a, m.na) - st.term[gi*M+a]
+			}
+		}
+	}
+}
+
+// feasible reports whether s may move to child c now (state.feasibleMove's
+// rules) and leaves c's load row with s in m.nb.
+func (m *moveScorer) feasible(c int) bool {
+	st := m.st
+	s := m.s
+	if c == m.a || !st.canHost(s, c) || !st.groupOK(s, c, -1) {
+		return false
+	}
+	R := st.R
+	for r := 0; r < R; r++ {
+		m.nb[r] = st.load[c*R+r] + st.p.Load[s*R+r]
+	}
+	if !st.fits(c, m.nb) {
+		return false
+	}
+	if st.noBudget || (st.p.MaxMoves == 0 && st.p.MaxBytes == 0) {
+		return true
+	}
+	ch := change{n: 1, shard: [2]int{s}, to: [2]int32{int32(c)}, a: m.a, b: c}
+	return st.budgetOK(&ch)
+}
+
+// goal is goalDelta of goal gi for the move to c (after feasible(c)). The
+// threshold and sum-of-squares terms are childTerm's, written out.
+func (m *moveScorer) goal(gi, c int) float64 {
+	st := m.st
+	R := st.R
+	g := &st.goals[gi]
+	switch g.Kind {
+	case GoalBalanceMinMax:
+		d := 0.0
+		for i, r := range st.gres[gi] {
+			t := &m.mm[m.mmOff[gi]+i]
+			nw := 0.0 // idxHeap.maxExcluding(a, c, 0)
+			switch {
+			case t.n > 0 && int(t.t[0]) != c:
+				nw = t.k[0]
+			case t.n > 1:
+				nw = t.k[1]
+			}
+			if m.a >= 0 && t.srcU > nw {
+				nw = t.srcU
+			}
+			if v := m.nb[r] * st.inv[c*R+r]; v > nw {
+				nw = v
+			}
+			d += nw - t.old
+		}
+		return d
+	case GoalThreshold:
+		v := 0.0
+		inv := st.inv[c*R : c*R+R]
+		for _, r := range st.gres[gi] {
+			if x := m.nb[r]*inv[r] - g.Threshold; x > 0 {
+				v += x
+			}
+		}
+		return m.part[gi] + (v - st.term[gi*st.M+c])
+	case GoalBalanceSq:
+		v := 0.0
+		inv := st.inv[c*R : c*R+R]
+		sq := st.sqInv[gi]
+		for _, r := range st.gres[gi] {
+			v += m.nb[r] * m.nb[r] * inv[r] * sq[r]
+		}
+		return m.part[gi] + (v - st.term[gi*st.M+c])
+	case GoalLocality, GoalMigration:
+		d := 0.0
+		d += st.shardTerm(gi, m.s, int32(c)) - m.part[gi]
+		return d
+	default:
+		return m.part[gi] + (st.childTerm(gi, c, m.nb) - st.term[gi*st.M+c])
+	}
+}
+
+// level is state.levelDelta of level l for the move to c.
+func (m *moveScorer) level(l, c int) float64 {
+	st := m.st
+	v := 0.0
+	for _, gi := range st.byLevel[l] {
+		v += st.goals[gi].Weight * m.goal(gi, c)
+	}
+	return v
+}
+
+// all sets out to the change of every level for the move to c (state.delta).
+func (m *moveScorer) all(c int, out *levels) {
+	*out = levels{}
+	for l := range m.st.byLevel {
+		out[l] = m.level(l, c)
+	}
+}
+
+// below is state.deltaBelow for the move to c: whether it is
+// lexicographically below bound, and if so its change in out (out is
+// overwritten either way).
+func (m *moveScorer) below(c int, bound, out *levels) bool {
+	n := len(m.st.byLevel)
+	for l := 0; l < n; l++ {
+		v := m.level(l, c)
+		out[l] = v
+		if v < bound[l]-levelTol {
+			for l2 := l + 1; l2 < n; l2++ {
+				out[l2] = m.level(l2, c)
+			}
+			return true
+		}
+		if v > bound[l]+levelTol {
+			return false
+		}
+	}
+	return false
+}
+
+// topTwoExcept returns the two items with the largest keys other than a (ties
+// by lower index), and how many there are (at most 2). The three largest
+// items of a binary heap are among its first seven positions.
+func (h *idxHeap) topTwoExcept(a int) (t [2]int32, k [2]float64, n int) {
+	var near [7]int32
+	m := min(len(h.heap), len(near))
+	copy(near[:], h.heap[:m])
+	for _, x := range near[:m] {
+		if int(x) == a {
+			continue
+		}
+		// insert x into the top n (at most 2), largest first
+		i := n
+		if n < 2 {
+			n++
+		} else if !h.itemBefore(x, t[1]) {
+			continue
+		} else {
+			i = 1
+		}
+		for ; i > 0 && h.itemBefore(x, t[i-1]); i-- {
+			t[i], k[i] = t[i-1], k[i-1]
+		}
+		t[i], k[i] = x, h.key[x]
+	}
+	return t, k, n
+}
