@@ -91,6 +91,12 @@
 // Ties between equal shards may then break differently; the plan is as good and
 // as deterministic (renumber.go).
 //
+// When a search scores many candidate children per shard (Options.Candidates
+// large, up to every child), the placer keeps the cold heap's order as an
+// array updated move by move, and scores one shard's candidates with what they
+// share computed once (scan.go): the same decisions as the heap and the generic
+// scorer, at ~45 ns per candidate instead of ~65 (100 children) or ~95 (1,000).
+//
 // LowerBound gives, per resource, the lower bound on the busiest child's
 // utilization (DESIGN.md §1, refined by pinned and in-flight load); every Result
 // reports max/LB and max/mean per resource in its Summary.

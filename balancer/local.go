@@ -343,9 +343,9 @@ func (ls *localSearch) step(h int) bool {
 			return true
 		}
 	}
-	// Full pass: each shard's moves through the scorer (consider's answers,
-	// with what they share computed once per shard).
-	m := pl.moveScorer()
+	// Full pass: each shard's moves through shardMoves (consider's answers;
+	// with many candidates, what they share is computed once per shard).
+	var m *shardMoves
 	var d levels
 	scored := func(s, c int) {
 		if m.feasible(c) && m.below(c, &bestD, &d) {
@@ -357,7 +357,7 @@ func (ls *localSearch) step(h int) bool {
 		if !ls.movable(s) {
 			continue
 		}
-		m.reset(s)
+		m = pl.movesOf(s, len(cands))
 		if p.Allowed != nil && p.Allowed[s] != nil {
 			// Restricted shard: its own allowed children, coldest first.
 			seen := 0

@@ -16,7 +16,8 @@ import "slices"
 //     shares (its source child's part of each goal, and the busiest children
 //     per resource for the min-max goals), and scores each candidate with the
 //     same floating-point operations, in the same order, as state.delta and
-//     state.deltaBelow.
+//     state.deltaBelow; shardMoves uses it when a shard has at least
+//     scorerMin candidates, the generic path otherwise.
 
 // coldOrder is every child in the order idxHeap.bestFirst visits the cold heap:
 // key decreasing, ties by lower index.
@@ -88,12 +89,59 @@ func (pl *placer) keepOrder(visits int) {
 	}
 }
 
-// moveScorer returns the placer's move scorer (made on first use).
-func (pl *placer) moveScorer() *moveScorer {
-	if pl.scorer == nil {
-		pl.scorer = newMoveScorer(pl.st)
+// scorerMin is the fewest candidates per shard for which the move scorer's
+// per-shard set-up pays: with fewer (candidates=1 at 10,000 children) the
+// generic path was faster.
+const scorerMin = 8
+
+// shardMoves scores the moves of one shard to candidate children through the
+// move scorer or, for few candidates, state's generic path: the same answers.
+type shardMoves struct {
+	pl     *placer
+	s      int
+	scored bool
+	ch     change
+}
+
+// movesOf prepares the scoring of shard s's moves to about n candidates.
+func (pl *placer) movesOf(s, n int) *shardMoves {
+	mv := &pl.moves
+	mv.pl, mv.s, mv.scored = pl, s, n >= scorerMin
+	if mv.scored {
+		if pl.scorer == nil {
+			pl.scorer = newMoveScorer(pl.st)
+		}
+		pl.scorer.reset(s)
 	}
-	return pl.scorer
+	return mv
+}
+
+// feasible is state.feasibleMove of the move to c.
+func (mv *shardMoves) feasible(c int) bool {
+	if mv.scored {
+		return mv.pl.scorer.feasible(c)
+	}
+	return mv.pl.feasibleMove(&mv.ch, mv.s, c)
+}
+
+// all sets out to state.delta of the move to c (after feasible(c)).
+func (mv *shardMoves) all(c int, out *levels) {
+	if mv.scored {
+		mv.pl.scorer.all(c, out)
+		return
+	}
+	*out = mv.pl.st.delta(&mv.ch)
+}
+
+// below is state.deltaBelow of the move to c (after feasible(c)); out is
+// overwritten either way.
+func (mv *shardMoves) below(c int, bound, out *levels) bool {
+	if mv.scored {
+		return mv.pl.scorer.below(c, bound, out)
+	}
+	d, ok := mv.pl.st.deltaBelow(&mv.ch, bound)
+	*out = d
+	return ok
 }
 
 // mmTop is, for one resource of one min-max goal, what moving the scorer's

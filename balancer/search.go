@@ -74,6 +74,7 @@ type placer struct {
 	// many children (keepOrder); scorer scores one shard's moves.
 	order  *coldOrder
 	scorer *moveScorer
+	moves  shardMoves
 	bufA   []float64
 	bufB   []float64
 	bufC   []float64
@@ -223,8 +224,7 @@ func (pl *placer) feasibleSwap(ch *change, x, y int) bool {
 // at most k feasible ones. It returns -1 when no child is feasible (after looking
 // at every child) and the level delta of the best move.
 func (pl *placer) bestDestination(s, k int) (int, levels) {
-	m := pl.moveScorer()
-	m.reset(s)
+	m := pl.movesOf(s, k)
 	best, found := -1, 0
 	var bestD, d levels
 	pl.coldFirst(func(c int) bool {
