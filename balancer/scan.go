@@ -33,10 +33,13 @@ func newColdOrder(h *idxHeap) *coldOrder {
 		o.ord[i] = int32(i)
 	}
 	slices.SortFunc(o.ord, func(x, y int32) int {
-		if o.before(x, y) {
+		switch {
+		case o.before(x, y):
 			return -1
+		case o.before(y, x):
+			return 1
 		}
-		return 1
+		return 0
 	})
 	for i, c := range o.ord {
 		o.pos[c] = int32(i)
