@@ -357,9 +357,9 @@ func (ls *localSearch) step(h int) bool {
 		if !ls.movable(s) {
 			continue
 		}
-		m = pl.movesOf(s, len(cands))
 		if p.Allowed != nil && p.Allowed[s] != nil {
 			// Restricted shard: its own allowed children, coldest first.
+			m = pl.movesOf(s, ls.k)
 			seen := 0
 			pl.coldFirst(func(c int) bool {
 				if pl.cold.key[c] == negInf || seen >= ls.k {
@@ -373,6 +373,7 @@ func (ls *localSearch) step(h int) bool {
 			})
 			continue
 		}
+		m = pl.movesOf(s, len(cands))
 		for _, c := range cands {
 			scored(s, int(c))
 		}

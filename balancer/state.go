@@ -140,6 +140,11 @@ func (st *state) u(c, r int) float64 { return st.load[c*st.R+r] * st.inv[c*st.R+
 
 // childTerm is the additive contribution of child c with load row l to goal gi
 // (min-max, locality and migration are handled elsewhere and return 0).
+//
+// Products that are added or subtracted are converted explicitly (float64(…)),
+// here and wherever goal deltas are summed: Go may otherwise fuse them into one
+// multiply-add (arm64 does; amd64 from GOAMD64=v3), rounding differently in
+// different functions, and the move scorer must give exactly these values.
 func (st *state) childTerm(gi, c int, l []float64) float64 {
 	g := &st.goals[gi]
 	R := st.R
@@ -147,14 +152,14 @@ func (st *state) childTerm(gi, c int, l []float64) float64 {
 	switch g.Kind {
 	case GoalThreshold:
 		for _, r := range st.gres[gi] {
-			if x := l[r]*st.inv[c*R+r] - g.Threshold; x > 0 {
+			if x := float64(l[r]*st.inv[c*R+r]) - g.Threshold; x > 0 {
 				v += x
 			}
 		}
 	case GoalBalanceSq:
 		sq := st.sqInv[gi]
 		for _, r := range st.gres[gi] {
-			v += l[r] * l[r] * st.inv[c*R+r] * sq[r]
+			v += float64(l[r] * l[r] * st.inv[c*R+r] * sq[r])
 		}
 	case GoalLatency:
 		r := st.lat.res
@@ -240,7 +245,7 @@ func (st *state) delta(ch *change) levels {
 	for gi := range st.goals {
 		d := st.goalDelta(gi, ch)
 		st.gd[gi] = d
-		out[st.level[gi]] += st.goals[gi].Weight * d
+		out[st.level[gi]] += float64(st.goals[gi].Weight * d)
 	}
 	return out
 }
@@ -273,7 +278,7 @@ func (st *state) deltaBelow(ch *change, bound *levels) (levels, bool) {
 func (st *state) levelDelta(l int, ch *change) float64 {
 	v := 0.0
 	for _, gi := range st.byLevel[l] {
-		v += st.goals[gi].Weight * st.goalDelta(gi, ch)
+		v += float64(st.goals[gi].Weight * st.goalDelta(gi, ch))
 	}
 	return v
 }
