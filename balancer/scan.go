@@ -202,9 +202,9 @@ func (m *moveScorer) reset(s int) {
 			m.na[r] = st.load[a*R+r] - st.p.Load[s*R+r]
 		}
 	}
-	for gi, g := range st.goals {
-		switch g.Kind {
-		case GoalBalanceMinMax:
+	for gi := range st.goals {
+		switch st.code[gi] {
+		case codeBalanceMinMax:
 			for i, r := range st.gres[gi] {
 				t := &m.mm[m.mmOff[gi]+i]
 				h := st.uheap[r]
@@ -214,7 +214,7 @@ func (m *moveScorer) reset(s int) {
 				}
 				t.t, t.k, t.n = h.topTwoExcept(a)
 			}
-		case GoalLocality, GoalMigration:
+		case codeLocality, codeMigration:
 			m.part[gi] = st.shardTerm(gi, s, st.assign[s])
 		default:
 			m.part[gi] = 0
@@ -253,8 +253,8 @@ func (m *moveScorer) goal(gi, c int) float64 {
 	st := m.st
 	R := st.R
 	g := &st.goals[gi]
-	switch g.Kind {
-	case GoalBalanceMinMax:
+	switch st.code[gi] {
+	case codeBalanceMinMax:
 		d := 0.0
 		for i, r := range st.gres[gi] {
 			t := &m.mm[m.mmOff[gi]+i]
@@ -274,7 +274,7 @@ func (m *moveScorer) goal(gi, c int) float64 {
 			d += nw - t.old
 		}
 		return d
-	case GoalThreshold:
+	case codeThreshold:
 		v := 0.0
 		inv := st.inv[c*R : c*R+R]
 		for _, r := range st.gres[gi] {
@@ -283,7 +283,7 @@ func (m *moveScorer) goal(gi, c int) float64 {
 			}
 		}
 		return m.part[gi] + (v - st.term[gi*st.M+c])
-	case GoalBalanceSq:
+	case codeBalanceSq:
 		v := 0.0
 		inv := st.inv[c*R : c*R+R]
 		sq := st.sqInv[gi]
@@ -291,7 +291,7 @@ func (m *moveScorer) goal(gi, c int) float64 {
 			v += float64(m.nb[r] * m.nb[r] * inv[r] * sq[r])
 		}
 		return m.part[gi] + (v - st.term[gi*st.M+c])
-	case GoalLocality, GoalMigration:
+	case codeLocality, codeMigration:
 		d := 0.0
 		d += st.shardTerm(gi, m.s, int32(c)) - m.part[gi]
 		return d

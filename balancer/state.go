@@ -11,6 +11,42 @@ const maxLevels = 16
 // levels is a per-priority-level objective delta.
 type levels [maxLevels]float64
 
+// goalCode is a goal kind as a small integer, for the scorers' switches (a
+// switch on the kind's string compares strings for every candidate).
+type goalCode uint8
+
+const (
+	codeThreshold goalCode = iota
+	codeBalanceMinMax
+	codeBalanceSq
+	codeLatency
+	codeShortfall
+	codeLocality
+	codeMigration
+	codeOther // not a known kind (goals are validated first): contributes 0
+)
+
+// codeOf returns the code of a goal kind.
+func codeOf(kind string) goalCode {
+	switch kind {
+	case GoalThreshold:
+		return codeThreshold
+	case GoalBalanceMinMax:
+		return codeBalanceMinMax
+	case GoalBalanceSq:
+		return codeBalanceSq
+	case GoalLatency:
+		return codeLatency
+	case GoalShortfall:
+		return codeShortfall
+	case GoalLocality:
+		return codeLocality
+	case GoalMigration:
+		return codeMigration
+	}
+	return codeOther
+}
+
 // state is an assignment with per-child load sums, per-resource max-heaps of
 // utilization and anti-affinity counts, kept up to date move by move, so that the
 // objective change of a move or swap is computed in O(R·goals + log M) instead of
@@ -19,7 +55,8 @@ type state struct {
 	p       *Problem
 	R, M, N int
 	goals   []Goal
-	level   []int // goal → level index
+	code    []goalCode // goal → its kind's code
+	level   []int      // goal → level index
 	nLevels int
 	byLevel [][]int // level → goal indices
 	gres    [][]int // goal → resource indices
@@ -63,6 +100,10 @@ func newState(p *Problem, goals []Goal, lm LatencyModel, assign []int32) *state 
 		st.byLevel[l] = append(st.byLevel[l], gi)
 	}
 	st.sumLd, st.sumCap = totals(p)
+	st.code = make([]goalCode, len(goals))
+	for gi, g := range goals {
+		st.code[gi] = codeOf(g.Kind)
+	}
 	st.gres = make([][]int, len(goals))
 	st.sqInv = make([][]float64, len(goals))
 	needHeap := make([]bool, R)
@@ -149,24 +190,24 @@ func (st *state) childTerm(gi, c int, l []float64) float64 {
 	g := &st.goals[gi]
 	R := st.R
 	v := 0.0
-	switch g.Kind {
-	case GoalThreshold:
+	switch st.code[gi] {
+	case codeThreshold:
 		for _, r := range st.gres[gi] {
 			if x := float64(l[r]*st.inv[c*R+r]) - g.Threshold; x > 0 {
 				v += x
 			}
 		}
-	case GoalBalanceSq:
+	case codeBalanceSq:
 		sq := st.sqInv[gi]
 		for _, r := range st.gres[gi] {
 			v += float64(l[r] * l[r] * st.inv[c*R+r] * sq[r])
 		}
-	case GoalLatency:
+	case codeLatency:
 		r := st.lat.res
 		if x := l[r]; x > 0 && st.sumLd[r] > 0 {
 			v = st.lat.predict(c, x*st.inv[c*R+r]) * x / st.sumLd[r]
 		}
-	case GoalShortfall:
+	case codeShortfall:
 		for _, r := range st.gres[gi] {
 			if x := l[r] - st.p.Capacity[c*R+r]; x > 0 && st.sumLd[r] > 0 {
 				v += x / st.sumLd[r]
@@ -178,10 +219,10 @@ func (st *state) childTerm(gi, c int, l []float64) float64 {
 
 // shardTerm is shard s's contribution to a per-shard goal when on child c.
 func (st *state) shardTerm(gi, s int, c int32) float64 {
-	switch st.goals[gi].Kind {
-	case GoalLocality:
+	switch st.code[gi] {
+	case codeLocality:
 		return st.p.localityCost(s, c) / float64(st.N)
-	case GoalMigration:
+	case codeMigration:
 		if c != st.p.Current[s] && c >= 0 {
 			return (1 + float64(st.p.Bytes(s))/st.mb) / 2 / float64(st.N)
 		}
@@ -201,11 +242,10 @@ type change struct {
 
 // goalDelta returns the change of goal gi's unweighted value under ch.
 func (st *state) goalDelta(gi int, ch *change) float64 {
-	g := &st.goals[gi]
 	R := st.R
 	d := 0.0
-	switch g.Kind {
-	case GoalBalanceMinMax:
+	switch st.code[gi] {
+	case codeBalanceMinMax:
 		for _, r := range st.gres[gi] {
 			h := st.uheap[r]
 			old := h.key[h.top()]
@@ -222,7 +262,7 @@ func (st *state) goalDelta(gi int, ch *change) float64 {
 			}
 			d += nw - old
 		}
-	case GoalLocality, GoalMigration:
+	case codeLocality, codeMigration:
 		for i := 0; i < ch.n; i++ {
 			s := ch.shard[i]
 			d += st.shardTerm(gi, s, ch.to[i]) - st.shardTerm(gi, s, st.assign[s])
