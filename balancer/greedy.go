@@ -87,7 +87,7 @@ func (greedySolver) Solve(p *Problem, o Options) (Result, error) {
 				pl2.move(s, d)
 				continue
 			}
-			if d, _ := pl2.bestDestination(s, 32); d >= 0 {
+			if d := pl2.bestDestination(s, 32); d >= 0 {
 				pl2.move(s, int32(d))
 				continue
 			}

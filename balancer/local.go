@@ -584,12 +584,12 @@ func (ls *localSearch) ruinRecreate() {
 		if !pl.stillForced(s) {
 			continue
 		}
-		if c, _ := pl.bestDestination(s, st.M); c >= 0 {
+		if c := pl.bestDestination(s, st.M); c >= 0 {
 			pl.move(s, int32(c))
 		}
 	}
 	for _, s := range ruined {
-		c, _ := pl.bestDestination(s, st.M)
+		c := pl.bestDestination(s, st.M)
 		switch {
 		case c >= 0:
 			pl.move(s, int32(c))

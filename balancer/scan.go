@@ -129,15 +129,6 @@ func (mv *shardMoves) feasible(c int) bool {
 	return mv.pl.feasibleMove(&mv.ch, mv.s, c)
 }
 
-// all sets out to state.delta of the move to c (after feasible(c)).
-func (mv *shardMoves) all(c int, out *levels) {
-	if mv.scored {
-		mv.pl.scorer.all(c, out)
-		return
-	}
-	*out = mv.pl.st.delta(&mv.ch)
-}
-
 // below is state.deltaBelow of the move to c (after feasible(c)); out is
 // overwritten either way.
 func (mv *shardMoves) below(c int, bound, out *levels) bool {
@@ -162,8 +153,8 @@ type mmTop struct {
 }
 
 // moveScorer scores the moves of one shard s from its child a (-1 when
-// unplaced) to candidate children, giving exactly the values state.delta and
-// state.deltaBelow give for the same moves.
+// unplaced) to candidate children, giving exactly the values state.deltaBelow
+// gives for the same moves (with an unbounded bound: state.delta's).
 type moveScorer struct {
 	st *state
 	s  int
@@ -247,12 +238,10 @@ func (m *moveScorer) feasible(c int) bool {
 	return st.budgetOK(&ch)
 }
 
-// goal is goalDelta of goal gi for the move to c (after feasible(c)). The
-// threshold and sum-of-squares terms are childTerm's, written out.
+// goal is goalDelta of goal gi for the move to c (after feasible(c)).
 func (m *moveScorer) goal(gi, c int) float64 {
 	st := m.st
 	R := st.R
-	g := &st.goals[gi]
 	switch st.code[gi] {
 	case codeBalanceMinMax:
 		d := 0.0
@@ -274,23 +263,6 @@ func (m *moveScorer) goal(gi, c int) float64 {
 			d += nw - t.old
 		}
 		return d
-	case codeThreshold:
-		v := 0.0
-		inv := st.inv[c*R : c*R+R]
-		for _, r := range st.gres[gi] {
-			if x := float64(m.nb[r]*inv[r]) - g.Threshold; x > 0 {
-				v += x
-			}
-		}
-		return m.part[gi] + (v - st.term[gi*st.M+c])
-	case codeBalanceSq:
-		v := 0.0
-		inv := st.inv[c*R : c*R+R]
-		sq := st.sqInv[gi]
-		for _, r := range st.gres[gi] {
-			v += float64(m.nb[r] * m.nb[r] * inv[r] * sq[r])
-		}
-		return m.part[gi] + (v - st.term[gi*st.M+c])
 	case codeLocality, codeMigration:
 		d := 0.0
 		d += st.shardTerm(gi, m.s, int32(c)) - m.part[gi]
@@ -308,14 +280,6 @@ func (m *moveScorer) level(l, c int) float64 {
 		v += float64(st.goals[gi].Weight * m.goal(gi, c))
 	}
 	return v
-}
-
-// all sets out to the change of every level for the move to c (state.delta).
-func (m *moveScorer) all(c int, out *levels) {
-	*out = levels{}
-	for l := range m.st.byLevel {
-		out[l] = m.level(l, c)
-	}
 }
 
 // below is state.deltaBelow for the move to c: whether it is

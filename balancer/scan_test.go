@@ -8,7 +8,8 @@ import (
 	"pgregory.net/rapid"
 )
 
-// The move scorer answers exactly as feasibleMove, delta and deltaBelow do, and
+// The move scorer answers exactly as feasibleMove and deltaBelow do (and, below
+// the unbounded bound, as delta does), and
 // the cold order lists the children exactly as the cold heap visits them, on
 // random problems with every kind of constraint and goal, as shards move. Up
 // to 24 children, so the heap is deeper than the seven positions
@@ -48,11 +49,14 @@ func TestPropMoveScorerAndColdOrderMatchTheHeap(t *testing.T) {
 					if !f1 {
 						continue
 					}
+					// Below the unbounded bound, both paths give the full delta.
 					d1 := st.delta(&ch)
+					if g, ok := st.deltaBelow(&ch, &unbounded); !ok || g != d1 {
+						t.Fatalf("shard %d (on %d) → child %d: delta %v, deltaBelow(unbounded) %v %v", s, st.assign[s], c, d1[:st.nLevels], ok, g[:st.nLevels])
+					}
 					var d2 levels
-					m.all(c, &d2)
-					if d1 != d2 {
-						t.Fatalf("shard %d (on %d) → child %d: delta %v, scorer %v", s, st.assign[s], c, d1[:st.nLevels], d2[:st.nLevels])
+					if ok := m.below(c, &unbounded, &d2); !ok || d1 != d2 {
+						t.Fatalf("shard %d (on %d) → child %d: delta %v, scorer %v %v", s, st.assign[s], c, d1[:st.nLevels], ok, d2[:st.nLevels])
 					}
 					full[c] = &d1
 				}

@@ -222,11 +222,14 @@ func (pl *placer) feasibleSwap(ch *change, x, y int) bool {
 // bestDestination finds, among feasible children for shard s, the one whose move
 // scores best (lexicographically), visiting children coldest first and scoring
 // at most k feasible ones. It returns -1 when no child is feasible (after looking
-// at every child) and the level delta of the best move.
-func (pl *placer) bestDestination(s, k int) (int, levels) {
+// at every child).
+func (pl *placer) bestDestination(s, k int) int {
 	m := pl.movesOf(s, k)
 	best, found := -1, 0
-	var bestD, d levels
+	// Every candidate is scored only until it is known not to beat the best so
+	// far (the same choice as comparing full scores); the first beats the
+	// unbounded bound and is scored in full.
+	bestD, d := unbounded, levels{}
 	pl.coldFirst(func(c int) bool {
 		if pl.cold.key[c] == negInf {
 			return false // only drained children remain
@@ -234,18 +237,13 @@ func (pl *placer) bestDestination(s, k int) (int, levels) {
 		if !m.feasible(c) {
 			return true
 		}
-		// The first candidate is scored in full; the others only until they are
-		// known not to beat it (the same choice as comparing full scores).
-		if best < 0 {
-			best = c
-			m.all(c, &bestD)
-		} else if m.below(c, &bestD, &d) {
+		if m.below(c, &bestD, &d) {
 			best, bestD = c, d
 		}
 		found++
 		return found < k
 	})
-	return best, bestD
+	return best
 }
 
 // lbWeights is 1/LB per resource for the resources the goals balance (all of
@@ -439,7 +437,7 @@ func (pl *placer) repair(k int, clk *clock) (untried []int, partial bool) {
 		if !pl.stillForced(s) {
 			continue // earlier repairs made room where it is
 		}
-		dst, _ := pl.bestDestination(s, k)
+		dst := pl.bestDestination(s, k)
 		if dst >= 0 {
 			pl.move(s, int32(dst))
 			continue
@@ -546,7 +544,7 @@ func (pl *placer) explainForced(k int, clk *clock, untried []int) (out []interfa
 			if cut = expired(); cut {
 				break
 			}
-			if dst, _ := pl.bestDestination(s, k); dst >= 0 {
+			if dst := pl.bestDestination(s, k); dst >= 0 {
 				pl.move(s, int32(dst))
 				continue
 			}

@@ -1,5 +1,7 @@
 package balancer
 
+import "math"
+
 // levelTol is the absolute change of a level below which it counts as unchanged
 // when deciding whether a move improves the objective.
 const levelTol = 1e-12
@@ -10,6 +12,15 @@ const maxLevels = 16
 
 // levels is a per-priority-level objective delta.
 type levels [maxLevels]float64
+
+// unbounded is a bound every change is below (deltaBelow then computes every
+// level).
+var unbounded = func() (u levels) {
+	for l := range u {
+		u[l] = math.Inf(1)
+	}
+	return u
+}()
 
 // goalCode is a goal kind as a small integer, for the scorers' switches (a
 // switch on the kind's string compares strings for every candidate).
