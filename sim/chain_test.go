@@ -275,10 +275,14 @@ func TestCollaborativeRackChain(t *testing.T) {
 	// us lost no host: its racks' rounds plan under their region's budget.
 	k := e.w.regionRacks[1][0]
 	v, _ := e.rackView(e.now, k)
+	sent, _ := st.sent(instanceKey{interfaces.TierRegion, e.w.regionName[1]}, interfaces.ChildID(e.w.rackName[k]))
 	found := false
 	for _, c := range v.Constraints {
 		if c.Kind == interfaces.ConstraintMaxMoves && strings.HasPrefix(c.Reason, "budget from region us: ") {
 			found = true
+			if c.Max != sent.MaxMoves {
+				t.Errorf("rack %s plans under max_moves %d, its region sent %d", e.w.rackName[k], c.Max, sent.MaxMoves)
+			}
 		}
 	}
 	if !found {

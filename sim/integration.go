@@ -222,7 +222,7 @@ func (e *engine) constraints(tier string, v *interfaces.View) []interfaces.Const
 		// an instance with a host that is not active (its controller may
 		// declare it failed and evacuate it in this very round).
 		if parent, ok := e.parentOf(v.Tier, v.Instance); ok {
-			if d, ok := st.sent(parent, interfaces.ChildID(v.Instance)); ok && d.MaxMoves > 0 && !coop.NeedsPlacement(v) && e.allHostsActive(v.Tier, v.Instance) {
+			if d, ok := st.sent(parent, interfaces.ChildID(v.Instance)); ok && d.MaxMoves > 0 && e.allHostsActive(v.Tier, v.Instance) && !coop.NeedsPlacement(v) {
 				from := "the global tier"
 				if parent != globalTier {
 					from = "region " + parent.name
