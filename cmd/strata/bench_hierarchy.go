@@ -154,23 +154,19 @@ Example:
 			// --flat-budget after the flat place round begins.
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			var budget *time.Timer
 			var ticker *phaseTicker
 			if !noProgress {
 				ticker = startPhaseTicker(g.stderr, time.Second, time.Second)
 			}
+			budget := &flatBudgetTimer{d: flatBudget, cancel: cancel}
 			cfg.Phase = func(name string) {
 				if ticker != nil {
 					ticker.set(name)
 				}
-				if name == hierbench.PhaseFlatPlace && flatBudget > 0 {
-					budget = time.AfterFunc(flatBudget, cancel)
-				}
+				budget.phase(name)
 			}
 			res, err := hierbench.Compare(ctx, cfg)
-			if budget != nil {
-				budget.Stop()
-			}
+			budget.stop()
 			if ticker != nil {
 				ticker.close() // its line ends before the results
 			}
@@ -234,6 +230,29 @@ func printBenchHierarchy(w io.Writer, v benchHierarchyJSON, noFlat bool) error {
 	}
 	_, err := fmt.Fprintf(w, "speedup %.2f× (flat target max_over_lb %.4f, the hierarchy's; flat %s)\n", v.Speedup, v.FlatTarget, reached)
 	return err
+}
+
+// flatBudgetTimer calls cancel d after the flat run's first round starts
+// (never when d ≤ 0): --flat-budget bounds the flat run, not the hierarchy
+// before it.
+type flatBudgetTimer struct {
+	d      time.Duration
+	cancel func()
+	timer  *time.Timer
+}
+
+// phase is told each round as it starts (hierbench.Config.Phase).
+func (b *flatBudgetTimer) phase(name string) {
+	if name == hierbench.PhaseFlatPlace && b.d > 0 && b.timer == nil {
+		b.timer = time.AfterFunc(b.d, b.cancel)
+	}
+}
+
+// stop stops the timer if it runs.
+func (b *flatBudgetTimer) stop() {
+	if b.timer != nil {
+		b.timer.Stop()
+	}
 }
 
 // phaseTicker shows on w which round of the benchmark is running and for how

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -99,6 +100,28 @@ func TestBenchHierarchyTableAndErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q, want it to contain %q", tc.args, code, errOut, tc.want)
 		}
 	}
+}
+
+// TestFlatBudgetStartsWithTheFlatRun: the --flat-budget timer does not run
+// during the hierarchy's rounds however long they take, and ends the flat run
+// its duration after the flat place round starts.
+func TestFlatBudgetStartsWithTheFlatRun(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := &flatBudgetTimer{d: 20 * time.Millisecond, cancel: cancel}
+	b.phase(hierbench.PhaseHierPlace)
+	b.phase(hierbench.PhaseHierRebalance)
+	time.Sleep(60 * time.Millisecond) // the hierarchy outlasts the budget
+	if ctx.Err() != nil {
+		t.Fatal("the budget ended during the hierarchy's rounds")
+	}
+	b.phase(hierbench.PhaseFlatPlace)
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the budget did not end the flat run")
+	}
+	b.stop()
 }
 
 // TestPhaseTicker: past its delay the ticker redraws the running round on one

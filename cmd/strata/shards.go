@@ -174,7 +174,7 @@ that is not quarantined anywhere is an error (exit code 1).`,
 				return &exitError{code: 1, err: fmt.Errorf("shard %s is not quarantined at any tier instance: %w", args[0], interfaces.ErrNotFound)}
 			}
 			for _, w := range unasked {
-				fmt.Fprintf(g.stderr, "strata: warning: %s could not be asked\n", w)
+				fmt.Fprintf(g.stderr, "strata: warning: could not ask %s\n", w)
 			}
 			return nil
 		},
