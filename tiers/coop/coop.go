@@ -83,6 +83,7 @@ func (c Config) Validate() error {
 type state struct {
 	v        *interfaces.View
 	childIdx map[interfaces.ChildID]int
+	shardIdx map[interfaces.ShardID]int
 	owner    []int // child index, -1 unplaced
 	inFlight []bool
 	load     []interfaces.Load
@@ -106,7 +107,8 @@ func project(v *interfaces.View) *state {
 		caps = append(caps, c.Capacity)
 	}
 	st.res = interfaces.UnionNames(caps...)
-	shardIdx := make(map[interfaces.ShardID]int, len(v.Shards))
+	st.shardIdx = make(map[interfaces.ShardID]int, len(v.Shards))
+	shardIdx := st.shardIdx
 	for i, s := range v.Shards {
 		shardIdx[s.ID] = i
 		st.owner[i] = -1

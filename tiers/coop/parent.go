@@ -81,12 +81,11 @@ func Derive(v *interfaces.View, cfg Config, mem Memory) (Derived, error) {
 // deriver is one Derive call: the view and its projection, and what the
 // children's hints have taken so far.
 type deriver struct {
-	v        *interfaces.View
-	st       *state
-	cfg      Config
-	out      Derived
-	order    []int // the active children, by ID
-	shardIdx map[interfaces.ShardID]int
+	v     *interfaces.View
+	st    *state
+	cfg   Config
+	out   Derived
+	order []int // the active children, by ID
 
 	// capSum is the active children's capacity, total the load of every
 	// shard of the view, placed or not. pool is their slack (capSum - total,
@@ -134,10 +133,6 @@ func newDeriver(v *interfaces.View, cfg Config, mem Memory) *deriver {
 		}
 	}
 	sort.Slice(d.order, func(a, b int) bool { return v.Children[d.order[a]].ID < v.Children[d.order[b]].ID })
-	d.shardIdx = make(map[interfaces.ShardID]int, len(v.Shards))
-	for i, s := range v.Shards {
-		d.shardIdx[s.ID] = i
-	}
 	for _, c := range d.order {
 		d.capSum = d.capSum.Add(v.Children[c].Capacity)
 	}
@@ -171,7 +166,7 @@ func newDeriver(v *interfaces.View, cfg Config, mem Memory) *deriver {
 	// Memory: keep what has not expired and still names a shard and child of
 	// the view.
 	for _, h := range mem.Held {
-		if _, ok := d.shardIdx[h.Shard]; !ok || !h.Until.After(d.v.Now) {
+		if _, ok := d.st.shardIdx[h.Shard]; !ok || !h.Until.After(d.v.Now) {
 			continue
 		}
 		if _, ok := st.childIdx[h.Child]; !ok {
@@ -266,7 +261,7 @@ func (d *deriver) readHints() {
 			case interfaces.HintShed:
 				d.shedHint(field, c, h)
 			case interfaces.HintSLOAtRisk:
-				risk := d.st.owned(h.Shards, c, d.shardIdx, d.cfg.MaxShards)
+				risk := d.st.owned(h.Shards, c, d.cfg.MaxShards)
 				if len(risk) == 0 {
 					continue
 				}
@@ -313,7 +308,7 @@ func (d *deriver) shedHint(field string, c int, h interfaces.Hint) {
 	// children have left: a partial shard moves nothing. A hint that names no
 	// shard sheds its amount.
 	amount := h.Amount
-	cands := st.ownedInOrder(h.Shards, c, d.shardIdx, cfg.MaxShards)
+	cands := st.ownedInOrder(h.Shards, c, cfg.MaxShards)
 	if len(h.Shards) > 0 && len(cands) == 0 {
 		// Every shard it names is gone or already moving: the request is
 		// older than the moves that answer it.
@@ -333,7 +328,7 @@ func (d *deriver) shedHint(field string, c int, h interfaces.Hint) {
 	amount = interfaces.Load{}
 	var taken []interfaces.ShardID
 	for _, s := range cands {
-		l := v.Shards[d.shardIdx[s]].Load
+		l := v.Shards[d.st.shardIdx[s]].Load
 		if !l.Fits(left.Sub(amount)) {
 			continue
 		}
@@ -442,7 +437,7 @@ func (d *deriver) shedRoundMoves() {
 	}
 	n := 0
 	for s, away := range d.held {
-		i := d.shardIdx[s]
+		i := d.st.shardIdx[s]
 		if o := st.owner[i]; o >= 0 && !st.inFlight[i] {
 			if _, ok := away[d.v.Children[o].ID]; ok {
 				n++
@@ -474,7 +469,7 @@ func (d *deriver) heldRules(eff []interfaces.Load) {
 	}
 	slices.Sort(heldIDs)
 	for _, s := range heldIDs {
-		i := d.shardIdx[s]
+		i := d.st.shardIdx[s]
 		away := d.held[s]
 		var allowed []interfaces.ChildID
 		for _, c := range d.order {
@@ -542,8 +537,8 @@ func (d *deriver) budgets() {
 
 // owned returns the shards of ids that exist in the view and are owned by child
 // c (not in flight), sorted and deduplicated, at most max of them.
-func (st *state) owned(ids []interfaces.ShardID, c int, shardIdx map[interfaces.ShardID]int, max int) []interfaces.ShardID {
-	out := st.ownedInOrder(ids, c, shardIdx, len(ids))
+func (st *state) owned(ids []interfaces.ShardID, c int, max int) []interfaces.ShardID {
+	out := st.ownedInOrder(ids, c, len(ids))
 	slices.Sort(out)
 	if len(out) > max {
 		out = out[:max]
@@ -553,11 +548,11 @@ func (st *state) owned(ids []interfaces.ShardID, c int, shardIdx map[interfaces.
 
 // ownedInOrder returns the shards of ids that exist in the view and are owned
 // by child c (not in flight), in the order of ids without repeats, at most max.
-func (st *state) ownedInOrder(ids []interfaces.ShardID, c int, shardIdx map[interfaces.ShardID]int, max int) []interfaces.ShardID {
+func (st *state) ownedInOrder(ids []interfaces.ShardID, c int, max int) []interfaces.ShardID {
 	seen := map[interfaces.ShardID]bool{}
 	var out []interfaces.ShardID
 	for _, id := range ids {
-		i, ok := shardIdx[id]
+		i, ok := st.shardIdx[id]
 		if len(out) >= max {
 			break
 		}
@@ -573,7 +568,7 @@ func (st *state) ownedInOrder(ids []interfaces.ShardID, c int, shardIdx map[inte
 // proposal validates a constraint proposed by child c and returns the
 // constraint to use, or refuses it.
 func (d *deriver) proposal(field string, c int, h interfaces.Hint) (interfaces.Constraint, bool) {
-	st, cfg, shardIdx := d.st, d.cfg, d.shardIdx
+	st, cfg := d.st, d.cfg
 	id := st.v.Children[c].ID
 	p := h.Constraint
 	if p == nil {
@@ -584,7 +579,7 @@ func (d *deriver) proposal(field string, c int, h interfaces.Hint) (interfaces.C
 	var shards []interfaces.ShardID
 	seen := map[interfaces.ShardID]bool{}
 	for _, s := range p.Shards {
-		if _, ok := shardIdx[s]; ok && !seen[s] {
+		if _, ok := st.shardIdx[s]; ok && !seen[s] {
 			seen[s] = true
 			shards = append(shards, s)
 		}

@@ -164,10 +164,6 @@ func TestDeriveKeepsRoom(t *testing.T) {
 			t.Fatalf("effective room %+v below the load %+v\n%+v", room, total, d.Constraints)
 		}
 		st := project(v)
-		shardIdx := map[interfaces.ShardID]int{}
-		for i, s := range v.Shards {
-			shardIdx[s.ID] = i
-		}
 		away := map[[2]string]bool{}
 		for _, h := range d.Memory.Held {
 			away[[2]string{string(h.Shard), string(h.Child)}] = true
@@ -177,7 +173,7 @@ func TestDeriveKeepsRoom(t *testing.T) {
 				continue
 			}
 			for _, s := range c.Shards {
-				i := shardIdx[s]
+				i := st.shardIdx[s]
 				ok := false
 				for _, id := range c.Children {
 					if away[[2]string{string(s), string(id)}] {
