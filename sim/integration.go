@@ -177,9 +177,9 @@ func (e *engine) rackShards(r int32) [][]int32 {
 }
 
 // constraints returns the tier-level constraints for a view by integration
-// mode (see the comment at the top of this file). In collaborative mode, at the
-// global tier, it also lowers a region's capacity in v to a derived capacity
-// limit.
+// mode (see the comment at the top of this file). In collaborative mode, at a
+// tier over regions or racks (the global tier; a region in a rack chain), it
+// also lowers a child's capacity in v to a derived capacity limit.
 func (e *engine) constraints(tier string, v *interfaces.View) []interfaces.Constraint {
 	var out []interfaces.Constraint
 	switch e.spec.Integration {
