@@ -230,6 +230,27 @@ func (pl *placer) bestDestination(s, k int) int {
 	// far (the same choice as comparing full scores); the first beats the
 	// unbounded bound and is scored in full.
 	bestD, d := unbounded, levels{}
+	if sc := pl.scorer; pl.order != nil && m.scored {
+		// coldFirst's loop over the kept order, written out: no call per
+		// candidate through the visitor and shardMoves.
+		key := pl.cold.key
+		for _, c32 := range pl.order.ord {
+			c := int(c32)
+			if key[c] == negInf {
+				break // only drained children remain
+			}
+			if !sc.feasible(c) {
+				continue
+			}
+			if sc.below(c, &bestD, &d) {
+				best, bestD = c, d
+			}
+			if found++; found >= k {
+				break
+			}
+		}
+		return best
+	}
 	pl.coldFirst(func(c int) bool {
 		if pl.cold.key[c] == negInf {
 			return false // only drained children remain
