@@ -110,13 +110,19 @@ func (r *Result) inOriginalOrder(p *Problem, ord []int32) {
 	}
 }
 
-// solveRenumbered runs solve on p renumbered by ord when ord is not nil, and
-// maps the result back.
+// solveRenumbered runs solve on p renumbered by ord (placementOrder's) when
+// ord is not nil, and maps the result back.
 func solveRenumbered(p *Problem, ord []int32, solve func(*Problem) (Result, error)) (Result, error) {
 	if ord == nil {
 		return solve(p)
 	}
-	res, err := solve(p.renumbered(ord))
+	q := p.renumbered(ord)
+	// ord is placementOrder's, and q has p's loads and children, so the
+	// placer's sizes on q are non-increasing by index (ties in index order:
+	// rounding of the weights cannot reorder them), and sorting by size keeps
+	// q's order.
+	q.sizeOrdered = true
+	res, err := solve(q)
 	res.inOriginalOrder(p, ord)
 	return res, err
 }

@@ -121,3 +121,38 @@ func TestRenumberedSolveIsAPlanForTheOriginal(t *testing.T) {
 		}
 	}
 }
+
+// TestRenumberedCopyIsInSizeOrder: forcedShards does not sort a copy made by
+// solveRenumbered (Problem.sizeOrdered), which is right only if the placer's
+// sizes on the copy put its shards in index order, ties included. Loads with
+// many ties (a few distinct values) and non-round factors, so that the
+// weights' rounding would show.
+func TestRenumberedCopyIsInSizeOrder(t *testing.T) {
+	p := bigConstrainedProblem(t)
+	R := p.NumResources()
+	for s := 0; s < p.NumShards(); s++ {
+		for r := 0; r < R; r++ {
+			p.Load[s*R+r] = float64(1+(s*7+r)%5) * 0.3333333333 * p.Load[r]
+		}
+	}
+	goals := DefaultGoals()
+	ord := placementOrder(p, goals)
+	if ord == nil {
+		t.Fatal("the test problem is not renumbered: it tests nothing")
+	}
+	q := p.renumbered(ord)
+	pl := newPlacer(newState(q, goals, LatencyModel{}, q.Current))
+	idx := make([]int, q.NumShards())
+	for i := range idx {
+		idx[i] = i
+	}
+	sorted := slices.Clone(idx)
+	sortBySize(sorted, pl.shardSize)
+	if !slices.Equal(sorted, idx) {
+		i := 0
+		for sorted[i] == idx[i] {
+			i++
+		}
+		t.Fatalf("the renumbered copy's size order differs from its index order at position %d: shard %d (size %v) before %d (size %v)", i, sorted[i], pl.shardSize(sorted[i]), idx[i], pl.shardSize(idx[i]))
+	}
+}

@@ -394,7 +394,9 @@ func (pl *placer) forcedShards() []int {
 			add(pick)
 		}
 	}
-	sortBySize(out, pl.shardSize)
+	if !p.sizeOrdered { // else out, in index order, is in size order already
+		sortBySize(out, pl.shardSize)
+	}
 	return out
 }
 
