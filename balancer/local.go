@@ -227,6 +227,20 @@ func (ls *localSearch) hotResource(h int) int {
 // step scores per cold child.
 const window = 3
 
+// sortWindowsMin is the fewest candidates for which a step's fast pass sorts
+// the hot child's shards once (windowAround) rather than selecting each
+// candidate's window from the unsorted list (nearLoad).
+const sortWindowsMin = 4
+
+// windowAround returns the shards of sorted (by load on resource r, ties by
+// index: byLoadOn) in the window around target: the window largest with load
+// below target and the window smallest from target up — nearLoad's answer
+// for the same shards in any order.
+func windowAround(sorted []int32, load []float64, R, r int, target float64) []int32 {
+	i := sort.Search(len(sorted), func(i int) bool { return load[int(sorted[i])*R+r] >= target })
+	return sorted[max(i-window, 0):min(i+window, len(sorted))]
+}
+
 // byLoadOn orders shards by their load on resource r (rows of R in load), ties
 // by index.
 func byLoadOn(load []float64, R, r int) func(x, y int32) int {
@@ -327,6 +341,13 @@ func (ls *localSearch) step(h int) bool {
 		}
 	}
 	if !small && len(ls.fast) > 2*window+1 {
+		// With several candidates, sorting h's shards once and searching each
+		// window beats selecting it from the whole list per candidate (the
+		// same windows).
+		sorted := len(cands) >= sortWindowsMin
+		if sorted {
+			slices.SortFunc(ls.fast, byLoadOn(p.Load, R, hr))
+		}
 		for _, c32 := range cands {
 			c := int(c32)
 			gap := st.u(h, hr) - st.u(c, hr)
@@ -334,7 +355,13 @@ func (ls *localSearch) step(h int) bool {
 				continue
 			}
 			target := gap / (st.inv[h*R+hr] + st.inv[c*R+hr])
-			for _, s32 := range nearLoad(ls.fast, p.Load, R, hr, target, &ls.win) {
+			near := ls.fast
+			if sorted {
+				near = windowAround(near, p.Load, R, hr, target)
+			} else {
+				near = nearLoad(near, p.Load, R, hr, target, &ls.win)
+			}
+			for _, s32 := range near {
 				consider(int(s32), c)
 			}
 		}

@@ -7,7 +7,8 @@ import (
 	"testing"
 )
 
-// TestNearLoadIsTheSortedWindow: nearLoad picks exactly the shards (and order)
+// TestNearLoadIsTheSortedWindow: nearLoad (and windowAround on the sorted
+// list) picks exactly the shards (and order)
 // that sorting by load (ties by index) and taking window either side of the
 // first load ≥ target gives, on random lists with many ties.
 func TestNearLoadIsTheSortedWindow(t *testing.T) {
@@ -33,6 +34,11 @@ func TestNearLoadIsTheSortedWindow(t *testing.T) {
 		got := nearLoad(list, load, R, r, target, &buf)
 		if !slices.Equal(got, sorted[lo:hi]) {
 			t.Fatalf("trial %d: list %v target %g: got %v, want %v", trial, list, target, got, sorted[lo:hi])
+		}
+		// windowAround, which the fast pass uses with many candidates, on
+		// the sorted list: the same window.
+		if got := windowAround(sorted, load, R, r, target); !slices.Equal(got, sorted[lo:hi]) {
+			t.Fatalf("trial %d: list %v target %g: windowAround %v, want %v", trial, list, target, got, sorted[lo:hi])
 		}
 	}
 }
