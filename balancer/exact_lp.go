@@ -3,6 +3,7 @@ package balancer
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/optimize/convex/lp"
@@ -136,7 +137,7 @@ func (s *exactSearch) lpBound(d int) (bound float64, ok bool) {
 		for j := 0; j < m; j++ {
 			var rw row
 			for a, i := range rem {
-				if !containsInt(s.groups[i], g) {
+				if !slices.Contains(s.groups[i], g) {
 					continue
 				}
 				if v := varOf[a*m+j]; v >= 0 {
@@ -249,13 +250,4 @@ func safeSimplex(c []float64, A mat.Matrix, b []float64) (val float64, err error
 	}()
 	val, _, err = lp.Simplex(c, A, b, exactLPTol, nil)
 	return val, err
-}
-
-func containsInt(xs []int, x int) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 )
 
@@ -272,7 +273,7 @@ func (st *lsState) groupOK(j, out, in int) bool {
 	s := st.s
 	for _, g := range s.groups[in] {
 		c := st.gc[g*s.m+j]
-		if out >= 0 && containsInt(s.groups[out], g) {
+		if out >= 0 && slices.Contains(s.groups[out], g) {
 			c--
 		}
 		if c >= s.gmax[g] {

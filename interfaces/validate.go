@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 )
 
 // FieldError is a validation failure: it names the field and the rule broken. It
@@ -147,7 +148,7 @@ func ValidateShard(s Shard) error {
 		if err := ValidateID("shard.constraints.pinned", string(c.Pinned)); err != nil {
 			return err
 		}
-		if len(c.Allowed) > 0 && !containsChild(c.Allowed, c.Pinned) {
+		if len(c.Allowed) > 0 && !slices.Contains(c.Allowed, c.Pinned) {
 			return fieldErr("shard.constraints.pinned", "must be one of shard.constraints.allowed", c.Pinned)
 		}
 	}
@@ -168,15 +169,6 @@ func ValidateShard(s Shard) error {
 		return fieldErr("shard.constraints.max_per_child", "needs shard.constraints.anti_affinity to name a group", c.MaxPerChild)
 	}
 	return nil
-}
-
-func containsChild(ids []ChildID, id ChildID) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // ValidateChild checks a child spec.

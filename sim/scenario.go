@@ -1414,7 +1414,7 @@ func (sc *Scenario) checkChain(path []any, pol PolicySpec) error {
 		}
 	}
 	tp := append(append([]any(nil), path...), "tiers")
-	for _, t := range sortedKeys(pol.Tiers) {
+	for _, t := range slices.Sorted(maps.Keys(pol.Tiers)) {
 		if t == interfaces.TierHost || !seen[t] {
 			return sc.fail(append(tp, t), "tier %q is not a planning tier of the chain %v", t, pol.Chain)
 		}
@@ -1427,15 +1427,6 @@ func (sc *Scenario) checkChain(path []any, pol PolicySpec) error {
 		}
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // someNames lists up to eight of m's keys, sorted, for an error message.

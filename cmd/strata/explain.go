@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"time"
 
@@ -282,7 +283,7 @@ func printExplain(w io.Writer, res *explainJSON) error {
 		fmt.Fprintf(w, "shard %s (job %s)\n", s.ID, s.Job)
 		l := &wire.Load{Cpu: s.Load[interfaces.CPU], Mem: s.Load[interfaces.Mem], Net: s.Load[interfaces.Net], Tasks: s.Load[interfaces.Tasks], Extra: map[string]float64{}}
 		for k, v := range s.Load {
-			if !containsResource(interfaces.BuiltinResources, k) {
+			if !slices.Contains(interfaces.BuiltinResources, k) {
 				l.Extra[k] = v
 			}
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -157,7 +158,7 @@ func formatUtil(m map[string]float64) string {
 	}
 	var extra []string
 	for k := range m {
-		if !containsResource(interfaces.BuiltinResources, k) {
+		if !slices.Contains(interfaces.BuiltinResources, k) {
 			extra = append(extra, k)
 		}
 	}
@@ -168,15 +169,6 @@ func formatUtil(m map[string]float64) string {
 		parts[i] = fmt.Sprintf("%s %s%%", k, strconv.FormatFloat(m[k], 'f', -1, 64))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func containsResource(list []interfaces.Resource, r string) bool {
-	for _, x := range list {
-		if x == r {
-			return true
-		}
-	}
-	return false
 }
 
 func formatLease(sec float64) string {

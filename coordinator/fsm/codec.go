@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -47,7 +49,7 @@ func (e *enc) load(l interfaces.Load) {
 	e.float(l.Mem)
 	e.float(l.Net)
 	e.float(l.Tasks)
-	keys := sortedKeys(l.Extra)
+	keys := slices.Sorted(maps.Keys(l.Extra))
 	e.uvarint(uint64(len(keys)))
 	for _, k := range keys {
 		e.str(k)
@@ -66,18 +68,6 @@ func (e *enc) labels(m map[string]string) {
 		e.str(k)
 		e.str(m[k])
 	}
-}
-
-func sortedKeys(m map[string]float64) []string {
-	if len(m) == 0 {
-		return nil
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func (e *enc) shard(s *interfaces.Shard) {

@@ -3,7 +3,9 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -94,16 +96,6 @@ func durationFromWire(field string, n int64) (time.Duration, error) {
 	return time.Duration(n), nil
 }
 
-// sortedKeys returns the keys of m in order, so that errors are deterministic.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // ids converts between string-like identifier slices; empty gives nil.
 func ids[To, From ~string](in []From) []To {
 	if len(in) == 0 {
@@ -173,7 +165,7 @@ func signedLoadFromWire(field string, m *Load) (interfaces.Load, error) {
 			return interfaces.Load{}, fieldErr(field+"."+r, "must be a finite number", v)
 		}
 	}
-	for _, k := range sortedKeys(l.Extra) {
+	for _, k := range slices.Sorted(maps.Keys(l.Extra)) {
 		switch k {
 		case "":
 			return interfaces.Load{}, fieldErr(field, "extra dimension names must not be empty", nil)
@@ -436,7 +428,7 @@ func InfeasibleFromWire(m *Infeasible) (interfaces.Infeasible, error) {
 	if err := interfaces.ValidateID(field+".shard", m.GetShard()); err != nil {
 		return interfaces.Infeasible{}, err
 	}
-	for _, k := range sortedKeys(m.GetExcluded()) {
+	for _, k := range slices.Sorted(maps.Keys(m.GetExcluded())) {
 		if err := interfaces.ValidateID(field+".excluded", k); err != nil {
 			return interfaces.Infeasible{}, err
 		}
@@ -461,7 +453,7 @@ func SummaryToWire(s interfaces.Summary) *Summary {
 }
 
 func resourceMapFromWire(field string, m map[string]float64) (map[interfaces.Resource]float64, error) {
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if k == "" {
 			return nil, fieldErr(field, "resource names must not be empty", nil)
 		}
@@ -917,7 +909,7 @@ func ViewFromWire(m *View) (*interfaces.View, error) {
 	}
 	if len(m.GetReports()) > 0 {
 		v.Reports = make(map[interfaces.ChildID]interfaces.Report, len(m.GetReports()))
-		for _, k := range sortedKeys(m.GetReports()) {
+		for _, k := range slices.Sorted(maps.Keys(m.GetReports())) {
 			if err := interfaces.ValidateID(field+".reports", k); err != nil {
 				return nil, reroot(err, field+".reports", fmt.Sprintf("%s.reports[%q]", field, k))
 			}

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/strata-sched/strata/interfaces"
@@ -46,7 +48,7 @@ func HelloFromWire(m *Hello) (interfaces.Child, map[interfaces.ShardID]interface
 	var held map[interfaces.ShardID]interfaces.Epoch
 	if len(m.GetHeldEpochs()) > 0 {
 		held = make(map[interfaces.ShardID]interfaces.Epoch, len(m.GetHeldEpochs()))
-		for _, k := range sortedKeys(m.GetHeldEpochs()) {
+		for _, k := range slices.Sorted(maps.Keys(m.GetHeldEpochs())) {
 			if err := interfaces.ValidateID("hello.held_epochs", k); err != nil {
 				return interfaces.Child{}, nil, err
 			}

@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/strata-sched/strata/interfaces"
 )
@@ -14,7 +15,7 @@ func (d *Decision) Apply(v *interfaces.View) *interfaces.View {
 	if len(d.DeclareFailed) > 0 {
 		vv.Children = make([]interfaces.Child, len(v.Children))
 		for i, ch := range v.Children {
-			if containsChild(d.DeclareFailed, ch.ID) {
+			if slices.Contains(d.DeclareFailed, ch.ID) {
 				ch.State = interfaces.ChildFailed
 			}
 			vv.Children[i] = ch
@@ -58,7 +59,7 @@ func (d *Decision) Admit(v *interfaces.View, plan interfaces.Plan) (accepted []i
 			why = "hold round: " + d.Record.Why
 		case d.Mode == ModeEmergency && !evac[m.Shard]:
 			why = "emergency round: only unplaced shards and shards of failed or draining children move"
-		case !evac[m.Shard] && containsChild(d.bounce[m.Shard], m.To):
+		case !evac[m.Shard] && slices.Contains(d.bounce[m.Shard], m.To):
 			why = fmt.Sprintf("anti-bounce: %s recently left %s", m.Shard, m.To)
 		case d.Mode == ModePeriodic && m.From != "":
 			if (d.MaxMoves > 0 && moved+1 > d.MaxMoves) || (d.MaxBytes > 0 && movedBytes+bytes[m.Shard] > d.MaxBytes) {

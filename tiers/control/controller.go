@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -576,7 +577,7 @@ func (c *Controller) antiBounce(d *Decision, p *projection, evac map[interfaces.
 		g := groups[key]
 		var allowed []interfaces.ChildID
 		for _, ch := range p.v.Children {
-			if !containsChild(g.excluded, ch.ID) {
+			if !slices.Contains(g.excluded, ch.ID) {
 				allowed = append(allowed, ch.ID)
 			}
 		}
@@ -604,15 +605,6 @@ func joinIDs(xs []interfaces.ChildID) string {
 		s[i] = string(x)
 	}
 	return strings.Join(s, ",")
-}
-
-func containsChild(xs []interfaces.ChildID, id interfaces.ChildID) bool {
-	for _, x := range xs {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *Controller) push(r Record) {

@@ -3,6 +3,7 @@ package control
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -398,7 +399,7 @@ func TestPropPoliciesKeepHardConstraints(t *testing.T) {
 		acc = verdict.Accepted
 		for _, m := range acc {
 			for _, k := range o.Actions.Constraints {
-				if k.Kind == interfaces.ConstraintAllowed && containsShard(k.Shards, m.Shard) && !containsChild(k.Children, m.To) {
+				if k.Kind == interfaces.ConstraintAllowed && containsShard(k.Shards, m.Shard) && !slices.Contains(k.Children, m.To) {
 					rt.Fatalf("move %+v goes to a child the policy excluded (%s)", m, k.Reason)
 				}
 			}
