@@ -14,6 +14,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/devcluster"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 func TestPlanCommand(t *testing.T) {
@@ -22,8 +23,7 @@ func TestPlanCommand(t *testing.T) {
 	// the plan and the host agree on the shards to move.
 	region := c.Regions[c.HostRegion[host]]
 	before := 0
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testutil.Eventually(t, host+" runs what its region committed for it", 20*time.Second, func() error {
 		st, err := adminClient(t, region.GRPCAddr()).Status(context.Background(), &wire.StatusRequest{})
 		if err != nil {
 			t.Fatal(err)
@@ -36,13 +36,10 @@ func TestPlanCommand(t *testing.T) {
 		}
 		before = len(c.Hosts[host].Agent().Running())
 		if committed == int64(before) && before > 0 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s runs %d shards, its region committed %d", host, before, committed)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("%s runs %d shards, its region committed %d", host, before, committed)
+	})
 	code, out, errOut := runCLI("plan", "--addr", addr, "--drain", host, "-o", "json")
 	if code != 0 {
 		t.Fatalf("plan: %d %s", code, errOut)
@@ -82,7 +79,7 @@ func TestPlanCommand(t *testing.T) {
 		}
 	}
 	// Apply: the host ends empty; applying again is refused.
-	deadline = time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		code, _, errOut = runCLI("plan", "apply", "--addr", addr, p.Token)
 		if code == 0 {
@@ -95,13 +92,12 @@ func TestPlanCommand(t *testing.T) {
 		_, out, _ = runCLI("plan", "--addr", addr, "--drain", host, "-o", "json")
 		_ = json.Unmarshal([]byte(out), &p)
 	}
-	deadline = time.Now().Add(30 * time.Second)
-	for len(c.Hosts[host].Agent().Running()) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still runs shards after the plan was applied", host)
+	testutil.Eventually(t, host+" empty after the plan was applied", 30*time.Second, func() error {
+		if n := len(c.Hosts[host].Agent().Running()); n != 0 {
+			return fmt.Errorf("%s still runs %d shards", host, n)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if code, _, _ := runCLI("plan", "apply", "--addr", addr, p.Token); code == 0 {
 		t.Error("a used token was accepted again")
 	}
@@ -128,8 +124,7 @@ func TestPlanScenario(t *testing.T) {
 		}
 		return m
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testutil.Eventually(t, "every host runs what its region committed", 20*time.Second, func() error {
 		agree := true
 		for _, rd := range c.Regions {
 			st, err := adminClient(t, rd.GRPCAddr()).Status(context.Background(), &wire.StatusRequest{})
@@ -143,13 +138,10 @@ func TestPlanScenario(t *testing.T) {
 			}
 		}
 		if agree {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("hosts do not run what their regions committed: %v", running())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("hosts do not run what their regions committed: %v", running())
+	})
 	before := running()
 	file := writePlanFile(t, "plan-fail.yaml", fmt.Sprintf(`# fail a host now, and 50%% more load on wordcount in 2 minutes
 duration: 5m
@@ -287,7 +279,7 @@ assertions:
 	}
 
 	// Plan again and apply: the failed host's shards leave it.
-	deadline = time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	token := ""
 	for {
 		code, out, errOut = runCLI("plan", "--addr", addr, "--scenario", file, "-o", "json")
@@ -306,13 +298,12 @@ assertions:
 			t.Fatalf("apply: %s", errOut)
 		}
 	}
-	deadline = time.Now().Add(30 * time.Second)
-	for len(c.Hosts[host].Agent().Running()) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still runs shards after the plan was applied", host)
+	testutil.Eventually(t, host+" empty after the plan was applied", 30*time.Second, func() error {
+		if n := len(c.Hosts[host].Agent().Running()); n != 0 {
+			return fmt.Errorf("%s still runs %d shards", host, n)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if code, _, _ := runCLI("plan", "apply", "--addr", addr, token); code == 0 {
 		t.Error("a used token was accepted again")
 	}
@@ -366,17 +357,13 @@ func startPlacedCluster(t *testing.T) (c *devcluster.Cluster, addr, host string)
 	if code, _, errOut := runCLI("job", "submit", "--addr", addr, "../../deploy/examples/job.yaml"); code != 0 {
 		t.Fatalf("submit: %s", errOut)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.Eventually(t, "every shard placed", 30*time.Second, func() error {
 		code, out, _ := runCLI("shards", "--addr", addr, "-o", "json")
 		if code == 0 && !strings.Contains(out, `"pending"`) && strings.Contains(out, `"placed"`) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("shards not placed: %s", out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("shards not placed: %s", out)
+	})
 	// Let the periodic rounds settle before asking what a change would do.
 	if err := c.Settle(1500*time.Millisecond, 30*time.Second); err != nil {
 		t.Fatal(err)

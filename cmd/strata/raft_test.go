@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/strata-sched/strata/coordinator/raftnode"
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 // nopFSM is enough for membership commands: they never reach the FSM.
@@ -55,8 +57,7 @@ func TestRaftCLIPeersJoinRemove(t *testing.T) {
 	}
 	// Ask the follower: it answers from its own copy of the configuration.
 	var peers raftnode.PeersResponse
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.Eventually(t, "b sees both peers", 10*time.Second, func() error {
 		code, out, errOut = runCLI("raft", "peers", "-o", "json", "--addr", b.AdminAddr())
 		if code != 0 {
 			t.Fatalf("peers: exit %d: %s", code, errOut)
@@ -64,11 +65,11 @@ func TestRaftCLIPeersJoinRemove(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &peers); err != nil {
 			t.Fatalf("peers -o json is not JSON: %v\n%s", err, out)
 		}
-		if len(peers.Peers) == 2 || time.Now().After(deadline) {
-			break
+		if len(peers.Peers) != 2 {
+			return fmt.Errorf("peers = %+v, want a (leader) and b", peers.Peers)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if len(peers.Peers) != 2 || peers.Peers[0].ID != "a" || !peers.Peers[0].Leader || peers.Peers[1].ID != "b" || peers.Peers[1].Leader {
 		t.Fatalf("peers after join = %+v, want a (leader) and b", peers.Peers)
 	}

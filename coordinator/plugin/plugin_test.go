@@ -20,6 +20,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/plugin"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/testutil"
 	"github.com/strata-sched/strata/tiers"
 )
 
@@ -51,18 +52,15 @@ func startPlugin(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.Eventually(t, "plugin listening on "+addr, 10*time.Second, func() error {
 		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			return cmd
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("plugin not listening on %s", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		c.Close()
+		return nil
+	})
+	return cmd
 }
 
 func kill9(cmd *exec.Cmd) {
@@ -127,17 +125,15 @@ func TestFallbackAndRecovery(t *testing.T) {
 		t.Errorf("status after the kill: %+v", st)
 	}
 	startPlugin(t, bin, addr)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		time.Sleep(150 * time.Millisecond) // past the retry back-off
-		plan, err = p.Plan(ctx, view())
+	// Calls within the retry back-off plan with the fallback and change nothing;
+	// the first one past it asks the plugin again.
+	testutil.Eventually(t, "the restarted plugin used again", 10*time.Second, func() error {
+		plan, err := p.Plan(ctx, view())
 		if err == nil && len(plan.Moves) > 0 && strings.HasPrefix(plan.Moves[0].Reason, "tierplugin") {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the restarted plugin was not used again: %+v %v", plan.Moves, p.Status())
-		}
-	}
+		return fmt.Errorf("plan %+v (err %v), status %v", plan.Moves, err, p.Status())
+	})
 	if !p.Status().Healthy {
 		t.Error("plugin used again but not marked healthy")
 	}
@@ -226,13 +222,12 @@ func TestRegionPlansThroughPlugin(t *testing.T) {
 	}
 	waitRunning := func(want int) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for running() != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d shards running, want %d", running(), want)
+		testutil.Eventually(t, fmt.Sprintf("%d shards running", want), 30*time.Second, func() error {
+			if n := running(); n != want {
+				return fmt.Errorf("%d shards running, want %d", n, want)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	submit := func(job string, n int) {
 		t.Helper()

@@ -13,6 +13,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/fsm"
 	"github.com/strata-sched/strata/coordinator/raftnode"
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 // tcpCluster starts n tier replicas in this process, each with its own bbolt log
@@ -47,17 +48,17 @@ func tcpCluster(tb testing.TB, n int) []*raftnode.Tier {
 
 func leaderOf(tb testing.TB, tiers []*raftnode.Tier) *raftnode.Tier {
 	tb.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	var leader *raftnode.Tier
+	testutil.Until(tb, "a leader", 20*time.Second, func() bool {
 		for _, t := range tiers {
 			if t.IsLeader() {
-				return t
+				leader = t
+				return true
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	tb.Fatal("no leader")
-	return nil
+		return false
+	})
+	return leader
 }
 
 // BenchmarkCommitMoves measures the plan applier on a 3-replica group over TCP

@@ -10,6 +10,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/raftnode"
 	"github.com/strata-sched/strata/coordinator/raftnode/raftest"
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 // TestLaggingReplicaCatchesUpFromSnapshot cuts a follower off while the leader
@@ -32,30 +33,22 @@ func TestLaggingReplicaCatchesUpFromSnapshot(t *testing.T) {
 		mustOK(t, l, &fsm.PutShards{Shards: []interfaces.Shard{{ID: interfaces.ShardID(fmt.Sprintf("s%d", i)), Job: "j", Load: interfaces.Load{CPU: 1}}}})
 	}
 	// Wait until the leader has snapshotted past what the follower has.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.Eventually(t, "a leader snapshot past index 100", 10*time.Second, func() error {
 		snaps, err := c.Stores(li).Snapshots.List()
 		if err == nil && len(snaps) > 0 && snaps[0].Index > 100 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leader took no snapshot past index 100 (snapshots %v, err %v)", snaps, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("snapshots %v, err %v", snaps, err)
+	})
 	// The leader's log no longer holds what the follower misses: only a snapshot
 	// can bring it up to date.
-	deadline = time.Now().Add(10 * time.Second)
-	for {
+	testutil.Eventually(t, "the leader log truncated past the follower's last index", 10*time.Second, func() error {
 		first, err := c.Stores(li).Logs.FirstIndex()
 		if err == nil && first > lagLast+1 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leader log still starts at %d (err %v); the follower's last index is %d", first, err, lagLast)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("leader log still starts at %d (err %v); the follower's last index is %d", first, err, lagLast)
+	})
 	if err := c.Restart(lag); err != nil {
 		t.Fatal(err)
 	}

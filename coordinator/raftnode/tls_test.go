@@ -18,6 +18,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/fsm"
 	"github.com/strata-sched/strata/coordinator/raftnode"
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 // tlsWrapper returns a ConnWrapper that runs every Raft connection over TLS with a
@@ -89,18 +90,14 @@ func TestGroupReplicatesOverTLSWrappedStreamLayer(t *testing.T) {
 	}
 	l := leaderOf(t, tiers)
 	mustOK(t, l, &fsm.PutChild{Child: interfaces.Child{ID: "c0", Tier: "host", Capacity: interfaces.Load{CPU: 1}}})
-	deadline := time.Now().Add(10 * time.Second)
-	for _, tr := range tiers {
-		for {
-			if _, ok := tr.FSM.Child("c0"); ok {
-				break
+	testutil.Eventually(t, "child c0 written over TLS on every replica", 10*time.Second, func() error {
+		for _, tr := range tiers {
+			if _, ok := tr.FSM.Child("c0"); !ok {
+				return fmt.Errorf("%s lacks child c0", tr.ID())
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s lacks child c0 written over TLS after 10s", tr.ID())
-			}
-			time.Sleep(10 * time.Millisecond)
 		}
-	}
+		return nil
+	})
 	if handshakes.Load() < 2 {
 		t.Fatalf("%d TLS handshakes, want at least one per side", handshakes.Load())
 	}

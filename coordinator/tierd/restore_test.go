@@ -8,6 +8,7 @@ import (
 
 	"github.com/strata-sched/strata/coordinator/fsm"
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 // The daemon's FSM restores leanly (one state of peak memory), and a replica
@@ -26,14 +27,14 @@ func TestRestartRestoresLeanSnapshotAndLog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for !d.IsLeader() {
-			if time.Now().After(deadline) {
+		led := false
+		defer func() {
+			if !led { // the wait failed the test: close before it ends
 				d.Close()
-				t.Fatal("no leader")
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		}()
+		testutil.Until(t, "the daemon leads", 10*time.Second, d.IsLeader)
+		led = true
 		return d
 	}
 	d := startLeader(cfg)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 func start(t *testing.T, tier string, parent []string) *Daemon {
@@ -27,13 +28,7 @@ func start(t *testing.T, tier string, parent []string) *Daemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	deadline := time.Now().Add(10 * time.Second)
-	for !d.IsLeader() {
-		if time.Now().After(deadline) {
-			t.Fatal("no leader")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Until(t, tier+": leader", 10*time.Second, d.IsLeader)
 	return d
 }
 

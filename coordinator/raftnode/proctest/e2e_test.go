@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-sched/strata/coordinator/raftnode"
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 // setupTier registers children c0, c1 and shards s0..s{n-1}.
@@ -153,13 +154,12 @@ func TestAckedWritesSurviveLeaderKillAndPartitions(t *testing.T) {
 	progress := func(phase string) {
 		t.Helper()
 		start := count()
-		deadline := time.Now().Add(15 * time.Second)
-		for count() < start+5 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: no write acknowledged within 15s", phase)
+		testutil.Eventually(t, phase+": 5 more writes acknowledged", 15*time.Second, func() error {
+			if n := count() - start; n < 5 {
+				return fmt.Errorf("%d writes acknowledged since the phase began", n)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 
 	progress("start")
@@ -243,19 +243,18 @@ func TestPartitionBlocksBothDirections(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The old leader steps down (lease) and the others elect a new leader.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.Eventually(t, fmt.Sprintf("isolated leader %d stepped down", li), 10*time.Second, func() error {
 		ctx, cancel := ctxT(time.Second)
 		st, err := c.Procs[li].Client.Status(ctx)
 		cancel()
-		if err == nil && st.State != "Leader" {
-			break
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("isolated leader %d still leads after 10s", li)
+		if st.State == "Leader" {
+			return fmt.Errorf("%d still leads", li)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	ctx, cancel := ctxT(5 * time.Second)
 	defer cancel()
 	err = c.Procs[li].Client.Call(ctx, "POST", "/v1/tier/children", raftnode.ChildrenRequest{Children: []interfaces.Child{{ID: "cx", Tier: "host", Capacity: interfaces.Load{CPU: 1}}}}, nil)
