@@ -304,7 +304,8 @@ func nearLoad(list []int32, load []float64, R, r int, target float64, buf *[2 * 
 // Moves are scored in two passes. The fast pass ranks h's movable shards by
 // their load on h's hottest resource and, for each cold candidate c, scores only
 // the shards whose size is closest to the one that would equalize h and c on that
-// resource (nearLoad). Only when the fast pass finds nothing does the full pass score every
+// resource (nearLoad, or windowAround on the shards sorted once when there are
+// sortWindowsMin or more candidates). Only when the fast pass finds nothing does the full pass score every
 // shard of h against every candidate, so a child is declared stuck only after
 // the full neighbourhood was searched.
 func (ls *localSearch) step(h int) bool {

@@ -81,9 +81,6 @@ type Problem struct {
 	// origOrder is set on a renumbered copy (renumber.go): its shards in the
 	// order of the problem it was made from, the order plans list moves in.
 	origOrder []int32
-	// sizeOrdered is set on a copy renumbered in placementOrder: its shards
-	// are already in the placer's largest-first order, by index.
-	sizeOrdered bool
 }
 
 // NumShards returns N.

@@ -116,13 +116,7 @@ func solveRenumbered(p *Problem, ord []int32, solve func(*Problem) (Result, erro
 	if ord == nil {
 		return solve(p)
 	}
-	q := p.renumbered(ord)
-	// ord is placementOrder's, and q has p's loads and children, so the
-	// placer's sizes on q are non-increasing by index (ties in index order:
-	// rounding of the weights cannot reorder them), and sorting by size keeps
-	// q's order.
-	q.sizeOrdered = true
-	res, err := solve(q)
+	res, err := solve(p.renumbered(ord))
 	res.inOriginalOrder(p, ord)
 	return res, err
 }

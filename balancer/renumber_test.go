@@ -1,6 +1,8 @@
 package balancer
 
 import (
+	"cmp"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -122,37 +124,92 @@ func TestRenumberedSolveIsAPlanForTheOriginal(t *testing.T) {
 	}
 }
 
-// TestRenumberedCopyIsInSizeOrder: forcedShards does not sort a copy made by
-// solveRenumbered (Problem.sizeOrdered), which is right only if the placer's
-// sizes on the copy put its shards in index order, ties included. Loads with
-// many ties (a few distinct values) and non-round factors, so that the
-// weights' rounding would show.
-func TestRenumberedCopyIsInSizeOrder(t *testing.T) {
+// TestForcedShardsLargestFirst: forcedShards lists the shards it forces
+// largest first, ties by index, whatever pass found them (unplaced, over an
+// anti-affinity limit, on a child above its capacity), on a problem and on
+// its copy renumbered in placement order. (A version that skipped the sort on
+// the renumbered copy, taking its index order for the size order, listed the
+// shards of the later passes out of order here.)
+func TestForcedShardsLargestFirst(t *testing.T) {
 	p := bigConstrainedProblem(t)
 	R := p.NumResources()
-	for s := 0; s < p.NumShards(); s++ {
-		for r := 0; r < R; r++ {
-			p.Load[s*R+r] = float64(1+(s*7+r)%5) * 0.3333333333 * p.Load[r]
-		}
+	for r := 0; r < R; r++ {
+		p.Capacity[r] *= 0.02 // child 0 far above its capacity: the third pass
 	}
 	goals := DefaultGoals()
 	ord := placementOrder(p, goals)
 	if ord == nil {
 		t.Fatal("the test problem is not renumbered: it tests nothing")
 	}
-	q := p.renumbered(ord)
-	pl := newPlacer(newState(q, goals, LatencyModel{}, q.Current))
-	idx := make([]int, q.NumShards())
-	for i := range idx {
-		idx[i] = i
-	}
-	sorted := slices.Clone(idx)
-	sortBySize(sorted, pl.shardSize)
-	if !slices.Equal(sorted, idx) {
-		i := 0
-		for sorted[i] == idx[i] {
-			i++
+	for name, q := range map[string]*Problem{"problem": p, "renumbered copy": p.renumbered(ord)} {
+		pl := newPlacer(newState(q, goals, LatencyModel{}, q.Current))
+		got := pl.forcedShards()
+		want := slices.Clone(got)
+		slices.SortFunc(want, func(a, b int) int {
+			if c := cmp.Compare(pl.shardSize(b), pl.shardSize(a)); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+		if !slices.Equal(got, want) {
+			i := 0
+			for got[i] == want[i] {
+				i++
+			}
+			t.Errorf("%s: forced shards out of order at position %d of %d: %d (size %v) where %d (size %v) belongs", name, i, len(got), got[i], pl.shardSize(got[i]), want[i], pl.shardSize(want[i]))
 		}
-		t.Fatalf("the renumbered copy's size order differs from its index order at position %d: shard %d (size %v) before %d (size %v)", i, sorted[i], pl.shardSize(sorted[i]), idx[i], pl.shardSize(idx[i]))
+		unplaced, other := 0, 0
+		for _, s := range got {
+			if q.Current[s] < 0 {
+				unplaced++
+			} else {
+				other++
+			}
+		}
+		if unplaced == 0 || other == 0 {
+			t.Errorf("%s: %d unplaced and %d placed forced shards: the test needs both", name, unplaced, other)
+		}
 	}
+}
+
+// TestSortBySize: sortBySize gives the order of a full sort (size
+// decreasing, ties by index) on lists already in order, in reverse order and
+// shuffled, with many ties.
+func TestSortBySize(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := 0; trial < 2000; trial++ {
+		n := rng.IntN(30)
+		sizes := make([]float64, 40)
+		for i := range sizes {
+			sizes[i] = float64(rng.IntN(4))
+		}
+		size := func(s int) float64 { return sizes[s] }
+		xs := make([]int32, n)
+		for i, x := range rng.Perm(40)[:n] {
+			xs[i] = int32(x)
+		}
+		want := slices.Clone(xs)
+		slices.SortFunc(want, func(a, b int32) int {
+			if c := cmp.Compare(sizes[b], sizes[a]); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+		for _, in := range [][]int32{xs, slices.Clone(want), reversed(want)} {
+			got := slices.Clone(in)
+			sortBySize(got, size)
+			if !slices.Equal(got, want) {
+				t.Fatalf("trial %d: sortBySize(%v) = %v, want %v (sizes %v)", trial, in, got, want, sizes)
+			}
+			if sortedBySize(in, size) != slices.Equal(in, want) {
+				t.Fatalf("trial %d: sortedBySize(%v) = %v", trial, in, !slices.Equal(in, want))
+			}
+		}
+	}
+}
+
+func reversed(xs []int32) []int32 {
+	out := slices.Clone(xs)
+	slices.Reverse(out)
+	return out
 }

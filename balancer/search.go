@@ -394,14 +394,17 @@ func (pl *placer) forcedShards() []int {
 			add(pick)
 		}
 	}
-	if !p.sizeOrdered { // else out, in index order, is in size order already
-		sortBySize(out, pl.shardSize)
-	}
+	sortBySize(out, pl.shardSize)
 	return out
 }
 
-// sortBySize orders shards by decreasing size, ties by index.
+// sortBySize orders shards by decreasing size, ties by index. A list already
+// in that order is left as it is after one pass (on a copy renumbered in
+// placement order the forced shards mostly come that way).
 func sortBySize[T ~int | ~int32](xs []T, size func(int) float64) {
+	if sortedBySize(xs, size) {
+		return
+	}
 	type keyed struct {
 		size float64
 		s    T
@@ -419,6 +422,22 @@ func sortBySize[T ~int | ~int32](xs []T, size func(int) float64) {
 	for i, k := range ks {
 		xs[i] = k.s
 	}
+}
+
+// sortedBySize reports whether xs is in sortBySize's order.
+func sortedBySize[T ~int | ~int32](xs []T, size func(int) float64) bool {
+	if len(xs) == 0 {
+		return true
+	}
+	prev := size(int(xs[0]))
+	for i := 1; i < len(xs); i++ {
+		cur := size(int(xs[i]))
+		if c := cmp.Compare(cur, prev); c > 0 || c == 0 && xs[i] < xs[i-1] {
+			return false
+		}
+		prev = cur
+	}
+	return true
 }
 
 // stillForced reports whether shard s still breaks a hard constraint where it
