@@ -15,7 +15,8 @@ import (
 // to 24 children, so the heap is deeper than the seven positions
 // topTwoExcept reads; loads scaled by non-round factors, so rounding shows
 // (run it with GOAMD64=v3 too: fused multiply-adds must not make the two
-// paths differ).
+// paths differ). bestDestination gives the same child with and without the
+// kept order.
 func TestPropMoveScorerAndColdOrderMatchTheHeap(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		p := genProblem(t, genSpec{maxShards: 14, maxChildren: 24, constraints: true})
@@ -72,6 +73,21 @@ func TestPropMoveScorerAndColdOrderMatchTheHeap(t *testing.T) {
 						if ok2 := m.below(c, bound, &got); ok1 != ok2 || ok1 && want != got {
 							t.Fatalf("shard %d → child %d below %v: deltaBelow %v %v, scorer %v %v", s, c, bound[:st.nLevels], ok1, want[:st.nLevels], ok2, got[:st.nLevels])
 						}
+					}
+				}
+			}
+			// bestDestination's plain loop over the kept order (used with at
+			// least scorerMin candidates) picks what the heap walk through
+			// shardMoves picks, for few and many candidates.
+			for s := 0; s < st.N; s++ {
+				for _, k := range []int{1, scorerMin - 1, scorerMin, scorerMin + 1, st.M} {
+					kept := pl.bestDestination(s, k)
+					order := pl.order
+					pl.order = nil
+					walked := pl.bestDestination(s, k)
+					pl.order = order
+					if kept != walked {
+						t.Fatalf("shard %d, %d candidates: bestDestination %d with the kept order, %d walking the heap", s, k, kept, walked)
 					}
 				}
 			}
