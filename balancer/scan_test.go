@@ -5,13 +5,15 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/strata-sched/strata/interfaces"
 	"pgregory.net/rapid"
 )
 
 // The move scorer answers exactly as feasibleMove and deltaBelow do (and, below
 // the unbounded bound, as delta does), and
 // the cold order lists the children exactly as the cold heap visits them, on
-// random problems with every kind of constraint and goal, as shards move. Up
+// random problems with every kind of constraint and goal (goals restricted to a
+// resource, non-integer weights, a kind twice), as shards move. Up
 // to 24 children, so the heap is deeper than the seven positions
 // topTwoExcept reads; loads scaled by non-round factors, so rounding shows
 // (run it with GOAMD64=v3 too: fused multiply-adds must not make the two
@@ -24,6 +26,22 @@ func TestPropMoveScorerAndColdOrderMatchTheHeap(t *testing.T) {
 			p.Load[i] *= 1 + float64(rapid.IntRange(0, 1000).Draw(t, "scale"))/997
 		}
 		o := Options{Goals: genGoals(t)}
+		// Beyond genGoals: goals restricted to one resource, non-integer
+		// weights, and a kind twice (possibly on one level).
+		for i := range o.Goals {
+			g := &o.Goals[i]
+			g.Weight *= 1 + float64(rapid.IntRange(0, 6).Draw(t, "weight scale"))/7
+			if rapid.IntRange(0, 2).Draw(t, "restrict") == 0 {
+				g.Resources = []interfaces.Resource{p.Resources[rapid.IntRange(0, len(p.Resources)-1).Draw(t, "resource")]}
+			}
+		}
+		if len(o.Goals) > 0 && rapid.Bool().Draw(t, "a kind twice") {
+			g := o.Goals[rapid.IntRange(0, len(o.Goals)-1).Draw(t, "twice")]
+			g.Weight = 0.5 + float64(rapid.IntRange(0, 5).Draw(t, "second weight"))/3
+			g.Priority = rapid.IntRange(0, 3).Draw(t, "second prio")
+			g.Resources = nil
+			o.Goals = append(o.Goals, g)
+		}
 		goals, err := prepare(p, &o)
 		if err != nil {
 			t.Fatalf("generated problem: %v", err)
