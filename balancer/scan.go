@@ -21,10 +21,10 @@ import "slices"
 //     state.deltaBelow; shardMoves uses it when a shard has at least
 //     scorerMin candidates, the generic path otherwise;
 //   - the scorer reads its goals from a per-level table (scoredGoal) filled
-//     once, with the threshold and squared-balance terms written out rather
-//     than called through state.childTerm, checks a shard without pins,
-//     allowed lists, groups or lock with one drain test, and
-//     bestDestination walks the kept order in a plain loop.
+//     once, calls the threshold and squared-balance terms (thresholdTerm,
+//     sqTerm: state.childTerm's own) without childTerm's dispatch, checks a
+//     shard without pins, allowed lists, groups or lock with one drain test,
+//     and bestDestination walks the kept order in a plain loop.
 
 // coldOrder is every child in the order idxHeap.bestFirst visits the cold heap:
 // key decreasing, ties by lower index.
@@ -170,9 +170,8 @@ type moveScorer struct {
 	// destination: the source child's change for the sums of child terms, the
 	// term at the source for per-shard goals.
 	part []float64
-	// mm[mmOff[gi]+i] is the i-th resource of min-max goal gi.
-	mm    []mmTop
-	mmOff []int
+	// mm holds the min-max goals' mmTop, one per resource (scoredGoal.mm).
+	mm []mmTop
 	// lv[l] is level l's goals, with what scoring them reads (see scoredGoal).
 	lv [][]scoredGoal
 	// load is s's load row; free is set when s is unlocked with no pin,
@@ -198,22 +197,21 @@ type scoredGoal struct {
 }
 
 func newMoveScorer(st *state) *moveScorer {
-	m := &moveScorer{st: st, na: make([]float64, st.R), nb: make([]float64, st.R), part: make([]float64, len(st.goals)), mmOff: make([]int, len(st.goals))}
-	for gi, g := range st.goals {
-		m.mmOff[gi] = len(m.mm)
-		if g.Kind == GoalBalanceMinMax {
+	m := &moveScorer{st: st, na: make([]float64, st.R), nb: make([]float64, st.R), part: make([]float64, len(st.goals))}
+	off := make([]int, len(st.goals)) // goal → its first entry in m.mm
+	for gi := range st.goals {
+		off[gi] = len(m.mm)
+		if st.code[gi] == codeBalanceMinMax {
 			m.mm = append(m.mm, make([]mmTop, len(st.gres[gi]))...)
 		}
 	}
 	m.lv = make([][]scoredGoal, len(st.byLevel))
 	for l, gis := range st.byLevel {
 		for _, gi := range gis {
-			g := scoredGoal{gi: gi, code: st.code[gi], w: st.goals[gi].Weight, res: st.gres[gi], sq: st.sqInv[gi], thr: st.goals[gi].Threshold}
-			if len(st.term) >= (gi+1)*st.M {
-				g.term = st.term[gi*st.M : (gi+1)*st.M]
-			}
+			g := scoredGoal{gi: gi, code: st.code[gi], w: st.goals[gi].Weight, res: st.gres[gi], sq: st.sqInv[gi], thr: st.goals[gi].Threshold,
+				term: st.term[gi*st.M : (gi+1)*st.M]}
 			if g.code == codeBalanceMinMax {
-				g.mm = m.mm[m.mmOff[gi] : m.mmOff[gi]+len(g.res)]
+				g.mm = m.mm[off[gi] : off[gi]+len(g.res)]
 			}
 			m.lv[l] = append(m.lv[l], g)
 		}
@@ -224,7 +222,7 @@ func newMoveScorer(st *state) *moveScorer {
 // reset prepares the scorer for the moves of shard s from where it is now.
 func (m *moveScorer) reset(s int) {
 	st := m.st
-	R, M := st.R, st.M
+	R := st.R
 	m.s = s
 	m.a = int(st.assign[s])
 	a := m.a
@@ -237,25 +235,34 @@ func (m *moveScorer) reset(s int) {
 			m.na[r] = st.load[a*R+r] - st.p.Load[s*R+r]
 		}
 	}
-	for gi := range st.goals {
-		switch st.code[gi] {
-		case codeBalanceMinMax:
-			for i, r := range st.gres[gi] {
-				t := &m.mm[m.mmOff[gi]+i]
-				h := st.uheap[r]
-				t.old = h.key[h.top()]
-				if a >= 0 {
-					t.srcU = m.na[r] * st.inv[a*R+r]
-				}
-				t.t, t.k, t.n = h.topTwoExcept(a)
-			}
-		case codeLocality, codeMigration:
-			m.part[gi] = st.shardTerm(gi, s, st.assign[s])
-		default:
-			m.part[gi] = 0
+	for _, gs := range m.lv {
+		for i := range gs {
+			m.resetGoal(&gs[i])
+		}
+	}
+}
+
+// resetGoal is reset's part for goal g.
+func (m *moveScorer) resetGoal(g *scoredGoal) {
+	st := m.st
+	a, R := m.a, st.R
+	switch g.code {
+	case codeBalanceMinMax:
+		for i, r := range g.res {
+			t := &g.mm[i]
+			h := st.uheap[r]
+			t.old = h.key[h.top()]
 			if a >= 0 {
-				m.part[gi] += st.childTerm(gi, a, m.na) - st.term[gi*M+a]
+				t.srcU = m.na[r] * st.inv[a*R+r]
 			}
+			t.t, t.k, t.n = h.topTwoExcept(a)
+		}
+	case codeLocality, codeMigration:
+		m.part[g.gi] = st.shardTerm(g.gi, m.s, st.assign[m.s])
+	default:
+		m.part[g.gi] = 0
+		if a >= 0 {
+			m.part[g.gi] += st.childTerm(g.gi, a, m.na) - g.term[a]
 		}
 	}
 }
@@ -293,25 +300,16 @@ func (m *moveScorer) feasible(c int) bool {
 }
 
 // goal is goalDelta of goal g for the move to c (after feasible(c)). The
-// threshold and squared-balance cases are state.childTerm's, written out.
+// threshold and squared-balance terms are state.childTerm's, called without
+// its dispatch.
 func (m *moveScorer) goal(g *scoredGoal, c int, inv []float64) float64 {
 	st := m.st
 	nb := m.nb[:len(inv)]
 	switch g.code {
 	case codeThreshold:
-		v := 0.0
-		for _, r := range g.res {
-			if x := float64(nb[r]*inv[r]) - g.thr; x > 0 {
-				v += x
-			}
-		}
-		return m.part[g.gi] + (v - g.term[c])
+		return m.part[g.gi] + (thresholdTerm(nb, inv, g.res, g.thr) - g.term[c])
 	case codeBalanceSq:
-		v := 0.0
-		for _, r := range g.res {
-			v += float64(nb[r] * nb[r] * inv[r] * g.sq[r])
-		}
-		return m.part[g.gi] + (v - g.term[c])
+		return m.part[g.gi] + (sqTerm(nb, inv, g.res, g.sq) - g.term[c])
 	case codeBalanceMinMax:
 		d := 0.0
 		for i, r := range g.res {

@@ -203,16 +203,9 @@ func (st *state) childTerm(gi, c int, l []float64) float64 {
 	v := 0.0
 	switch st.code[gi] {
 	case codeThreshold:
-		for _, r := range st.gres[gi] {
-			if x := float64(l[r]*st.inv[c*R+r]) - g.Threshold; x > 0 {
-				v += x
-			}
-		}
+		v = thresholdTerm(l, st.inv[c*R:c*R+R], st.gres[gi], g.Threshold)
 	case codeBalanceSq:
-		sq := st.sqInv[gi]
-		for _, r := range st.gres[gi] {
-			v += float64(l[r] * l[r] * st.inv[c*R+r] * sq[r])
-		}
+		v = sqTerm(l, st.inv[c*R:c*R+R], st.gres[gi], st.sqInv[gi])
 	case codeLatency:
 		r := st.lat.res
 		if x := l[r]; x > 0 && st.sumLd[r] > 0 {
@@ -224,6 +217,28 @@ func (st *state) childTerm(gi, c int, l []float64) float64 {
 				v += x / st.sumLd[r]
 			}
 		}
+	}
+	return v
+}
+
+// thresholdTerm is the threshold goal's term of a child with load row l and
+// inverse capacities inv (its rows of state.inv) over resources res.
+func thresholdTerm(l, inv []float64, res []int, threshold float64) float64 {
+	v := 0.0
+	for _, r := range res {
+		if x := float64(l[r]*inv[r]) - threshold; x > 0 {
+			v += x
+		}
+	}
+	return v
+}
+
+// sqTerm is the squared-balance goal's term of a child with load row l and
+// inverse capacities inv over resources res (sq: state.sqInv's row).
+func sqTerm(l, inv []float64, res []int, sq []float64) float64 {
+	v := 0.0
+	for _, r := range res {
+		v += float64(l[r] * l[r] * inv[r] * sq[r])
 	}
 	return v
 }
