@@ -22,12 +22,15 @@ func libraryFiles(t *testing.T) []string {
 
 // TestScenarioLibrary runs every scenario of the library with every policy it
 // lists and requires every assertion to hold. Each scenario must have
-// assertions, and must be documented in docs/simulation.md.
+// assertions, and must be documented in docs/simulation.md, where its table
+// block and its plot must be those of this run (docs_test.go).
 func TestScenarioLibrary(t *testing.T) {
 	doc, err := os.ReadFile("../docs/simulation.md")
 	if err != nil {
 		t.Fatalf("docs/simulation.md: %v", err)
 	}
+	docs := newDocsChecker(t)
+	defer docs.finish(t)
 	for _, f := range libraryFiles(t) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			sc, err := LoadScenario(f)
@@ -56,6 +59,7 @@ func TestScenarioLibrary(t *testing.T) {
 			if checked == 0 {
 				t.Error("no assertion applied to any policy")
 			}
+			docs.check(t, sc, res)
 		})
 	}
 }

@@ -1,0 +1,232 @@
+package sim
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// updateDocs rewrites the generated parts of docs/simulation.md (the table
+// block of each library scenario) and the plots in scenarios/plots from the
+// runs of TestScenarioLibrary:
+//
+//	go test ./sim -run TestScenarioLibrary -update-docs
+//
+// Without it the test fails when a block or a plot differs from its run.
+var updateDocs = flag.Bool("update-docs", false, "rewrite docs/simulation.md's scenario tables and scenarios/plots/*.svg from the runs")
+
+const simDocPath = "../docs/simulation.md"
+
+// docBlock renders the generated block of scenario sc's section of
+// docs/simulation.md (between "<!-- table:NAME -->" and "<!-- /table -->"):
+// one row per policy, then the run's settings and every assertion check.
+func docBlock(sc *Scenario, res *Result) string {
+	var b strings.Builder
+	chains := map[string]bool{}
+	for _, p := range res.Policies {
+		chains[p.Summary.Chain] = true
+	}
+	showChain := len(chains) > 1
+	racks := res.Racks > 0
+	b.WriteString("| policy |")
+	if showChain {
+		b.WriteString(" chain |")
+	}
+	b.WriteString(" cpu p50/p99/max | max/LB cpu | max/mean cpu | p50 / p99 ms | peak lag | moves | bytes moved |")
+	cols := 8
+	if showChain {
+		cols++
+	}
+	// With racks: rack_loss_impact's peak before and from the first event,
+	// and at the end.
+	split := math.Inf(1)
+	if len(sc.Events) > 0 {
+		split = time.Duration(sc.Events[0].At).Seconds()
+	}
+	if racks {
+		b.WriteString(" rack loss before / after / end |")
+		cols++
+	}
+	b.WriteString("\n|" + strings.Repeat("---|", cols) + "\n")
+	for _, p := range res.Policies {
+		s := p.Summary
+		fmt.Fprintf(&b, "| %s |", s.Policy)
+		if showChain {
+			fmt.Fprintf(&b, " %s |", s.Chain)
+		}
+		fmt.Fprintf(&b, " %.3f/%.3f/%.3f | %.3f | %.3f | %s / %s | %s | %d | %s |",
+			s.UtilP50["cpu"], s.UtilP99["cpu"], s.UtilMax["cpu"], s.MaxOverLB["cpu"], s.MaxOverMean["cpu"],
+			g4(s.LatencyP50MS), g4(s.LatencyP99MS), thousands(int64(s.Lag)), s.Moves, docBytes(s.BytesMoved))
+		if racks {
+			var before, after float64
+			for _, x := range p.Series {
+				if x.T < split {
+					before = max(before, x.RackLossImpact)
+				} else {
+					after = max(after, x.RackLossImpact)
+				}
+			}
+			fmt.Fprintf(&b, " %s / %s / %s |", g4(before), g4(after), g4(s.RackLossImpact))
+		}
+		b.WriteString("\n")
+	}
+	asserts := res.Report(sc).Assertions
+	held := 0
+	for _, a := range asserts {
+		if a.Passed {
+			held++
+		}
+	}
+	fmt.Fprintf(&b, "\nSeed %d, %d shards, %d hosts", res.Seed, res.Shards, res.Hosts)
+	if racks {
+		fmt.Fprintf(&b, ", %d racks", res.Racks)
+	}
+	fmt.Fprintf(&b, ", tick %s (`strata sim compare sim/scenarios/%s.yaml --deterministic`): %d of %d assertion checks hold.\n",
+		time.Duration(sc.Tick), sc.Name, held, len(asserts))
+	if racks && len(sc.Events) > 0 {
+		fmt.Fprintf(&b, "Rack loss is the series' `rack_loss_impact` (the largest share of a job's shards on one rack): its peak before the first event (at %s) and from it on, and the value at the end.\n",
+			time.Duration(sc.Events[0].At))
+	}
+	b.WriteString("\n")
+	for _, a := range asserts {
+		fmt.Fprintf(&b, "- %s, line %d: %s\n", a.Policy, a.Line, a.Message)
+	}
+	return b.String()
+}
+
+// g4 is %.4g: four significant digits.
+func g4(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }
+
+// thousands writes n with commas between groups of three digits.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// docBytes is humanBytes with a space before the unit.
+func docBytes(n int64) string {
+	h := humanBytes(n)
+	i := strings.IndexFunc(h, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if i <= 0 {
+		return h
+	}
+	return h[:i] + " " + h[i:]
+}
+
+// replaceBlock returns doc with the block of name replaced by body, or an
+// error when the markers are missing.
+func replaceBlock(doc, name, body string) (string, error) {
+	open := "<!-- table:" + name + " -->\n"
+	i := strings.Index(doc, open)
+	if i < 0 {
+		return "", fmt.Errorf("docs/simulation.md has no %q marker", strings.TrimSpace(open))
+	}
+	start := i + len(open)
+	j := strings.Index(doc[start:], "<!-- /table -->")
+	if j < 0 {
+		return "", fmt.Errorf("docs/simulation.md: the block of %s has no end marker", name)
+	}
+	return doc[:start] + body + doc[start+j:], nil
+}
+
+// docsChecker compares (or, with -update-docs, rewrites) the generated parts
+// of the docs against the library's runs.
+type docsChecker struct {
+	doc     string
+	changed bool
+}
+
+func newDocsChecker(t *testing.T) *docsChecker {
+	t.Helper()
+	doc, err := os.ReadFile(simDocPath)
+	if err != nil {
+		t.Fatalf("docs/simulation.md: %v", err)
+	}
+	return &docsChecker{doc: string(doc)}
+}
+
+const updateHint = "run `go test ./sim -run TestScenarioLibrary -update-docs` and review the diff"
+
+func (d *docsChecker) check(t *testing.T, sc *Scenario, res *Result) {
+	t.Helper()
+	next, err := replaceBlock(d.doc, sc.Name, docBlock(sc, res))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if next != d.doc {
+		if *updateDocs {
+			d.doc, d.changed = next, true
+		} else {
+			t.Errorf("docs/simulation.md: the table block of %s differs from its run; %s", sc.Name, updateHint)
+		}
+	}
+	plot := filepath.Join("scenarios", "plots", sc.Name+".svg")
+	want := []byte(OverviewSVG(res))
+	got, err := os.ReadFile(plot)
+	if err == nil && bytes.Equal(got, want) {
+		return
+	}
+	if !*updateDocs {
+		t.Errorf("%s differs from the run (%v); %s", plot, err, updateHint)
+		return
+	}
+	if err := os.WriteFile(plot, want, 0o644); err != nil {
+		t.Error(err)
+	}
+}
+
+func (d *docsChecker) finish(t *testing.T) {
+	t.Helper()
+	if d.changed {
+		if err := os.WriteFile(simDocPath, []byte(d.doc), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestDocHelpers(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		want string
+	}{{0, "0"}, {999, "999"}, {1000, "1,000"}, {24960, "24,960"}, {14768863, "14,768,863"}, {-1234, "-1,234"}} {
+		if got := thousands(c.n); got != c.want {
+			t.Errorf("thousands(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		n    int64
+		want string
+	}{{0, "0 B"}, {512, "512 B"}, {1536, "1.5 KiB"}, {4831838208, "4.5 GiB"}} {
+		if got := docBytes(c.n); got != c.want {
+			t.Errorf("docBytes(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+	doc := "a\n<!-- table:x -->\nold\n<!-- /table -->\nb\n"
+	got, err := replaceBlock(doc, "x", "new\n")
+	if err != nil || got != "a\n<!-- table:x -->\nnew\n<!-- /table -->\nb\n" {
+		t.Errorf("replaceBlock = %q, %v", got, err)
+	}
+	if _, err := replaceBlock(doc, "y", ""); err == nil {
+		t.Error("replaceBlock of a missing block: no error")
+	}
+}
