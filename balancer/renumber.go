@@ -39,7 +39,7 @@ func placementOrder(p *Problem, goals []Goal) []int32 {
 	if unplaced < N/4 {
 		return nil
 	}
-	w := lbWeights(p, goals)
+	w := sizeWeights(p, lbWeights(p, goals))
 	ord := make([]int32, N)
 	for s := range ord {
 		ord[s] = int32(s)

@@ -213,3 +213,60 @@ func reversed(xs []int32) []int32 {
 	slices.Reverse(out)
 	return out
 }
+
+// TestShardSizeHasNoUnits: the order in which shards are placed (largest
+// first) does not depend on the unit a resource is measured in — memory in
+// KiB rather than bytes, cpu in 1/1024ths of a core (powers of two, so that
+// every product is exact) — and it weighs both resources: on a generated
+// instance it is neither the memory order nor the cpu order. (Sizes that were
+// load / LB compared bytes with cores: the order was the memory order.)
+func TestShardSizeHasNoUnits(t *testing.T) {
+	p, err := Generate(InstanceSpec{Shards: 3000, Hosts: 30, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	goals := DefaultGoals()
+	R, N := p.NumResources(), p.NumShards()
+	if R != 2 {
+		t.Fatalf("%d resources, want 2", R)
+	}
+	order := func(q *Problem) []int {
+		pl := newPlacer(newState(q, goals, LatencyModel{}, q.Current))
+		xs := make([]int, N)
+		for s := range xs {
+			xs[s] = s
+		}
+		sortBySize(xs, pl.shardSize)
+		return xs
+	}
+	base := order(p)
+	for _, sc := range []struct {
+		r int
+		f float64
+	}{{0, 1024}, {1, 1.0 / 1024}, {1, 1 << 20}} {
+		q := *p
+		q.Load = slices.Clone(p.Load)
+		q.Capacity = slices.Clone(p.Capacity)
+		for i := sc.r; i < len(q.Load); i += R {
+			q.Load[i] *= sc.f
+		}
+		for i := sc.r; i < len(q.Capacity); i += R {
+			q.Capacity[i] *= sc.f
+		}
+		if got := order(&q); !slices.Equal(got, base) {
+			t.Errorf("%s ×%g: the size order changed", p.Resources[sc.r], sc.f)
+		}
+	}
+	for r := 0; r < R; r++ {
+		by := slices.Clone(base)
+		slices.SortStableFunc(by, func(a, b int) int {
+			if c := cmp.Compare(p.Load[b*R+r], p.Load[a*R+r]); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+		if slices.Equal(by, base) {
+			t.Errorf("the size order is the order of %s alone", p.Resources[r])
+		}
+	}
+}

@@ -66,6 +66,7 @@ type placer struct {
 	members [][]int32
 	mpos    []int32
 	lbInv   []float64 // per resource: 1/LB (0 when LB is 0 or the resource is not balanced)
+	sizeW   []float64 // per resource: the weights of shardSize (sizeWeights)
 	hot     *idxHeap  // max-heap of hotness; drained and stuck children at -Inf
 	cold    *idxHeap  // max-heap of -hotness; drained children at -Inf
 	stuck   []bool
@@ -85,6 +86,7 @@ func newPlacer(st *state) *placer {
 	p := st.p
 	pl := &placer{st: st, bufA: make([]float64, st.R), bufB: make([]float64, st.R), bufC: make([]float64, st.R), bufD: make([]float64, st.R)}
 	pl.lbInv = lbWeights(p, st.goals)
+	pl.sizeW = sizeWeights(p, pl.lbInv)
 	pl.members = make([][]int32, st.M)
 	pl.mpos = make([]int32, st.N)
 	counts := make([]int32, st.M)
@@ -292,9 +294,37 @@ func lbWeights(p *Problem, goals []Goal) []float64 {
 	return w
 }
 
-// shardSize is shard s's dominant load relative to the LB: the order in which
-// greedy places shards and repair moves them.
-func (pl *placer) shardSize(s int) float64 { return sizeOf(pl.st.p, pl.lbInv, s) }
+// shardSize is shard s's size: the order in which greedy places shards and
+// repair moves them (largest first).
+func (pl *placer) shardSize(s int) float64 { return sizeOf(pl.st.p, pl.sizeW, s) }
+
+// sizeWeights weighs each resource the goals balance (lbInv[r] > 0) by
+// 1 / (LB × the mean capacity of the active children), 0 the others: a
+// shard's load times it is the fraction of a mean child's capacity at the
+// LB that the shard fills, a number without units, so that a shard's
+// memory in bytes and its cpu in cores count alike.
+func sizeWeights(p *Problem, lbInv []float64) []float64 {
+	R, M := p.NumResources(), p.NumChildren()
+	w := make([]float64, R)
+	active := 0
+	for c := 0; c < M; c++ {
+		if p.Drained(c) {
+			continue
+		}
+		active++
+		for r := 0; r < R; r++ {
+			w[r] += p.Capacity[c*R+r]
+		}
+	}
+	for r := range w {
+		if lbInv[r] > 0 && w[r] > 0 {
+			w[r] = lbInv[r] * float64(active) / w[r]
+		} else {
+			w[r] = 0
+		}
+	}
+	return w
+}
 
 // sizeOf is max over r of shard s's load × w[r].
 func sizeOf(p *Problem, w []float64, s int) float64 {

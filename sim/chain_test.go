@@ -177,8 +177,8 @@ func TestRackChainHierarchy(t *testing.T) {
 }
 
 // TestRackChainScenario: in the library's rack-chain scenario the rack tier
-// lowers rack_loss_impact before and after the rack failure, and runs are
-// byte-identical for the same seed.
+// keeps rack_loss_impact at or below the flat chain's before the rack failure
+// and below it after, and runs are byte-identical for the same seed.
 func TestRackChainScenario(t *testing.T) {
 	sc, err := LoadScenario("scenarios/rack-chain.yaml")
 	if err != nil {
@@ -203,8 +203,11 @@ func TestRackChainScenario(t *testing.T) {
 	}
 	before := [2]float64{peak(flat, 300, 900), peak(racks, 300, 900)}
 	after := [2]float64{peak(flat, 1020, 1800), peak(racks, 1020, 1800)}
-	if before[1] >= before[0] || after[1] >= after[0] {
-		t.Errorf("rack_loss_impact with the rack tier (before %v, after %v) is not below without (before %v, after %v)", before[1], after[1], before[0], after[0])
+	// Before the loss the flat chain may spread a job over the racks as well
+	// by chance (it did, 0.25 each, once shard sizes weighed cpu and mem
+	// alike); after it, re-placing without racks piles shards up.
+	if before[1] > before[0] || after[1] >= after[0] {
+		t.Errorf("rack_loss_impact with the rack tier (before %v, after %v) is not at or below without before the loss and below it after (before %v, after %v)", before[1], after[1], before[0], after[0])
 	}
 	if racks.Summary.RackLossImpact >= flat.Summary.RackLossImpact {
 		t.Errorf("final rack_loss_impact %v with racks, %v without", racks.Summary.RackLossImpact, flat.Summary.RackLossImpact)

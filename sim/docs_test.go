@@ -187,7 +187,11 @@ func (d *docsChecker) check(t *testing.T, sc *Scenario, res *Result) {
 		return
 	}
 	if !*updateDocs {
-		t.Errorf("%s differs from the run (%v); %s", plot, err, updateHint)
+		if err != nil {
+			t.Errorf("%s: %v; %s", plot, err, updateHint)
+		} else {
+			t.Errorf("%s differs from the run; %s", plot, updateHint)
+		}
 		return
 	}
 	if err := os.WriteFile(plot, want, 0o644); err != nil {
