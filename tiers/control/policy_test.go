@@ -493,3 +493,106 @@ func TestPropStragglerMatchesBruteForce(t *testing.T) {
 		}
 	})
 }
+
+// lagView is rated(4, 12, nil) with capacity and use in every report, the
+// shards of host 1 processing keepUp of their input (100 records/s) and the
+// other hosts' shards peers of it; used is host 1's cpu use (capacity 100).
+func lagView(keepUp, peers, used float64) *interfaces.View {
+	v := rated(4, 12, nil)
+	for c, r := range v.Reports {
+		r.Capacity, r.Used = interfaces.Load{CPU: 100}, interfaces.Load{CPU: 3}
+		for i := range r.Shards {
+			r.Shards[i].Rate = 100 * peers
+			if c == childID(1) {
+				r.Shards[i].Rate = 100 * keepUp
+			}
+		}
+		if c == childID(1) {
+			r.Used.CPU = used
+		}
+		v.Reports[c] = r
+	}
+	return v
+}
+
+// TestStragglerLagging: shards that fall behind their input on a child with
+// room, while the job's shards elsewhere keep up, are a straggler even when
+// they process more than 1/factor of their peers' rate (a slow host that is
+// only partly loaded); not on an overloaded child, not when the job falls
+// behind everywhere, and not with lag 0.
+func TestStragglerLagging(t *testing.T) {
+	cases := []struct {
+		name                string
+		keepUp, peers, used float64
+		settings            PolicySettings
+		want                bool
+	}{
+		{name: "0.55 of its input, peers keep up", keepUp: 0.55, peers: 1, used: 50, want: true},
+		{name: "0.85, peers draining a backlog", keepUp: 0.85, peers: 1.2, used: 50, want: true},
+		{name: "0.95: within the lag threshold", keepUp: 0.95, peers: 1, used: 50},
+		{name: "overloaded child", keepUp: 0.55, peers: 1, used: 100},
+		{name: "the job falls behind everywhere", keepUp: 0.55, peers: 0.9, used: 50},
+		{name: "lag 0 disables it", keepUp: 0.55, peers: 1, used: 50, settings: PolicySettings{"lag": "0"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := PolicySettings{"window": "10s"}
+			for k, v := range tc.settings {
+				s[k] = v
+			}
+			ps := mustPolicies(t, []string{"straggler"}, map[string]PolicySettings{"straggler": s})
+			v := lagView(tc.keepUp, tc.peers, tc.used)
+			var o Outcome
+			for r := 0; r < 3; r++ {
+				o = run(t, ps, PolicyInput{Now: t0.Add(time.Duration(r) * 5 * time.Second), View: v})
+			}
+			if got := len(o.Actions.Evict) == 3; got != tc.want || (!tc.want && len(o.Findings) != 0) {
+				t.Fatalf("findings %v, evictions %d; want a confirmed straggler: %v", o.Findings, len(o.Actions.Evict), tc.want)
+			}
+			if !tc.want {
+				return
+			}
+			f := o.Findings[0]
+			for _, want := range []string{"job job on h01 processes", "of its input (median of 3 shards)", "on 9 shards elsewhere", "falling behind (threshold 0.9)", "for 10s"} {
+				if !strings.Contains(f.Evidence, want) {
+					t.Errorf("evidence %q lacks %q", f.Evidence, want)
+				}
+			}
+		})
+	}
+}
+
+// TestStragglerBackoff: a child confirmed again for the job within a cooldown
+// of its last rule's end is kept off twice as long as the last time, up to 8
+// cooldowns; after a quiet cooldown the next rule is one cooldown again.
+func TestStragglerBackoff(t *testing.T) {
+	ps := mustPolicies(t, []string{"straggler"}, map[string]PolicySettings{"straggler": {"window": "0s", "cooldown": "10m"}})
+	slow, moved := rated(4, 12, map[int]float64{1: 3}), rated(4, 12, nil)
+	now := t0
+	confirm := func() time.Duration {
+		t.Helper()
+		o := run(t, ps, PolicyInput{Now: now, View: slow})
+		if len(o.Actions.Evict) != 3 {
+			t.Fatalf("at %v: evictions %+v", now.Sub(t0), o.Actions.Evict)
+		}
+		// The rule holds until it ends: find its end by stepping a minute at
+		// a time on a view without the straggler.
+		start := now
+		for {
+			now = now.Add(time.Minute)
+			if o := run(t, ps, PolicyInput{Now: now, View: moved}); len(o.Actions.Constraints) == 0 {
+				return now.Sub(start)
+			}
+		}
+	}
+	for i, want := range []time.Duration{10, 20, 40, 80, 80} {
+		if got := confirm(); got != want*time.Minute {
+			t.Fatalf("rule %d held %v, want %v", i+1, got, want*time.Minute)
+		}
+		now = now.Add(5 * time.Minute) // found again 5 min after the rule ended
+	}
+	now = now.Add(10 * time.Minute) // quiet for a cooldown and more
+	if got := confirm(); got != 10*time.Minute {
+		t.Fatalf("after a quiet cooldown the rule held %v, want 10m", got)
+	}
+}
