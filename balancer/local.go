@@ -58,7 +58,8 @@ func (localSolver) Solve(p *Problem, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return solveRenumbered(p, placementOrder(p, goals), func(p *Problem) (Result, error) {
+	ord, sizeW := placementOrder(p, goals)
+	return solveRenumbered(p, ord, sizeW, func(p *Problem) (Result, error) {
 		return solveLocal(p, o, goals)
 	})
 }

@@ -81,6 +81,9 @@ type Problem struct {
 	// origOrder is set on a renumbered copy (renumber.go): its shards in the
 	// order of the problem it was made from, the order plans list moves in.
 	origOrder []int32
+	// sizeW is set on a renumbered copy: the size weights of the problem it
+	// was made from (placementOrder), which its placer sizes shards with.
+	sizeW []float64
 }
 
 // NumShards returns N.

@@ -23,12 +23,16 @@ import (
 var renumberMin = 1 << 16
 
 // placementOrder returns every shard in the order the placer visits them
-// (largest first, ties by index) when p has at least renumberMin shards and
-// at least a quarter of them are unplaced; else nil (not worth it).
-func placementOrder(p *Problem, goals []Goal) []int32 {
+// (largest first, ties by index) and the size weights it sorted by, when p
+// has at least renumberMin shards and at least a quarter of them are
+// unplaced; else nil (not worth it). The copy renumbered in that order must
+// size its shards with these weights: weights computed on the copy can
+// differ in the last bits (the LB sums loads in shard order), and shards
+// whose shares of two resources nearly tie would then come out of order.
+func placementOrder(p *Problem, goals []Goal) ([]int32, []float64) {
 	N := p.NumShards()
 	if N < renumberMin {
-		return nil
+		return nil, nil
 	}
 	unplaced := 0
 	for _, c := range p.Current {
@@ -37,7 +41,7 @@ func placementOrder(p *Problem, goals []Goal) []int32 {
 		}
 	}
 	if unplaced < N/4 {
-		return nil
+		return nil, nil
 	}
 	w := sizeWeights(p, lbWeights(p, goals))
 	ord := make([]int32, N)
@@ -45,13 +49,15 @@ func placementOrder(p *Problem, goals []Goal) []int32 {
 		ord[s] = int32(s)
 	}
 	sortBySize(ord, func(s int) float64 { return sizeOf(p, w, s) })
-	return ord
+	return ord, w
 }
 
 // renumbered returns a copy of p whose shard i is p's shard ord[i] (every
-// per-shard field permuted; children, groups and domains shared).
-func (p *Problem) renumbered(ord []int32) *Problem {
+// per-shard field permuted; children, groups and domains shared) that sizes
+// its shards with sizeW (placementOrder's weights).
+func (p *Problem) renumbered(ord []int32, sizeW []float64) *Problem {
 	q := *p
+	q.sizeW = sizeW
 	R := p.NumResources()
 	q.ShardIDs = gather(p.ShardIDs, ord)
 	q.StateBytes = gather(p.StateBytes, ord)
@@ -112,11 +118,11 @@ func (r *Result) inOriginalOrder(p *Problem, ord []int32) {
 
 // solveRenumbered runs solve on p renumbered by ord (placementOrder's) when
 // ord is not nil, and maps the result back.
-func solveRenumbered(p *Problem, ord []int32, solve func(*Problem) (Result, error)) (Result, error) {
+func solveRenumbered(p *Problem, ord []int32, sizeW []float64, solve func(*Problem) (Result, error)) (Result, error) {
 	if ord == nil {
 		return solve(p)
 	}
-	res, err := solve(p.renumbered(ord))
+	res, err := solve(p.renumbered(ord, sizeW))
 	res.inOriginalOrder(p, ord)
 	return res, err
 }

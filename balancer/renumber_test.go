@@ -77,7 +77,7 @@ func bigConstrainedProblem(t *testing.T) *Problem {
 func TestRenumberedSolveIsAPlanForTheOriginal(t *testing.T) {
 	p := bigConstrainedProblem(t)
 	goals := DefaultGoals()
-	if ord := placementOrder(p, goals); ord == nil {
+	if ord, _ := placementOrder(p, goals); ord == nil {
 		t.Fatal("the test problem is not renumbered: it tests nothing")
 	}
 	idx := make(map[interfaces.ShardID]int, p.NumShards())
@@ -137,11 +137,11 @@ func TestForcedShardsLargestFirst(t *testing.T) {
 		p.Capacity[r] *= 0.02 // child 0 far above its capacity: the third pass
 	}
 	goals := DefaultGoals()
-	ord := placementOrder(p, goals)
+	ord, sizeW := placementOrder(p, goals)
 	if ord == nil {
 		t.Fatal("the test problem is not renumbered: it tests nothing")
 	}
-	for name, q := range map[string]*Problem{"problem": p, "renumbered copy": p.renumbered(ord)} {
+	for name, q := range map[string]*Problem{"problem": p, "renumbered copy": p.renumbered(ord, sizeW)} {
 		pl := newPlacer(newState(q, goals, LatencyModel{}, q.Current))
 		got := pl.forcedShards()
 		want := slices.Clone(got)
@@ -216,10 +216,11 @@ func reversed(xs []int32) []int32 {
 
 // TestShardSizeHasNoUnits: the order in which shards are placed (largest
 // first) does not depend on the unit a resource is measured in — memory in
-// KiB rather than bytes, cpu in 1/1024ths of a core (powers of two, so that
-// every product is exact) — and it weighs both resources: on a generated
-// instance it is neither the memory order nor the cpu order. (Sizes that were
-// load / LB compared bytes with cores: the order was the memory order.)
+// KiB rather than bytes, cpu in 1/1024ths of a core or in units of 2⁻⁴⁰
+// (powers of two, so that every product is exact) — and it weighs both
+// resources: on a generated instance it is neither the memory order nor the
+// cpu order. (Sizes that were load / LB compared bytes with cores: the order
+// was the memory order, and cpu ×2⁴⁰ made it the cpu order.)
 func TestShardSizeHasNoUnits(t *testing.T) {
 	p, err := Generate(InstanceSpec{Shards: 3000, Hosts: 30, Seed: 5})
 	if err != nil {
@@ -243,7 +244,7 @@ func TestShardSizeHasNoUnits(t *testing.T) {
 	for _, sc := range []struct {
 		r int
 		f float64
-	}{{0, 1024}, {1, 1.0 / 1024}, {1, 1 << 20}} {
+	}{{0, 1024}, {1, 1.0 / 1024}, {1, 1 << 20}, {0, 1 << 40}} {
 		q := *p
 		q.Load = slices.Clone(p.Load)
 		q.Capacity = slices.Clone(p.Capacity)
@@ -267,6 +268,47 @@ func TestShardSizeHasNoUnits(t *testing.T) {
 		})
 		if slices.Equal(by, base) {
 			t.Errorf("the size order is the order of %s alone", p.Resources[r])
+		}
+	}
+}
+
+// TestRenumberedCopyIsInSizeOrder: the copy of a problem renumbered in
+// placement order sizes its shards as the original does, so its shards are
+// in size order by index — the order its placer visits them, without a sort.
+// (Weights computed on the copy differ in the last bits: its LB sums loads in
+// another order, and on these instances, whose shards' cpu and memory shares
+// nearly tie, that put thousands of neighbours out of order.)
+func TestRenumberedCopyIsInSizeOrder(t *testing.T) {
+	old := renumberMin
+	renumberMin = 1000
+	t.Cleanup(func() { renumberMin = old })
+	goals := DefaultGoals()
+	for seed := uint64(1); seed <= 4; seed++ {
+		p, err := Generate(InstanceSpec{Shards: 40000, Hosts: 200, Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for s := range p.Current {
+			p.Current[s] = -1 // placing from nothing: renumbered
+		}
+		ord, sizeW := placementOrder(p, goals)
+		if ord == nil {
+			t.Fatal("not renumbered: the test tests nothing")
+		}
+		q := p.renumbered(ord, sizeW)
+		pl := newPlacer(newState(q, goals, LatencyModel{}, q.Current))
+		xs := make([]int32, q.NumShards())
+		for s := range xs {
+			xs[s] = int32(s)
+		}
+		if !sortedBySize(xs, pl.shardSize) {
+			bad := 0
+			for i := 1; i < len(xs); i++ {
+				if pl.shardSize(i) > pl.shardSize(i-1) {
+					bad++
+				}
+			}
+			t.Errorf("seed %d: the renumbered copy is out of size order (%d neighbours)", seed, bad)
 		}
 	}
 }

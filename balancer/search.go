@@ -86,7 +86,10 @@ func newPlacer(st *state) *placer {
 	p := st.p
 	pl := &placer{st: st, bufA: make([]float64, st.R), bufB: make([]float64, st.R), bufC: make([]float64, st.R), bufD: make([]float64, st.R)}
 	pl.lbInv = lbWeights(p, st.goals)
-	pl.sizeW = sizeWeights(p, pl.lbInv)
+	pl.sizeW = p.sizeW
+	if pl.sizeW == nil {
+		pl.sizeW = sizeWeights(p, pl.lbInv)
+	}
 	pl.members = make([][]int32, st.M)
 	pl.mpos = make([]int32, st.N)
 	counts := make([]int32, st.M)

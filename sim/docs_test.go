@@ -44,14 +44,19 @@ func docBlock(sc *Scenario, res *Result) string {
 	if showChain {
 		cols++
 	}
-	// With racks: rack_loss_impact's peak before and from the first event,
-	// and at the end.
+	// With racks: rack_loss_impact's peak up to the first event (the sample
+	// at its time included, as TestRackChainScenario counts it) and after it,
+	// and at the end; without events its peak and its end.
 	split := math.Inf(1)
 	if len(sc.Events) > 0 {
 		split = time.Duration(sc.Events[0].At).Seconds()
 	}
 	if racks {
-		b.WriteString(" rack loss before / after / end |")
+		if len(sc.Events) > 0 {
+			b.WriteString(" rack loss before / after / end |")
+		} else {
+			b.WriteString(" rack loss peak / end |")
+		}
 		cols++
 	}
 	b.WriteString("\n|" + strings.Repeat("---|", cols) + "\n")
@@ -67,13 +72,17 @@ func docBlock(sc *Scenario, res *Result) string {
 		if racks {
 			var before, after float64
 			for _, x := range p.Series {
-				if x.T < split {
+				if x.T <= split {
 					before = max(before, x.RackLossImpact)
 				} else {
 					after = max(after, x.RackLossImpact)
 				}
 			}
-			fmt.Fprintf(&b, " %s / %s / %s |", g4(before), g4(after), g4(s.RackLossImpact))
+			if len(sc.Events) > 0 {
+				fmt.Fprintf(&b, " %s / %s / %s |", g4(before), g4(after), g4(s.RackLossImpact))
+			} else {
+				fmt.Fprintf(&b, " %s / %s |", g4(before), g4(s.RackLossImpact))
+			}
 		}
 		b.WriteString("\n")
 	}
@@ -91,7 +100,7 @@ func docBlock(sc *Scenario, res *Result) string {
 	fmt.Fprintf(&b, ", tick %s (`strata sim compare sim/scenarios/%s.yaml --deterministic`): %d of %d assertion checks hold.\n",
 		time.Duration(sc.Tick), sc.Name, held, len(asserts))
 	if racks && len(sc.Events) > 0 {
-		fmt.Fprintf(&b, "Rack loss is the series' `rack_loss_impact` (the largest share of a job's shards on one rack): its peak before the first event (at %s) and from it on, and the value at the end.\n",
+		fmt.Fprintf(&b, "Rack loss is the series' `rack_loss_impact` (the largest share of a job's shards on one rack): its peak up to the first event (at %s) and after it, and the value at the end.\n",
 			time.Duration(sc.Events[0].At))
 	}
 	b.WriteString("\n")
@@ -133,17 +142,20 @@ func docBytes(n int64) string {
 }
 
 // replaceBlock returns doc with the block of name replaced by body, or an
-// error when the markers are missing.
+// error when its markers are missing, doubled or out of order (the end
+// marker must come before the next block's start).
 func replaceBlock(doc, name, body string) (string, error) {
 	open := "<!-- table:" + name + " -->\n"
-	i := strings.Index(doc, open)
-	if i < 0 {
-		return "", fmt.Errorf("docs/simulation.md has no %q marker", strings.TrimSpace(open))
+	switch n := strings.Count(doc, open); {
+	case n == 0:
+		return "", fmt.Errorf("docs/simulation.md has no %q marker (on a line of its own)", strings.TrimSpace(open))
+	case n > 1:
+		return "", fmt.Errorf("docs/simulation.md has %d %q markers, want one", n, strings.TrimSpace(open))
 	}
-	start := i + len(open)
+	start := strings.Index(doc, open) + len(open)
 	j := strings.Index(doc[start:], "<!-- /table -->")
-	if j < 0 {
-		return "", fmt.Errorf("docs/simulation.md: the block of %s has no end marker", name)
+	if k := strings.Index(doc[start:], "<!-- table:"); j < 0 || k >= 0 && k < j {
+		return "", fmt.Errorf("docs/simulation.md: the block of %s has no end marker before the next block", name)
 	}
 	return doc[:start] + body + doc[start+j:], nil
 }
@@ -230,7 +242,14 @@ func TestDocHelpers(t *testing.T) {
 	if err != nil || got != "a\n<!-- table:x -->\nnew\n<!-- /table -->\nb\n" {
 		t.Errorf("replaceBlock = %q, %v", got, err)
 	}
-	if _, err := replaceBlock(doc, "y", ""); err == nil {
-		t.Error("replaceBlock of a missing block: no error")
+	for name, bad := range map[string]string{
+		"missing":            doc,
+		"doubled":            doc + "<!-- table:y -->\n<!-- /table -->\n<!-- table:y -->\n<!-- /table -->\n",
+		"no end marker":      "<!-- table:y -->\nold\n",
+		"end after the next": "<!-- table:y -->\nold\n<!-- table:x -->\n<!-- /table -->\n",
+	} {
+		if _, err := replaceBlock(bad, "y", ""); err == nil {
+			t.Errorf("replaceBlock, %s: no error", name)
+		}
 	}
 }
