@@ -192,10 +192,17 @@ func (p *Straggler) Detect(in *PolicyInput) []Symptom {
 			if !(ref > 0) || mine*p.Factor >= ref {
 				continue
 			}
-			out = append(out, p.symptom(in, seen, stragglerKey{c, j}, mine, ref, func(held time.Duration) string {
-				return fmt.Sprintf("job %s on %s processes %.4g records/s per shard (median of %d shards) vs %.4g on %d shards elsewhere: %.2f× (threshold 1/%.4g), for %v",
-					j, c, mine, len(own), ref, npeers, mine/ref, p.Factor, held)
-			}))
+			k := stragglerKey{c, j}
+			seen[k] = true
+			since, ok := p.since[k]
+			if !ok {
+				since = in.Now
+				p.since[k] = since
+			}
+			out = append(out, Symptom{Policy: PolicyStraggler, Subject: string(c) + "/" + j, Child: c, Job: j,
+				Value: mine, Reference: ref, Since: since,
+				Evidence: fmt.Sprintf("job %s on %s processes %.4g records/s per shard (median of %d shards) vs %.4g on %d shards elsewhere: %.2f× (threshold 1/%.4g), for %v",
+					j, c, mine, len(own), ref, npeers, mine/ref, p.Factor, in.Now.Sub(since).Round(time.Millisecond))})
 		}
 	}
 	out = p.lagging(in, keep, roomy, active, seen, out)
@@ -369,26 +376,19 @@ func (p *Straggler) lagging(in *PolicyInput, keep map[string]map[interfaces.Chil
 			if !(ref >= (1+p.Lag)/2) {
 				continue // the job falls behind elsewhere too: not this child
 			}
-			out = append(out, p.symptom(in, seen, k, mine, ref, func(held time.Duration) string {
-				return fmt.Sprintf("job %s on %s processes %.2f of its input (median of %d shards) vs %.2f on %d shards elsewhere: falling behind (threshold %.4g) on a child with room, for %v",
-					j, c, mine, len(byChild[c]), ref, len(peers), p.Lag, held)
-			}))
+			seen[k] = true
+			since, ok := p.since[k]
+			if !ok {
+				since = in.Now
+				p.since[k] = since
+			}
+			out = append(out, Symptom{Policy: PolicyStraggler, Subject: string(c) + "/" + j, Child: c, Job: j,
+				Value: mine, Reference: ref, Since: since,
+				Evidence: fmt.Sprintf("job %s on %s processes %.2f of its input (median of %d shards) vs %.2f on %d shards elsewhere: falling behind (threshold %.4g) on a child with room, for %v",
+					j, c, mine, len(byChild[c]), ref, len(peers), p.Lag, in.Now.Sub(since).Round(time.Millisecond))})
 		}
 	}
 	return out
-}
-
-// symptom marks k seen, starts or continues its evidence window and returns
-// its symptom; evidence writes the text, given how long the window has held.
-func (p *Straggler) symptom(in *PolicyInput, seen map[stragglerKey]bool, k stragglerKey, mine, ref float64, evidence func(held time.Duration) string) Symptom {
-	seen[k] = true
-	since, ok := p.since[k]
-	if !ok {
-		since = in.Now
-		p.since[k] = since
-	}
-	return Symptom{Policy: PolicyStraggler, Subject: string(k.child) + "/" + k.job, Child: k.child, Job: k.job,
-		Value: mine, Reference: ref, Since: since, Evidence: evidence(in.Now.Sub(since).Round(time.Millisecond))}
 }
 
 // hasRoom reports whether a child's report shows used < capacity on every
