@@ -192,11 +192,7 @@ type Controller struct {
 	stuck       bool
 	stuckErr    float64 // the error of the fruitless round
 	stuckRules  string  // its anti-bounce rules and active children: a change retries
-	// kept are the allowed-children and pin constraints the control policies
-	// sent with the last merged decision (Merge): rules in force, which the
-	// next round's LB respects.
-	kept    []interfaces.Constraint
-	history []Record
+	history     []Record
 }
 
 // New returns a controller with cfg (validated).
@@ -441,7 +437,7 @@ func (c *Controller) Step(in Input) (Decision, error) {
 	}
 
 	// Periodic: measure, dead band, cooldown, PI, concurrency.
-	m := measure(p, cfg, c.SmoothedP99, append(slices.Clip(view.Constraints), c.kept...))
+	m := measure(p, cfg, c.SmoothedP99)
 	rec.Imbalance, rec.Util, rec.SLO, rec.Error, rec.Need = m.Imbalance, m.Util, m.SLO, m.Error, m.Need
 	switch {
 	case activeChildren < 2:

@@ -2,9 +2,7 @@ package control
 
 import (
 	"fmt"
-	"maps"
 	"math"
-	"math/bits"
 	"slices"
 	"time"
 
@@ -106,11 +104,9 @@ type measured struct {
 }
 
 // measure computes the errors of the projected tier. p99 gives each child's
-// smoothed p99 (0 = unknown); rules are the allowed-children and pin
-// constraints in force, which the LB respects (restrictedBound).
-func measure(p *projection, cfg *Config, p99 func(interfaces.ChildID) time.Duration, rules []interfaces.Constraint) measured {
+// smoothed p99 (0 = unknown).
+func measure(p *projection, cfg *Config, p99 func(interfaces.ChildID) time.Duration) measured {
 	m := measured{Imbalance: math.Inf(-1), Util: math.Inf(-1), SLO: math.Inf(-1)}
-	restricted := restrictedBound(p, rules)
 	needImb, needUtil, needSLO := 0, 0, 0
 	// shardsToShed estimates how many of child c's shards carry `excess` of
 	// resource r (the child's mean shard load on r).
@@ -141,7 +137,7 @@ func measure(p *projection, cfg *Config, p99 func(interfaces.ChildID) time.Durat
 			}
 		}
 		mean := loadSum / capSum
-		lb := math.Max(math.Max(mean, maxShard/maxCap), restricted[r])
+		lb := math.Max(mean, maxShard/maxCap)
 		maxU, hot := 0.0, -1
 		for c := range p.v.Children {
 			capR := p.v.Children[c].Capacity.Get(name)
@@ -241,115 +237,6 @@ func measure(p *projection, cfg *Config, p99 func(interfaces.ChildID) time.Durat
 		m.Need = max(1, needImb, needUtil, needSLO)
 	}
 	return m
-}
-
-// maxRestrictedSets bounds the distinct allowed sets restrictedBound looks
-// at; beyond it the rest are left out (the bound stays valid, only looser).
-const maxRestrictedSets = 64
-
-// restrictedBound returns, per resource of p, the part of the LB that comes
-// from shards that may use only some of the active children: for each
-// distinct set S of active children some shard is restricted to (by the
-// allowed-children and pin constraints in rules, intersected), the load of
-// the shards restricted to a subset of S over S's capacity. When a control
-// policy keeps every shard off a child (a straggler) that child's capacity
-// is of no use, and an LB that counted it would ask for a balance no plan
-// can reach: periodic rounds would go on moving shards for nothing.
-func restrictedBound(p *projection, rules []interfaces.Constraint) []float64 {
-	out := make([]float64, len(p.res))
-	M := len(p.v.Children)
-	words := (M + 63) / 64
-	active := make([]uint64, words)
-	nActive := 0
-	for c := 0; c < M; c++ {
-		if p.active(c) {
-			active[c/64] |= 1 << (c % 64)
-			nActive++
-		}
-	}
-	set := map[int][]uint64{} // shard index → its allowed active children
-	for i := range rules {
-		r := &rules[i]
-		if r.Kind != interfaces.ConstraintAllowed && r.Kind != interfaces.ConstraintPin {
-			continue
-		}
-		kids := r.Children
-		if r.Kind == interfaces.ConstraintPin && len(kids) > 1 {
-			kids = kids[:1]
-		}
-		allowed := make([]uint64, words)
-		for _, id := range kids {
-			if c, ok := p.childIdx[id]; ok {
-				allowed[c/64] |= 1 << (c % 64)
-			}
-		}
-		for w := range allowed {
-			allowed[w] &= active[w]
-		}
-		for _, id := range r.Shards {
-			s, ok := p.shardIdx[id]
-			if !ok {
-				continue
-			}
-			if cur, ok := set[s]; ok {
-				for w := range cur {
-					cur[w] &= allowed[w]
-				}
-			} else {
-				set[s] = slices.Clone(allowed)
-			}
-		}
-	}
-	if len(set) == 0 {
-		return out
-	}
-	count := func(b []uint64) int {
-		n := 0
-		for _, w := range b {
-			n += bits.OnesCount64(w)
-		}
-		return n
-	}
-	// The distinct proper, non-empty sets, in shard order (deterministic).
-	shards := slices.Sorted(maps.Keys(set))
-	var sets [][]uint64
-	for _, s := range shards {
-		b := set[s]
-		if n := count(b); n == 0 || n == nActive || len(sets) == maxRestrictedSets {
-			continue
-		}
-		if !slices.ContainsFunc(sets, func(x []uint64) bool { return slices.Equal(x, b) }) {
-			sets = append(sets, b)
-		}
-	}
-	subset := func(a, b []uint64) bool {
-		for w := range a {
-			if a[w]&^b[w] != 0 {
-				return false
-			}
-		}
-		return true
-	}
-	for _, S := range sets {
-		for r, name := range p.res {
-			var load, capS float64
-			for c := 0; c < M; c++ {
-				if S[c/64]&(1<<(c%64)) != 0 {
-					capS += p.v.Children[c].Capacity.Get(name)
-				}
-			}
-			if capS <= 0 {
-				continue
-			}
-			for _, s := range shards {
-				if b := set[s]; count(b) > 0 && subset(b, S) {
-					load += p.v.Shards[s].Load.Get(name)
-				}
-			}
-			out[r] = math.Max(out[r], load/capS)
-		}
-	}
-	return out
 }
 
 // median is the median of xs (0 when empty); xs is not changed.

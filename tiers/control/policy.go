@@ -318,17 +318,9 @@ func (o *Outcome) Merge(d *Decision) {
 // into d (the decision Step just returned), the controller's pending copy and
 // its round record are amended too, so that Observe accepts the moves of an
 // evicting round and remembers them (anti-bounce, cooldown) and History shows
-// the round as it ran. The policies' allowed-children and pin constraints are
-// kept until the next Merge: the next round's LB leaves out the capacity they
-// keep shards off (a rule a policy stops sending stops counting a round later).
+// the round as it ran.
 func (c *Controller) Merge(d *Decision, o *Outcome) {
 	o.Merge(d)
-	c.kept = c.kept[:0]
-	for _, k := range o.Actions.Constraints {
-		if k.Kind == interfaces.ConstraintAllowed || k.Kind == interfaces.ConstraintPin {
-			c.kept = append(c.kept, k)
-		}
-	}
 	if c.pending == nil || c.pending.Round != d.Round {
 		return
 	}

@@ -21,38 +21,20 @@ import (
 //	          rate × (the job's median declared rate / the shard's), so a
 //	          child that holds a skewed job's small shards is not mistaken for
 //	          a slow one; with equal declared rates the figure is the rate.
-//	          Also a symptom: the job's shards there fall behind their input
-//	          (median of rate / input rate, both from the owner's report,
-//	          below lag) while its shards elsewhere keep up (median at least
-//	          (1 + lag) / 2), on a child that reports room on every resource
-//	          (used < capacity: an overloaded child is the balancer's
-//	          business). A slow child that is only partly loaded processes
-//	          more than 1/factor of its peers' rate and still falls behind.
 //	diagnose  confirmed when the symptom has held for window (consecutive
 //	          rounds; a round without it starts over).
 //	resolve   the job's shards on that child are evicted this round and kept
 //	          off it for cooldown (a hard allowed-children constraint: every
 //	          other child); the evidence is the moves' reason and an alert.
-//	          A child confirmed again for the job within a cooldown of its
-//	          last rule's end is kept off twice as long as the last time, up
-//	          to maxBackoff × cooldown: a slow machine is not retried every
-//	          cooldown at the cost of its shards' lag.
 type Straggler struct {
 	Factor   float64       // > 1; default 2 (half the peers' rate or less)
-	Lag      float64       // in [0, 1); default 0.9; 0 disables the lag symptom
 	Window   time.Duration // ≥ 0; default 10s
 	Cooldown time.Duration // ≥ 0; default 10m
 	MinPeers int           // ≥ 1; default 2
 
 	since map[stragglerKey]time.Time
 	avoid map[stragglerKey]avoidRule
-	// last remembers each key's latest rule (its end and length) after the
-	// rule expired, for the backoff.
-	last map[stragglerKey]avoidRule
 }
-
-// maxBackoff bounds a repeated straggler's keep-off time, in cooldowns.
-const maxBackoff = 8
 
 type stragglerKey struct {
 	child interfaces.ChildID
@@ -61,7 +43,6 @@ type stragglerKey struct {
 
 type avoidRule struct {
 	until    time.Time
-	length   time.Duration
 	evidence string
 }
 
@@ -71,7 +52,6 @@ func newStraggler(s PolicySettings) (Policy, error) {
 	r := newSettings(PolicyStraggler, s)
 	p := &Straggler{
 		Factor:   r.float("factor", 2, func(x float64) bool { return x > 1 }, "must be a number > 1"),
-		Lag:      r.float("lag", 0.9, func(x float64) bool { return x >= 0 && x < 1 }, "must be a number in [0, 1)"),
 		Window:   r.dur("window", 10*time.Second),
 		Cooldown: r.dur("cooldown", 10*time.Minute),
 		MinPeers: r.int("min_peers", 2, 1),
@@ -81,7 +61,6 @@ func newStraggler(s PolicySettings) (Policy, error) {
 	}
 	p.since = map[stragglerKey]time.Time{}
 	p.avoid = map[stragglerKey]avoidRule{}
-	p.last = map[stragglerKey]avoidRule{}
 	return p, nil
 }
 
@@ -115,19 +94,13 @@ func (p *Straggler) Detect(in *PolicyInput) []Symptom {
 	// rates[job][child] = the measured rates of the job's shards on the child,
 	// from the owner's own report only (a former owner's report is stale).
 	rates := map[string]map[interfaces.ChildID][]float64{}
-	// keep[job][child] = rate / input rate of the job's shards on the child
-	// (owner's report); roomy: the child reports used < capacity throughout.
-	keep := map[string]map[interfaces.ChildID][]float64{}
-	roomy := map[interfaces.ChildID]bool{}
 	children := make([]interfaces.ChildID, 0, len(v.Reports))
 	for c := range v.Reports {
 		children = append(children, c)
 	}
 	sort.Slice(children, func(i, j int) bool { return children[i] < children[j] })
 	for _, c := range children {
-		rep := v.Reports[c]
-		roomy[c] = hasRoom(rep)
-		for _, sl := range rep.Shards {
+		for _, sl := range v.Reports[c].Shards {
 			if own[sl.Shard] != c || fl[sl.Shard] || !(sl.Rate >= 0) {
 				continue
 			}
@@ -143,12 +116,6 @@ func (p *Straggler) Detect(in *PolicyInput) []Symptom {
 				r *= m / d // size-adjusted
 			}
 			rates[j][c] = append(rates[j][c], r)
-			if sl.InputRate > 0 {
-				if keep[j] == nil {
-					keep[j] = map[interfaces.ChildID][]float64{}
-				}
-				keep[j][c] = append(keep[j][c], sl.Rate/sl.InputRate)
-			}
 		}
 	}
 	jobs := make([]string, 0, len(rates))
@@ -205,7 +172,6 @@ func (p *Straggler) Detect(in *PolicyInput) []Symptom {
 					j, c, mine, len(own), ref, npeers, mine/ref, p.Factor, in.Now.Sub(since).Round(time.Millisecond))})
 		}
 	}
-	out = p.lagging(in, keep, roomy, active, seen, out)
 	for k := range p.since {
 		if !seen[k] {
 			delete(p.since, k) // the evidence window starts over
@@ -238,22 +204,9 @@ func (p *Straggler) Resolve(in *PolicyInput, findings []Finding) Actions {
 			continue
 		}
 		k := stragglerKey{f.Child, f.Job}
-		length := p.Cooldown
-		if prev, ok := p.last[k]; ok && in.Now.Sub(prev.until) < p.Cooldown {
-			length = min(2*prev.length, maxBackoff*p.Cooldown)
-		}
-		delete(p.last, k)
-		p.avoid[k] = avoidRule{until: in.Now.Add(length), length: length, evidence: f.Evidence}
-		f.Action = fmt.Sprintf("move the job's shards off %s; keep them off until %s", f.Child, in.Now.Add(length).UTC().Format(time.RFC3339))
-		if length > p.Cooldown {
-			f.Action += fmt.Sprintf(" (%v: found again within a cooldown of its last rule)", length)
-		}
+		p.avoid[k] = avoidRule{until: in.Now.Add(p.Cooldown), evidence: f.Evidence}
+		f.Action = fmt.Sprintf("move the job's shards off %s; keep them off until %s", f.Child, in.Now.Add(p.Cooldown).UTC().Format(time.RFC3339))
 		delete(p.since, k) // a fresh window if it comes back after the cooldown
-	}
-	for k, r := range p.last {
-		if !in.Now.Before(r.until.Add(p.Cooldown)) {
-			delete(p.last, k) // quiet for a cooldown since: no backoff
-		}
 	}
 	if len(p.avoid) == 0 {
 		return a
@@ -264,7 +217,6 @@ func (p *Straggler) Resolve(in *PolicyInput, findings []Finding) Actions {
 	for k, r := range p.avoid {
 		if !in.Now.Before(r.until) {
 			delete(p.avoid, k)
-			p.last[k] = r
 			continue
 		}
 		keys = append(keys, k)
@@ -331,79 +283,4 @@ func excluding(dst, all, sub []float64) []float64 {
 		dst = append(dst, x)
 	}
 	return dst
-}
-
-// lagging appends the lag symptoms (see Straggler): per job, each active
-// roomy child whose shards' median keep-up ratio is below Lag while the
-// job's shards on the other children (at least MinPeers) keep up. Keys
-// already in seen (the rate symptom) are skipped.
-func (p *Straggler) lagging(in *PolicyInput, keep map[string]map[interfaces.ChildID][]float64, roomy, active map[interfaces.ChildID]bool, seen map[stragglerKey]bool, out []Symptom) []Symptom {
-	if p.Lag <= 0 {
-		return out
-	}
-	jobs := make([]string, 0, len(keep))
-	for j := range keep {
-		jobs = append(jobs, j)
-	}
-	sort.Strings(jobs)
-	var peers []float64
-	for _, j := range jobs {
-		byChild := keep[j]
-		cs := make([]interfaces.ChildID, 0, len(byChild))
-		for c := range byChild {
-			cs = append(cs, c)
-		}
-		sort.Slice(cs, func(a, b int) bool { return cs[a] < cs[b] })
-		for _, c := range cs {
-			k := stragglerKey{c, j}
-			if seen[k] || !active[c] || !roomy[c] {
-				continue
-			}
-			mine := median(byChild[c])
-			if !(mine < p.Lag) {
-				continue
-			}
-			peers = peers[:0]
-			for _, o := range cs {
-				if o != c {
-					peers = append(peers, byChild[o]...)
-				}
-			}
-			if len(peers) < p.MinPeers {
-				continue
-			}
-			ref := median(peers)
-			if !(ref >= (1+p.Lag)/2) {
-				continue // the job falls behind elsewhere too: not this child
-			}
-			seen[k] = true
-			since, ok := p.since[k]
-			if !ok {
-				since = in.Now
-				p.since[k] = since
-			}
-			out = append(out, Symptom{Policy: PolicyStraggler, Subject: string(c) + "/" + j, Child: c, Job: j,
-				Value: mine, Reference: ref, Since: since,
-				Evidence: fmt.Sprintf("job %s on %s processes %.2f of its input (median of %d shards) vs %.2f on %d shards elsewhere: falling behind (threshold %.4g) on a child with room, for %v",
-					j, c, mine, len(byChild[c]), ref, len(peers), p.Lag, in.Now.Sub(since).Round(time.Millisecond))})
-		}
-	}
-	return out
-}
-
-// hasRoom reports whether a child's report shows used < capacity on every
-// resource it has capacity for (and some capacity at all).
-func hasRoom(r interfaces.Report) bool {
-	has := false
-	for _, name := range interfaces.UnionNames(r.Capacity) {
-		c := r.Capacity.Get(name)
-		if c <= 0 {
-			continue
-		}
-		has = true
-		if !(r.Used.Get(name) < c) {
-			return false
-		}
-	}
-	return has
 }
