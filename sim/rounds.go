@@ -109,11 +109,16 @@ func (e *engine) handle(ctx context.Context, ev event) error {
 			// (the old ones' alerts end here).
 			e.regionLost[ev.a], e.regionDeclared[ev.a] = false, false
 			e.closeAlerts(e.regions[ev.a], t)
-			e.regions[ev.a] = e.newInstance(w.regionName[ev.a], e.rpol)
+			var err error
+			if e.regions[ev.a], err = e.newInstance(w.regionName[ev.a], e.rpol); err != nil {
+				return err
+			}
 			if e.rack != nil {
 				for _, k := range w.regionRacks[ev.a] {
 					e.closeAlerts(e.racks[k], t)
-					e.racks[k] = e.newInstance(w.rackName[k], e.rack)
+					if e.racks[k], err = e.newInstance(w.rackName[k], e.rack); err != nil {
+						return err
+					}
 				}
 			}
 		}
@@ -754,16 +759,19 @@ type tierInstance struct {
 	open map[string]int
 }
 
-func (e *engine) newInstance(name string, pol interfaces.Policy) *tierInstance {
+// newInstance returns a fresh tier instance: its controller and control
+// policies (both validated with the scenario, so an error here is a bug,
+// reported as one rather than a panic).
+func (e *engine) newInstance(name string, pol interfaces.Policy) (*tierInstance, error) {
 	ctl, err := control.New(e.cfg)
 	if err != nil {
-		panic(err) // validated with the scenario (checkControl)
+		return nil, fmt.Errorf("tier instance %s: controller: %w", name, err)
 	}
 	pols, err := e.spec.NewControlPolicies()
 	if err != nil {
-		panic(err) // validated with the scenario
+		return nil, fmt.Errorf("tier instance %s: control policies: %w", name, err)
 	}
-	return &tierInstance{name: name, pol: pol, ctl: ctl, pols: pols, open: map[string]int{}}
+	return &tierInstance{name: name, pol: pol, ctl: ctl, pols: pols, open: map[string]int{}}, nil
 }
 
 // newInstances creates the run's tier instances.
@@ -772,15 +780,22 @@ func (e *engine) newInstances() error {
 		return err
 	}
 	w := e.w
-	e.global = e.newInstance(interfaces.TierGlobal, e.gpol)
+	var err error
+	if e.global, err = e.newInstance(interfaces.TierGlobal, e.gpol); err != nil {
+		return err
+	}
 	e.regions = make([]*tierInstance, len(w.regionName))
 	for r, name := range w.regionName {
-		e.regions[r] = e.newInstance(name, e.rpol)
+		if e.regions[r], err = e.newInstance(name, e.rpol); err != nil {
+			return err
+		}
 	}
 	if e.rack != nil {
 		e.racks = make([]*tierInstance, len(w.rackName))
 		for k, name := range w.rackName {
-			e.racks[k] = e.newInstance(name, e.rack)
+			if e.racks[k], err = e.newInstance(name, e.rack); err != nil {
+				return err
+			}
 		}
 	}
 	e.regionLost = make([]bool, len(w.regionName))
