@@ -67,8 +67,9 @@
 // adds one from an init function):
 //
 //   - "greedy": the baseline. Largest shard first (its largest share of a
-//     mean child's capacity at the LB over the balanced resources) onto the least-utilized feasible child (lowest max_r u_cr/LB_r),
-//     from scratch; with a move budget, merged into the current assignment.
+//     mean child's capacity at the LB over the balanced resources) onto the
+//     least-utilized feasible child (lowest max_r u_cr/LB_r), from scratch;
+//     with a move budget, merged into the current assignment.
 //   - "local": local search from the current assignment: repair the shards the
 //     constraints force to move, then hot-to-cold single moves and two-way swaps
 //     (hottest child first, coldest candidate children first), scored

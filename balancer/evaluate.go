@@ -148,21 +148,30 @@ func util(load, capacity float64) float64 {
 func totals(p *Problem) (sumLoad, sumCap []float64) {
 	R := p.NumResources()
 	sumLoad = make([]float64, R)
-	sumCap = make([]float64, R)
 	for s := 0; s < p.NumShards(); s++ {
 		for r := 0; r < R; r++ {
 			sumLoad[r] += p.Load[s*R+r]
 		}
 	}
+	sumCap, _ = activeCapacity(p)
+	return sumLoad, sumCap
+}
+
+// activeCapacity returns, per resource, the capacity of the children that are
+// not drained, and how many they are.
+func activeCapacity(p *Problem) (sumCap []float64, active int) {
+	R := p.NumResources()
+	sumCap = make([]float64, R)
 	for c := 0; c < p.NumChildren(); c++ {
 		if p.Drained(c) {
 			continue
 		}
+		active++
 		for r := 0; r < R; r++ {
 			sumCap[r] += p.Capacity[c*R+r]
 		}
 	}
-	return sumLoad, sumCap
+	return sumCap, active
 }
 
 // latencyParams resolves the latency model's defaults.

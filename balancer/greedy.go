@@ -18,8 +18,9 @@ var _ Solver = greedySolver{}
 func (greedySolver) Name() string { return SolverGreedy }
 
 // Solve places every shard from scratch, largest first (by shardSize: the
-// largest share of a mean child's capacity at the LB the shard fills), each onto the feasible child with the lowest hotness
-// (max over resources of utilization/LB); in-flight shards stay where they are.
+// largest share of a mean child's capacity at the LB the shard fills), each
+// onto the feasible child with the lowest hotness (max over resources of
+// utilization/LB); in-flight shards stay where they are.
 // When the problem has a move budget, or the from-scratch placement would leave a
 // shard unplaced that the current assignment places, it instead starts from the
 // current assignment and applies the shards' forced moves and then the

@@ -8,9 +8,9 @@ import (
 )
 
 // TestNearLoadIsTheSortedWindow: nearLoad (and windowAround on the sorted
-// list) picks exactly the shards (and order)
-// that sorting by load (ties by index) and taking window either side of the
-// first load ≥ target gives, on random lists with many ties.
+// list) picks exactly the shards (and order) that sorting by load (ties by
+// index) and taking window either side of the first load ≥ target gives, on
+// random lists with many ties.
 func TestNearLoadIsTheSortedWindow(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	const R = 2

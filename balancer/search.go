@@ -307,18 +307,7 @@ func (pl *placer) shardSize(s int) float64 { return sizeOf(pl.st.p, pl.sizeW, s)
 // LB that the shard fills, a number without units, so that a shard's
 // memory in bytes and its cpu in cores count alike.
 func sizeWeights(p *Problem, lbInv []float64) []float64 {
-	R, M := p.NumResources(), p.NumChildren()
-	w := make([]float64, R)
-	active := 0
-	for c := 0; c < M; c++ {
-		if p.Drained(c) {
-			continue
-		}
-		active++
-		for r := 0; r < R; r++ {
-			w[r] += p.Capacity[c*R+r]
-		}
-	}
+	w, active := activeCapacity(p)
 	for r := range w {
 		if lbInv[r] > 0 && w[r] > 0 {
 			w[r] = lbInv[r] * float64(active) / w[r]

@@ -35,31 +35,27 @@ func docBlock(sc *Scenario, res *Result) string {
 	}
 	showChain := len(chains) > 1
 	racks := res.Racks > 0
-	b.WriteString("| policy |")
-	if showChain {
-		b.WriteString(" chain |")
-	}
-	b.WriteString(" cpu p50/p99/max | max/LB cpu | max/mean cpu | p50 / p99 ms | peak lag | moves | bytes moved |")
-	cols := 8
-	if showChain {
-		cols++
-	}
 	// With racks: rack_loss_impact's peak up to the first event (the sample
 	// at its time included, as TestRackChainScenario counts it) and after it,
 	// and at the end; without events its peak and its end.
+	events := len(sc.Events) > 0
 	split := math.Inf(1)
-	if len(sc.Events) > 0 {
+	if events {
 		split = time.Duration(sc.Events[0].At).Seconds()
 	}
-	if racks {
-		if len(sc.Events) > 0 {
-			b.WriteString(" rack loss before / after / end |")
-		} else {
-			b.WriteString(" rack loss peak / end |")
-		}
-		cols++
+	head := "| policy |"
+	if showChain {
+		head += " chain |"
 	}
-	b.WriteString("\n|" + strings.Repeat("---|", cols) + "\n")
+	head += " cpu p50/p99/max | max/LB cpu | max/mean cpu | p50 / p99 ms | peak lag | moves | bytes moved |"
+	switch {
+	case racks && events:
+		head += " rack loss before / after / end |"
+	case racks:
+		head += " rack loss peak / end |"
+	}
+	b.WriteString(head)
+	b.WriteString("\n|" + strings.Repeat("---|", strings.Count(head, "|")-1) + "\n")
 	for _, p := range res.Policies {
 		s := p.Summary
 		fmt.Fprintf(&b, "| %s |", s.Policy)
@@ -68,7 +64,7 @@ func docBlock(sc *Scenario, res *Result) string {
 		}
 		fmt.Fprintf(&b, " %.3f/%.3f/%.3f | %.3f | %.3f | %s / %s | %s | %d | %s |",
 			s.UtilP50["cpu"], s.UtilP99["cpu"], s.UtilMax["cpu"], s.MaxOverLB["cpu"], s.MaxOverMean["cpu"],
-			g4(s.LatencyP50MS), g4(s.LatencyP99MS), thousands(int64(s.Lag)), s.Moves, docBytes(s.BytesMoved))
+			g4(s.LatencyP50MS), g4(s.LatencyP99MS), thousands(int64(s.Lag)), s.Moves, bytesIn(s.BytesMoved, " "))
 		if racks {
 			var before, after float64
 			for _, x := range p.Series {
@@ -78,7 +74,7 @@ func docBlock(sc *Scenario, res *Result) string {
 					after = max(after, x.RackLossImpact)
 				}
 			}
-			if len(sc.Events) > 0 {
+			if events {
 				fmt.Fprintf(&b, " %s / %s / %s |", g4(before), g4(after), g4(s.RackLossImpact))
 			} else {
 				fmt.Fprintf(&b, " %s / %s |", g4(before), g4(s.RackLossImpact))
@@ -99,7 +95,7 @@ func docBlock(sc *Scenario, res *Result) string {
 	}
 	fmt.Fprintf(&b, ", tick %s (`strata sim compare sim/scenarios/%s.yaml --deterministic`): %d of %d assertion checks hold.\n",
 		time.Duration(sc.Tick), sc.Name, held, len(asserts))
-	if racks && len(sc.Events) > 0 {
+	if racks && events {
 		fmt.Fprintf(&b, "Rack loss is the series' `rack_loss_impact` (the largest share of a job's shards on one rack): its peak up to the first event (at %s) and after it, and the value at the end.\n",
 			time.Duration(sc.Events[0].At))
 	}
@@ -129,16 +125,6 @@ func thousands(n int64) string {
 		return "-" + b.String()
 	}
 	return b.String()
-}
-
-// docBytes is humanBytes with a space before the unit.
-func docBytes(n int64) string {
-	h := humanBytes(n)
-	i := strings.IndexFunc(h, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
-	if i <= 0 {
-		return h
-	}
-	return h[:i] + " " + h[i:]
 }
 
 // replaceBlock returns doc with the block of name replaced by body, or an
@@ -233,8 +219,8 @@ func TestDocHelpers(t *testing.T) {
 		n    int64
 		want string
 	}{{0, "0 B"}, {512, "512 B"}, {1536, "1.5 KiB"}, {4831838208, "4.5 GiB"}} {
-		if got := docBytes(c.n); got != c.want {
-			t.Errorf("docBytes(%d) = %q, want %q", c.n, got, c.want)
+		if got := bytesIn(c.n, " "); got != c.want {
+			t.Errorf("bytesIn(%d, \" \") = %q, want %q", c.n, got, c.want)
 		}
 	}
 	doc := "a\n<!-- table:x -->\nold\n<!-- /table -->\nb\n"

@@ -196,17 +196,21 @@ func writeAlerts(w io.Writer, rep Report) {
 	}
 }
 
-func humanBytes(b int64) string {
+func humanBytes(b int64) string { return bytesIn(b, "") }
+
+// bytesIn writes b in the largest binary unit it reaches (B, KiB, … PiB),
+// sep between the number and the unit.
+func bytesIn(b int64, sep string) string {
 	const unit = 1024
 	if b < unit {
-		return strconv.FormatInt(b, 10) + "B"
+		return strconv.FormatInt(b, 10) + sep + "B"
 	}
 	div, exp := int64(unit), 0
 	for n := b / unit; n >= unit && exp < 4; n /= unit {
 		div *= unit
 		exp++
 	}
-	return strconv.FormatFloat(float64(b)/float64(div), 'f', 1, 64) + string("KMGTP"[exp]) + "iB"
+	return strconv.FormatFloat(float64(b)/float64(div), 'f', 1, 64) + sep + string("KMGTP"[exp]) + "iB"
 }
 
 // WriteCSV writes the time series of every policy, one row per policy and
