@@ -311,3 +311,32 @@ func TestCollaborativeRackChain(t *testing.T) {
 		t.Errorf("decoupled run kept cooperation state: %+v", e.coopSt)
 	}
 }
+
+// TestViewErrorEndsTheRun checks that an error building a view (here coop's
+// hints and limits with a reserve the scenario's validation would refuse) ends
+// the run with an error naming it, instead of a panic.
+func TestViewErrorEndsTheRun(t *testing.T) {
+	sc, err := LoadScenario("scenarios/integration.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec PolicySpec
+	for _, p := range sc.Policies {
+		if p.Integration == Collaborative {
+			spec = p
+		}
+	}
+	if spec.Name == "" {
+		t.Fatal("integration.yaml has no collaborative policy")
+	}
+	spec.Reserve = 1.5 // coop target -0.5
+	e, err := newEngine(sc, spec, sc.Seed, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "coop.target") || !strings.Contains(err.Error(), "building the view") {
+		t.Fatalf("run with reserve 1.5: err = %v, want a view error naming coop.target", err)
+	}
+	t.Log(err)
+}

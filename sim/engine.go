@@ -236,6 +236,10 @@ type engine struct {
 	rack   interfaces.Policy // nil unless the chain has the rack tier
 	cfg    control.Config    // every tier instance's controller configuration
 
+	// viewErr is the first error met while building a view (coop.ChildHints,
+	// coop.Derive): the round that built the view returns it, ending the run.
+	viewErr error
+
 	// Tier instances: the global one, one per region and one per rack (rack
 	// chain), each with its own controller.
 	global  *tierInstance

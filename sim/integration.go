@@ -110,8 +110,10 @@ func (e *engine) childHints(parent instanceKey, tier string, child interfaces.Ch
 	}
 	hs, err := coop.ChildHints(e.hintView(tier, string(child), hosts, shards), cfg)
 	if err != nil {
-		// The config is validated with the scenario (reserve ∈ [0, 0.9]).
-		panic(fmt.Sprintf("sim: coop.ChildHints: %v", err))
+		// The config is validated with the scenario (reserve ∈ [0, 0.9]), so
+		// this is a bug; the round that builds the view reports it.
+		e.viewFailed(fmt.Errorf("%s %s: hints: %w", tier, child, err))
+		return nil
 	}
 	return hs
 }
@@ -238,7 +240,8 @@ func (e *engine) constraints(tier string, v *interfaces.View) []interfaces.Const
 		self := instanceKey{v.Tier, v.Instance}
 		d, err := coop.Derive(v, e.coopConfig(), st.mem[self])
 		if err != nil {
-			panic(fmt.Sprintf("sim: coop.Derive: %v", err))
+			e.viewFailed(fmt.Errorf("%s %s: deriving limits for its children: %w", v.Tier, v.Instance, err))
+			return out
 		}
 		st.mem[self] = d.Memory
 		down := make(map[interfaces.ChildID]coop.Down, len(d.Down))
@@ -250,6 +253,13 @@ func (e *engine) constraints(tier string, v *interfaces.View) []interfaces.Const
 		out = append(out, d.Constraints...)
 	}
 	return out
+}
+
+// viewFailed records err as the first error met while building a view.
+func (e *engine) viewFailed(err error) {
+	if e.viewErr == nil {
+		e.viewErr = err
+	}
 }
 
 // allHostsActive reports whether the region or rack instance of tier exists

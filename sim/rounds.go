@@ -545,7 +545,7 @@ func (e *engine) regionRound(ctx context.Context, t time.Duration, r int32) erro
 	}
 	v, silent := e.regionView(t, r)
 	if len(v.Shards) == 0 && len(silent) == 0 {
-		return nil
+		return e.viewError(v, t)
 	}
 	apply := func(ms []interfaces.Move) []interfaces.Move { return e.applyHostMoves(ms, t) }
 	if e.rack != nil {
@@ -566,7 +566,7 @@ func (e *engine) rackRound(ctx context.Context, t time.Duration, k int32) error 
 	}
 	v, silent := e.rackView(t, k)
 	if len(v.Shards) == 0 && len(silent) == 0 {
-		return nil
+		return e.viewError(v, t)
 	}
 	return e.round(ctx, t, e.racks[k], v, silent, func(ms []interfaces.Move) []interfaces.Move { return e.applyHostMoves(ms, t) }, func(id interfaces.ChildID) {
 		if h := e.w.hostIndex(string(id)); h >= 0 {
@@ -576,10 +576,21 @@ func (e *engine) rackRound(ctx context.Context, t time.Duration, k int32) error 
 	})
 }
 
+// viewError is the error met building view v at t, if any (engine.viewErr).
+func (e *engine) viewError(v *interfaces.View, t time.Duration) error {
+	if e.viewErr == nil {
+		return nil
+	}
+	return fmt.Errorf("sim: building the view of %s %s at %v: %w", v.Tier, v.Instance, t, e.viewErr)
+}
+
 // round runs one control round of tier instance in (ControlRound: the
 // daemons' controller, the policy, verification) on view v, marks the children
 // it declares failed, and accounts for it.
 func (e *engine) round(ctx context.Context, t time.Duration, in *tierInstance, v *interfaces.View, silent map[interfaces.ChildID]time.Time, apply func([]interfaces.Move) []interfaces.Move, declare func(interfaces.ChildID)) error {
+	if err := e.viewError(v, t); err != nil {
+		return err
+	}
 	out, err := ControlRoundWith(ctx, in.ctl, in.pols, timed{in.pol, e}, control.Input{Now: v.Now, View: v, Silent: silent, AckMassFailure: in.ack}, apply)
 	if err != nil {
 		return err
