@@ -205,7 +205,7 @@ policies: [{name: g, solver: greedy}]
 	cases := []struct{ name, src, want string }{
 		{"control value", base + "control: {dead_band: -1}\n", "x.yaml:8: control.dead_band: must be a finite number ≥ 0"},
 		{"policy control value", strings.Replace(base, "solver: greedy}", "solver: greedy, control: {min_moves: 3, max_moves: 2}}", 1), "policies[0].control.max_moves: must be ≥ min_moves"},
-		{"control unknown key", base + "control: {bogus: 1}\n", "field bogus not found"},
+		{"control unknown key", base + "control: {bogus: 1}\n", "control.bogus: unknown key (known here: target_imbalance,"},
 		{"move_budget", base + "model: {move_budget: 0.1}\n", "model.move_budget: is no longer supported"},
 		{"fraction", strings.Replace(base, "policies:", "  steps: [{at: 1m, factor: 2, fraction: 1.5}]\npolicies:", 1), "workload.steps[0].fraction: must be in [0, 1]"},
 		{"ack instance", base + "events: [{at: 1m, kind: ack_mass_failure, instance: mars}]\n", `events[0].instance: tier instance "mars" is not in the topology`},

@@ -164,7 +164,7 @@ assertions:
 // names are errors naming the file, line and key.
 func TestParsePlanErrors(t *testing.T) {
 	for _, c := range []struct{ file, want string }{
-		{"duration: 1m\nbogus: 1\n", "line 2: field bogus not found"},
+		{"duration: 1m\nbogus: 1\n", "plan.yaml:2: bogus: unknown key"},
 		{"duration: 1m\ntopology:\n  hosts: []\n", "plan.yaml:2: topology: not allowed in a plan file"},
 		{"duration: 1m\nworkload:\n  steps: []\n  jobs: []\n", "plan.yaml:4: workload.jobs: not allowed"},
 		{"duration: 1m\nworkload:\n  replay: {file: x.csv}\n", "plan.yaml:3: workload.replay: not allowed"},

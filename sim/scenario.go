@@ -1,10 +1,8 @@
 package sim
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"os"
@@ -17,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/internal/yamlerr"
 	"github.com/strata-sched/strata/tiers/control"
 )
 
@@ -654,13 +653,8 @@ func ParseScenario(data []byte, name string) (*Scenario, error) {
 // data file paths.
 func decodeScenario(data []byte, name string) (*Scenario, error) {
 	sc := &Scenario{file: name, dir: filepath.Dir(name)}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(sc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: the file is empty: %w", name, interfaces.ErrInvalid)
-		}
-		return nil, fmt.Errorf("%s: %s: %w", name, strings.ReplaceAll(err.Error(), "\n", " "), interfaces.ErrInvalid)
+	if err := yamlerr.Decode(name, data, sc); err != nil {
+		return nil, err
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
@@ -818,21 +812,7 @@ func (sc *Scenario) errAt(key string, path []any, rule string, args ...any) erro
 	return fmt.Errorf("%s:%d: %s: %s: %w", sc.file, sc.line(path...), key, msg, interfaces.ErrInvalid)
 }
 
-func keyOf(path []any) string {
-	var b strings.Builder
-	for _, p := range path {
-		switch k := p.(type) {
-		case string:
-			if b.Len() > 0 {
-				b.WriteByte('.')
-			}
-			b.WriteString(k)
-		case int:
-			fmt.Fprintf(&b, "[%d]", k)
-		}
-	}
-	return b.String()
-}
+func keyOf(path []any) string { return yamlerr.Key(path) }
 
 func (sc *Scenario) fail(path []any, rule string, args ...any) error {
 	return sc.errAt(keyOf(path), path, rule, args...)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/strata-sched/strata/coordinator/tierd"
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/internal/yamlerr"
 	"github.com/strata-sched/strata/tiers/control"
 	"github.com/strata-sched/strata/tiers/coop"
 )
@@ -225,31 +224,11 @@ func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-var yamlUnknownField = regexp.MustCompile(`line (\d+): field (\S+) not found in type \S+`)
-
-// decodeStrict decodes YAML into v, refusing unknown keys, and rewrites the
-// decoder's messages so they name the key and the line.
+// decodeStrict decodes YAML into v, refusing unknown keys; its errors name the
+// file, the line and the key (yamlerr).
 func decodeStrict(path string, data []byte, v any) error {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, errEOF) || err.Error() == "EOF" {
-			return fmt.Errorf("%s: the file is empty: %w", path, interfaces.ErrInvalid)
-		}
-		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			msgs := make([]string, len(te.Errors))
-			for i, m := range te.Errors {
-				msgs[i] = yamlUnknownField.ReplaceAllString(m, `line $1: unknown key "$2"`)
-			}
-			return fmt.Errorf("%s: %s: %w", path, strings.Join(msgs, "; "), interfaces.ErrInvalid)
-		}
-		return fmt.Errorf("%s: %v: %w", path, err, interfaces.ErrInvalid)
-	}
-	return nil
+	return yamlerr.Decode(path, data, v)
 }
-
-var errEOF = errors.New("EOF")
 
 func readConfig(path string, v any) error {
 	data, err := os.ReadFile(path)

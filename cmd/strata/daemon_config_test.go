@@ -31,8 +31,10 @@ func TestCheckConfig(t *testing.T) {
 		want            string
 	}{
 		{"valid region", "region", regionYAML, 0, "config ok: tier region, instance eu-1, node eu-1-a, chain global → region → host, policy local"},
-		{"unknown key", "region", regionYAML + "colour: blue\n", 2, `line 7: unknown key "colour"`},
-		{"bad duration", "region", regionYAML + "control: {lease_ttl: soon}\n", 2, "must be a non-negative duration"},
+		{"unknown key", "region", regionYAML + "colour: blue\n", 2, `c.yaml:7: colour: unknown key (known here: tier, chain,`},
+		{"bad duration", "region", regionYAML + "control: {lease_ttl: soon}\n", 2, `c.yaml:7: control.lease_ttl: must be a non-negative duration such as 500ms or 2s, got "soon"`},
+		{"wrong type", "region", regionYAML + "control:\n  interval: 1s\n  max_moves: abc\n", 2, `c.yaml:9: control.max_moves: must be an integer, got "abc"`},
+		{"host bad quantity", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: lots}\n", 2, "c.yaml:4: capacity.cpu: must be a non-negative number"},
 		{"cycle", "region", regionYAML + "chain: [global, region, rack, region, host]\n", 2, `tier "region" appears twice (a cycle)`},
 		{"tier not in chain", "tier", strings.Replace(regionYAML, "tier: region", "tier: rack", 1), 2, `unknown tier "rack"`},
 		{"custom tier", "tier", strings.Replace(regionYAML, "tier: region", "tier: rack", 1) + "chain: [global, region, rack, host]\n", 0, "chain global → region → rack → host"},

@@ -314,7 +314,7 @@ assertions:
 		args []string
 		want string
 	}{
-		{[]string{"--scenario", bad("k.yaml", "duration: 1m\nbogus: 1\n")}, "line 2: field bogus not found"},
+		{[]string{"--scenario", bad("k.yaml", "duration: 1m\nbogus: 1\n")}, "k.yaml:2: bogus: unknown key"},
 		{[]string{"--scenario", bad("h.yaml", "duration: 1m\nevents:\n  - {at: 0, kind: drain, host: nope}\n")}, `h.yaml:3: events[0].host: host "nope" is not a host of the live cluster`},
 		{[]string{"--scenario", bad("t.yaml", "duration: 1m\ntopology:\n  regions: []\n")}, "t.yaml:2: topology: not allowed in a plan file"},
 		{[]string{"--scenario", bad("p.yaml", "duration: 1m\n"), "--policy", "nope"}, `--policy "nope"`},
