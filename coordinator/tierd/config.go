@@ -2,6 +2,7 @@ package tierd
 
 import (
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/strata-sched/strata/interfaces"
@@ -208,6 +209,13 @@ func (c Config) Validate() error {
 		return bad("listen.raft", "is required")
 	case c.GRPCAddr == "":
 		return bad("listen.grpc", "is required")
+	}
+	for _, l := range []struct{ key, addr string }{{"listen.raft", c.RaftAddr}, {"listen.grpc", c.GRPCAddr}} {
+		if err := checkAdvertised(l.key, l.addr); err != nil {
+			return err
+		}
+	}
+	switch {
 	case c.LeaseTTL < 100*time.Millisecond:
 		return bad("control.lease_ttl", "must be ≥ 100ms")
 	case c.Interval < 10*time.Millisecond:
@@ -236,6 +244,23 @@ func (c Config) Validate() error {
 		if len(c.Peers) > 0 && !found {
 			return bad("peers", "must include this node ("+c.NodeID+") when bootstrapping")
 		}
+	}
+	return nil
+}
+
+// checkAdvertised checks an address that is bound and also given to peers,
+// parents and the CLI (listen.raft, listen.grpc): host:port with a host they
+// can dial, so not all interfaces (0.0.0.0, ::, or no host).
+func checkAdvertised(key, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s: must be host:port (got %q): %w", key, addr, interfaces.ErrInvalid)
+	}
+	if port == "" {
+		return fmt.Errorf("%s: must be host:port with a port (got %q): %w", key, addr, interfaces.ErrInvalid)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return fmt.Errorf("%s: must name an address others can dial, not all interfaces (got %q): it is bound and also advertised to peers, parents and the CLI: %w", key, addr, interfaces.ErrInvalid)
 	}
 	return nil
 }

@@ -44,7 +44,7 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 func code(err error) codes.Code { return status.Code(err) }
 
 func TestConfigValidate(t *testing.T) {
-	base := Config{Tier: "region", Instance: "eu-1", NodeID: "n1", DataDir: "/tmp/x", RaftAddr: "a", GRPCAddr: "b", Parent: []string{"p"}}
+	base := Config{Tier: "region", Instance: "eu-1", NodeID: "n1", DataDir: "/tmp/x", RaftAddr: "127.0.0.1:1", GRPCAddr: "localhost:2", Parent: []string{"p"}}
 	tests := []struct {
 		mutate func(*Config)
 		want   string
@@ -54,6 +54,10 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.DataDir = "" }, "data_dir: is required"},
 		{func(c *Config) { c.RaftAddr = "" }, "listen.raft: is required"},
 		{func(c *Config) { c.GRPCAddr = "" }, "listen.grpc: is required"},
+		{func(c *Config) { c.RaftAddr = "0.0.0.0:7300" }, `listen.raft: must name an address others can dial, not all interfaces (got "0.0.0.0:7300")`},
+		{func(c *Config) { c.RaftAddr = ":7300" }, `listen.raft: must name an address others can dial`},
+		{func(c *Config) { c.GRPCAddr = "[::]:7400" }, `listen.grpc: must name an address others can dial`},
+		{func(c *Config) { c.GRPCAddr = "h1" }, `listen.grpc: must be host:port (got "h1")`},
 		{func(c *Config) { c.LeaseTTL = time.Millisecond }, "control.lease_ttl: must be ≥ 100ms"},
 		{func(c *Config) { c.Parent = nil }, "parent: tier region has no parent: give the gRPC addresses of the global tier's replicas"},
 		{func(c *Config) { c.Tier = "rack" }, `tier: unknown tier "rack": the chain is global → region → host`},
