@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -98,9 +99,13 @@ func TestCLIQuarantineAndRelease(t *testing.T) {
 		}
 		return nil
 	})
-	code, rel, errOut := runCLI("shards", "release", "poison/0", "--reason", "fixed the worker", "--addr", addr)
-	if code != 0 || !strings.Contains(rel, "released poison/0 at region/region-1") {
+	code, rel, errOut := runCLI("shards", "release", "poison/0", "--reason", "fixed the worker", "--addr", addr, "-o", "json")
+	var res releaseJSON
+	if code != 0 {
 		t.Fatalf("release: exit %d %s\n%s", code, errOut, rel)
+	}
+	if err := json.Unmarshal([]byte(rel), &res); err != nil || res.Shard != "poison/0" || len(res.Released) != 1 || res.Released[0].Tier != "region" || res.Released[0].Instance != "region-1" || !strings.Contains(res.Released[0].Quarantined, "poison/0") {
+		t.Fatalf("release -o json: %v\n%s", err, rel)
 	}
 	eventually(t, "running after the release", 30*time.Second, func() error {
 		if r := runningOn(c)["poison/0"]; len(r) != 1 {

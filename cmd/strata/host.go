@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
@@ -198,8 +200,12 @@ func waitHostEmpty(conns *adminConns, addr, host string, wait time.Duration) err
 		}
 		select {
 		case <-ctx.Done():
-			if err != nil {
+			// A call cut short by --wait itself is not the cluster's failure.
+			if err != nil && status.Code(err) != codes.DeadlineExceeded && status.Code(err) != codes.Canceled {
 				return remoteCallErr(addr, err)
+			}
+			if last < 0 {
+				return &exitError{code: 1, err: fmt.Errorf("host %q: no status of its shards arrived within --wait %v", host, wait)}
 			}
 			return &exitError{code: 1, err: fmt.Errorf("host %q still holds %d shards after --wait %v", host, last, wait)}
 		case <-tick.C:

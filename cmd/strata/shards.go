@@ -110,6 +110,7 @@ An unknown --job is an error (exit code 1).`,
 // that quarantined the shard and release it there.
 func newShardsReleaseCmd(g *globalOptions) *cobra.Command {
 	var cf clientFlags
+	var out outputFlag
 	var reason string
 	cmd := &cobra.Command{
 		Use:   "release SHARD",
@@ -125,6 +126,9 @@ that is not quarantined anywhere is an error (exit code 1).`,
 			if err := cf.check(); err != nil {
 				return err
 			}
+			if err := out.check(); err != nil {
+				return usageErr(err)
+			}
 			if err := interfaces.ValidateID("SHARD", args[0]); err != nil {
 				return usageErr(err)
 			}
@@ -134,7 +138,7 @@ that is not quarantined anywhere is an error (exit code 1).`,
 			if err != nil {
 				return err
 			}
-			released := 0
+			res := releaseJSON{Shard: args[0]}
 			var callErr error
 			// Instances that could not say: the tree walk's unreachable
 			// children first, then those whose Explain failed.
@@ -161,12 +165,12 @@ that is not quarantined anywhere is an error (exit code 1).`,
 					callErr = remoteCallErr(n.Address, err)
 					return
 				}
-				released++
-				fmt.Fprintf(g.stdout, "released %s at %s/%s (state index %d); it was quarantined: %s\n", args[0], r.GetTier(), r.GetInstance(), r.GetStateIndex(), resp.GetQuarantined())
+				res.Released = append(res.Released, releasedJSON{Tier: r.GetTier(), Instance: r.GetInstance(), StateIndex: r.GetStateIndex(), Quarantined: resp.GetQuarantined()})
 			})
 			if callErr != nil {
 				return callErr
 			}
+			released := len(res.Released)
 			if released == 0 && len(unasked) > 0 {
 				return &exitError{code: 1, err: fmt.Errorf("shard %s is not quarantined at any tier instance that answered; %d could not be asked:\n  %s", args[0], len(unasked), strings.Join(unasked, "\n  "))}
 			}
@@ -176,10 +180,17 @@ that is not quarantined anywhere is an error (exit code 1).`,
 			for _, w := range unasked {
 				fmt.Fprintf(g.stderr, "strata: warning: could not ask %s\n", w)
 			}
-			return nil
+			res.Unasked = unasked
+			return out.print(g.stdout, res, func(w io.Writer) error {
+				for _, r := range res.Released {
+					fmt.Fprintf(w, "released %s at %s/%s (state index %d); it was quarantined: %s\n", res.Shard, r.Tier, r.Instance, r.StateIndex, r.Quarantined)
+				}
+				return nil
+			})
 		},
 	}
 	cf.register(cmd)
+	out.register(cmd)
 	cmd.Flags().StringVar(&reason, "reason", "", "why it is released (recorded in the placement history)")
 	return cmd
 }
@@ -368,4 +379,19 @@ func printShardsTable(w io.Writer, rows []shardRowJSON, levels []string) error {
 		}
 	}
 	return nil
+}
+
+// releaseJSON is the -o json output of "strata shards release".
+type releaseJSON struct {
+	Shard    string         `json:"shard"`
+	Released []releasedJSON `json:"released"`
+	// Unasked lists the tier instances that could not be asked.
+	Unasked []string `json:"unasked,omitempty"`
+}
+
+type releasedJSON struct {
+	Tier        string `json:"tier"`
+	Instance    string `json:"instance"`
+	StateIndex  uint64 `json:"state_index"`
+	Quarantined string `json:"quarantined"`
 }
