@@ -98,8 +98,8 @@ func TestPlanCommand(t *testing.T) {
 		}
 		return nil
 	})
-	if code, _, _ := runCLI("plan", "apply", "--addr", addr, p.Token); code == 0 {
-		t.Error("a used token was accepted again")
+	if code, _, errOut := runCLI("plan", "apply", "--addr", addr, p.Token); code != 1 || !strings.Contains(errOut, "was used already: applied at") {
+		t.Errorf("a used token: exit %d, %q; want exit 1 saying it was applied", code, errOut)
 	}
 	if err := c.CloseAndCheckLedger(); err != nil {
 		t.Error(err)
@@ -304,8 +304,8 @@ assertions:
 		}
 		return nil
 	})
-	if code, _, _ := runCLI("plan", "apply", "--addr", addr, token); code == 0 {
-		t.Error("a used token was accepted again")
+	if code, _, errOut := runCLI("plan", "apply", "--addr", addr, token); code != 1 || !strings.Contains(errOut, "was used already: applied at") {
+		t.Errorf("a used token: exit %d, %q; want exit 1 saying it was applied", code, errOut)
 	}
 
 	// Bad files and flags: exit 2 with the file, line and key.

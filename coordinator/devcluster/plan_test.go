@@ -3,6 +3,7 @@ package devcluster
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,8 +83,8 @@ func TestPlanThenApply(t *testing.T) {
 		return allRunningOnce(c, 30)
 	})
 	// A token is used once; an old one is refused.
-	if _, err := ra.ApplyPlan(ctx, &wire.ApplyPlanRequest{Token: plan.Token}); status.Code(err) != codes.NotFound {
-		t.Errorf("reused token: got %v, want NotFound", err)
+	if _, err := ra.ApplyPlan(ctx, &wire.ApplyPlanRequest{Token: plan.Token}); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "was used already: applied at") {
+		t.Errorf("reused token: got %v, want FailedPrecondition saying it was applied", err)
 	}
 	old, err := ra.Plan(ctx, &wire.AdminPlanRequest{})
 	if err != nil {

@@ -27,6 +27,9 @@ type pendingPlan struct {
 	drain   []interfaces.ChildID
 	moves   []interfaces.Move
 	created time.Time
+	// used says how ApplyPlan used the token ("" while unused): a token is
+	// applied at most once, and a second try says what became of the first.
+	used string
 }
 
 // Plan returns the plan the policy would make for this instance under the
@@ -106,20 +109,31 @@ func (d *Daemon) ApplyPlan(ctx context.Context, req *wire.ApplyPlanRequest) (*wi
 	if resp, ok, err := forward(ctx, d, func(c wire.AdminClient) (*wire.ApplyPlanResponse, error) { return c.ApplyPlan(ctx, req) }); ok {
 		return resp, err
 	}
-	d.mu.Lock()
-	p, ok := d.plans[req.GetToken()]
-	d.mu.Unlock()
-	if !ok || time.Since(p.created) > planTTL {
-		return nil, wire.ToStatus(fmt.Errorf("plan token %q: unknown or expired (tokens live %v on the leader that made them): %w", req.GetToken(), planTTL, interfaces.ErrNotFound))
-	}
+	// Under decide: two applies of one token are decided one after the other.
 	d.decide.Lock()
 	defer d.decide.Unlock()
+	tok := req.GetToken()
+	d.mu.Lock()
+	p, ok := d.plans[tok]
+	d.mu.Unlock()
+	if !ok || time.Since(p.created) > planTTL {
+		return nil, wire.ToStatus(fmt.Errorf("plan token %q: unknown or expired (tokens live %v on the leader that made them): %w", tok, planTTL, interfaces.ErrNotFound))
+	}
+	if p.used != "" {
+		return nil, wire.ToStatus(fmt.Errorf("plan token %q was used already: %s; a token applies once, plan again: %w", tok, p.used, interfaces.ErrConflict))
+	}
 	if now := d.tier.FSM.AppliedIndex(); now != p.index {
 		return nil, wire.ToStatus(fmt.Errorf("the state changed since the plan was made (index %d, now %d); plan again: %w", p.index, now, interfaces.ErrConflict))
 	}
-	d.mu.Lock()
-	delete(d.plans, req.GetToken())
-	d.mu.Unlock()
+	markUsed := func(how string) {
+		d.mu.Lock()
+		if q, ok := d.plans[tok]; ok {
+			q.used = how
+			d.plans[tok] = q
+		}
+		d.mu.Unlock()
+	}
+	markUsed("an apply of it was in progress")
 	for _, id := range p.drain {
 		c, ok := d.tier.FSM.Child(id)
 		if !ok || c.State != interfaces.ChildActive {
@@ -127,13 +141,16 @@ func (d *Daemon) ApplyPlan(ctx context.Context, req *wire.ApplyPlanRequest) (*wi
 		}
 		c.State = interfaces.ChildDraining
 		if _, err := d.exec(ctx, &fsm.PutChild{Child: c}); err != nil {
+			markUsed(fmt.Sprintf("its apply failed (%v) after changing part of the state", err))
 			return nil, wire.ToStatus(err)
 		}
 	}
 	applied, _, err := d.commitMoves(ctx, p.moves, "plan applied by an operator")
 	if err != nil {
+		markUsed(fmt.Sprintf("its apply failed (%v)", err))
 		return nil, wire.ToStatus(err)
 	}
+	markUsed(fmt.Sprintf("applied at %s, %d moves committed (state index %d)", time.Now().UTC().Format(time.RFC3339), len(applied), d.tier.FSM.AppliedIndex()))
 	d.poke()
 	return &wire.ApplyPlanResponse{MovesCommitted: int64(len(applied)), StateIndex: d.tier.FSM.AppliedIndex()}, nil
 }
