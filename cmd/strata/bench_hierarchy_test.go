@@ -86,6 +86,7 @@ func TestBenchHierarchyTableAndErrors(t *testing.T) {
 		{[]string{"--regions", "0"}, "--regions: must be ≥ 1"},
 		{[]string{"--hosts", "5", "--regions", "6"}, "--regions: must be ≤ --hosts (5)"},
 		{[]string{"--policy", "annealing"}, `--policy: unknown policy "annealing"`},
+		{[]string{"--policy", "plugin"}, `--policy: policy "plugin" needs keys this benchmark does not set (usable here: exact, greedy, local, spread)`},
 		{[]string{"--region-target", "0.9"}, "--region-target: must be 0 (none) or a number ≥ 1"},
 		{[]string{"--global-target", "NaN"}, "--global-target: must be 0 (none) or a number ≥ 1"},
 		{[]string{"--change", "1.5"}, "--change: must be in [0, 1]"},

@@ -64,7 +64,11 @@ strata shards, strata explain …) reach it at --addr, their default. Ctrl-C sto
 			if shards > 0 {
 				fmt.Fprintf(g.stdout, "Submitted job \"sample\" with %d shards.\n", shards)
 			}
-			fmt.Fprintln(g.stdout, "Try, in another terminal: strata status · strata shards --job sample · strata explain sample/0 · strata host drain region-1-host-1")
+			if shards > 0 {
+				fmt.Fprintln(g.stdout, "Try, in another terminal: strata status · strata shards --job sample · strata explain sample/0 · strata host drain region-1-host-1")
+			} else {
+				fmt.Fprintln(g.stdout, "Try, in another terminal: strata status · strata job submit deploy/examples/job.yaml · strata host drain region-1-host-1")
+			}
 			fmt.Fprintln(g.stdout, "Press Ctrl-C to stop.")
 			<-ctx.Done()
 			fmt.Fprintln(g.stdout, "stopping")

@@ -83,6 +83,13 @@ func runSim(ctx context.Context, g *globalOptions, f *simFlags, file string, com
 	if err := f.out.check(); err != nil {
 		return err
 	}
+	if f.dir != "" {
+		// Before the run, not after it: a directory that cannot be made
+		// should not cost the whole simulation.
+		if err := os.MkdirAll(f.dir, 0o755); err != nil {
+			return usageErr(fmt.Errorf("--out: %w", err))
+		}
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}

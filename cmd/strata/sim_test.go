@@ -137,4 +137,13 @@ func TestSimBadInput(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q, want non-zero and %q", c.args, code, stderr, c.want)
 		}
 	}
+	// An --out that cannot be made fails before the run: nothing on stdout.
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCLI("sim", "run", writeScenario(t, cliScenario), "--out", filepath.Join(file, "dir"))
+	if code != 2 || out != "" || !strings.Contains(stderr, "--out: mkdir") {
+		t.Errorf("--out under a file: exit %d, stdout %q, stderr %q; want exit 2 before the run", code, out, stderr)
+	}
 }
