@@ -50,7 +50,7 @@ func TestChainScenarioErrors(t *testing.T) {
 		{"unknown tier", "chain: [global, region, rack, host]", "chain: [global, region, shelf, host]", []string{"c.yaml:20:", "policies[1].chain[2]", `unknown tier "shelf"`}},
 		{"rack above region", "chain: [global, region, rack, host]", "chain: [global, rack, region, host]", []string{"c.yaml:20:", "policies[1].chain", "[global, region, rack, host]"}},
 		{"rack without racks", "  racks_per_region: 3\n", "", []string{"c.yaml:19:", "policies[1].chain", "racks_per_region"}},
-		{"negative racks", "racks_per_region: 3", "racks_per_region: -1", []string{"c.yaml:5:", "topology.racks_per_region", "≥ 0"}},
+		{"negative racks", "racks_per_region: 3", "racks_per_region: -1", []string{"c.yaml:5:", "topology.racks_per_region", "must be in [0, 10000] (got -1)"}},
 		{"tier not in chain", "tiers: {global: simtest-greedy, region: simtest-greedy}", "tiers: {global: simtest-greedy, region: simtest-greedy, rack: local}", []string{"c.yaml:18:", "policies[0].tiers.rack", "not a planning tier"}},
 		{"host has no policy", "rack: simtest-greedy}", "rack: simtest-greedy, host: local}", []string{"c.yaml:21:", "policies[1].tiers.host"}},
 		{"unknown tier policy", "region: spread", "region: scatter", []string{"c.yaml:21:", "policies[1].tiers.region", `unknown policy "scatter"`}},

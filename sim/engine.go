@@ -371,6 +371,9 @@ func newEngine(sc *Scenario, spec PolicySpec, seed uint64, replay *replaySeries,
 	} else if err := buildWorkload(w, sc, rng, replay); err != nil {
 		return nil, err
 	}
+	if err := sc.checkConstraintShards(spec, w); err != nil {
+		return nil, err
+	}
 	e := &engine{sc: sc, spec: spec, seed: seed, w: w, replay: replay, gpol: gp, rpol: rp, rack: kp, pending: map[[2]int64]bool{}, cfg: sc.ControlConfig(spec)}
 	if err := e.newInstances(); err != nil {
 		return nil, fmt.Errorf("policies %s: %w", spec.Name, err)
@@ -1186,4 +1189,26 @@ func round4(x float64) float64 {
 		return x
 	}
 	return math.Round(x*1e4) / 1e4
+}
+
+// checkConstraintShards checks that every shard an operator constraint of spec
+// names is in the world (the workload, replay or live state, known only once
+// built): a constraint on a missing shard would fail every solve of its tier.
+func (sc *Scenario) checkConstraintShards(spec PolicySpec, w *world) error {
+	var known map[string]bool
+	pi := slices.IndexFunc(sc.Policies, func(p PolicySpec) bool { return p.Name == spec.Name })
+	for k, c := range spec.Constraints {
+		for m, id := range c.Shards {
+			if known == nil {
+				known = make(map[string]bool, len(w.shardID))
+				for _, s := range w.shardID {
+					known[string(s)] = true
+				}
+			}
+			if !known[id] {
+				return sc.fail(p("policies", pi, "constraints", k, "shards", m), "shard %q is not in the workload", id)
+			}
+		}
+	}
+	return nil
 }

@@ -87,6 +87,9 @@ func parseReplay(r io.Reader, name string, scale float64) (*replaySeries, error)
 			}
 			vals[i] = v
 		}
+		if vals[0] >= maxReplaySeconds {
+			return nil, fmt.Errorf("%s:%d: time must be below %g seconds (got %q): %w", name, line, maxReplaySeconds, rec[0], interfaces.ErrInvalid)
+		}
 		id := strings.TrimSpace(rec[1])
 		if err := interfaces.ValidateID("shard", id); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
@@ -110,6 +113,12 @@ func parseReplay(r io.Reader, name string, scale float64) (*replaySeries, error)
 	sort.SliceStable(s.rows, func(a, b int) bool { return s.rows[a].t < s.rows[b].t })
 	return s, nil
 }
+
+// maxReplaySeconds bounds a replay row's time: time.Duration's range.
+const maxReplaySeconds = float64(math.MaxInt64) / float64(time.Second)
+
+// maxArrivalBins bounds the bins of an arrival series (80 MB of them).
+const maxArrivalBins = 10_000_000
 
 // arrivalSeries is a real arrival series turned into a rate multiplier: one value
 // per bin, mean 1.
@@ -173,7 +182,7 @@ func parseArrivals(r io.Reader, name string, spec *ArrivalsSpec) (*arrivalSeries
 			}
 			ctx, err1 := strconv.ParseFloat(strings.TrimSpace(rec[1]), 64)
 			gen, err2 := strconv.ParseFloat(strings.TrimSpace(rec[2]), 64)
-			if err1 != nil || err2 != nil || ctx < 0 || gen < 0 {
+			if err1 != nil || err2 != nil || !(ctx >= 0) || !(gen >= 0) || math.IsInf(ctx+gen, 0) {
 				return nil, fmt.Errorf("%s:%d: token counts must be numbers ≥ 0: %w", name, line, interfaces.ErrInvalid)
 			}
 			times = append(times, ts.Sub(t0).Seconds())
@@ -190,6 +199,9 @@ func parseArrivals(r io.Reader, name string, spec *ArrivalsSpec) (*arrivalSeries
 				}
 				return nil, fmt.Errorf("%s:%d: %q is not a time in seconds: %w", name, line, rec[0], interfaces.ErrInvalid)
 			}
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, fmt.Errorf("%s:%d: %q is not a finite time in seconds: %w", name, line, rec[0], interfaces.ErrInvalid)
+			}
 			times = append(times, v)
 			weights = append(weights, 1)
 		}
@@ -201,6 +213,9 @@ func parseArrivals(r io.Reader, name string, spec *ArrivalsSpec) (*arrivalSeries
 	minT, maxT := times[0], times[0]
 	for _, t := range times {
 		minT, maxT = math.Min(minT, t), math.Max(maxT, t)
+	}
+	if span := (maxT - minT) / binS; span >= maxArrivalBins {
+		return nil, fmt.Errorf("workload.arrivals.bin: %v cuts the %gs from the first arrival of %s to the last into more than %d bins (raise bin): %w", spec.Bin.D(), maxT-minT, name, maxArrivalBins, interfaces.ErrInvalid)
 	}
 	n := int((maxT-minT)/binS) + 1
 	bins := make([]float64, n)

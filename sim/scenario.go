@@ -443,6 +443,18 @@ func (sc *Scenario) checkControl() error {
 		}
 		return sc.fail(where, "%s", rule)
 	}
+	if sc.Control != nil && sc.Control.MaxBytes != nil {
+		if err := sc.checkBytes(p("control", "max_bytes"), *sc.Control.MaxBytes); err != nil {
+			return err
+		}
+	}
+	for i, pol := range sc.Policies {
+		if pol.Control != nil && pol.Control.MaxBytes != nil {
+			if err := sc.checkBytes(p("policies", i, "control", "max_bytes"), *pol.Control.MaxBytes); err != nil {
+				return err
+			}
+		}
+	}
 	base := control.DefaultConfig()
 	keys := sc.Control.apply(&base)
 	if err := check(base, keys, p("control"), nil); err != nil {
@@ -580,6 +592,10 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 		return fmt.Errorf("line %d: want a duration like 30s or 5m", n.Line)
 	}
 	if v, err := strconv.ParseFloat(n.Value, 64); err == nil {
+		// Seconds; time.Duration holds ±292 years.
+		if math.IsNaN(v) || math.Abs(v) >= float64(math.MaxInt64)/float64(time.Second) {
+			return fmt.Errorf("line %d: %q is not a duration in range (want e.g. 30s, 5m, 2h, or seconds up to 292 years)", n.Line, n.Value)
+		}
 		*d = Duration(v * float64(time.Second))
 		return nil
 	}
@@ -820,6 +836,27 @@ func (sc *Scenario) fail(path []any, rule string, args ...any) error {
 
 func p(parts ...any) []any { return parts }
 
+// Size limits of a scenario: far above what the simulator runs in minutes
+// (docs/benchmarks.md), and low enough that a typo fails validation instead of
+// exhausting memory.
+const (
+	MaxHosts          = 1_000_000
+	MaxShards         = 10_000_000
+	MaxRacksPerRegion = 10_000
+)
+
+// maxBytes bounds byte counts (state sizes, byte budgets): 4 EiB, far from
+// int64's limit, so sums of a few stay in range.
+const maxBytes = 1 << 62
+
+// checkBytes checks a byte count that becomes an int64.
+func (sc *Scenario) checkBytes(path []any, q Quantity) error {
+	if q > maxBytes {
+		return sc.fail(path, "must be at most 4Ei bytes (got %v)", float64(q))
+	}
+	return nil
+}
+
 func (sc *Scenario) checkLoad(path []any, l LoadSpec, capacity bool) error {
 	for _, f := range []struct {
 		k string
@@ -882,6 +919,9 @@ func rackName(region string, k int) string { return fmt.Sprintf("%s-r%d", region
 // validate checks everything that can be checked without running, and names the
 // line and key of the first problem.
 func (sc *Scenario) validate() error {
+	if path, v, ok := yamlerr.NonFinite(sc); ok {
+		return sc.fail(path, "must be a finite number (got %v)", v)
+	}
 	if sc.Duration <= 0 {
 		return sc.fail(p("duration"), "is required and must be > 0")
 	}
@@ -931,7 +971,10 @@ func (sc *Scenario) validate() error {
 		return sc.fail(p("model", "move_budget"), "is no longer supported: the simulator runs the daemons' controller (tiers/control), whose PI budget is bounded by control.min_moves, max_moves and max_bytes")
 	}
 
-	// Topology.
+	// Topology. totalHosts and totalShards count what the file asks for
+	// (regions' hosts, listed hosts, add_hosts events; jobs' shards) against
+	// MaxHosts and MaxShards.
+	totalHosts, totalShards := 0, 0
 	if len(sc.Topology.Regions) == 0 && len(sc.Topology.Hosts) == 0 {
 		return sc.fail(p("topology"), "needs regions or hosts")
 	}
@@ -948,6 +991,9 @@ func (sc *Scenario) validate() error {
 		seenRegion[r.Name] = true
 		if r.Hosts <= 0 {
 			return sc.fail(append(path, "hosts"), "must be > 0 (got %d)", r.Hosts)
+		}
+		if totalHosts += r.Hosts; r.Hosts > MaxHosts || totalHosts > MaxHosts {
+			return sc.fail(append(path, "hosts"), "the topology may hold at most %d hosts (this brings it to %d)", MaxHosts, totalHosts)
 		}
 		if err := sc.checkFraction(append(path, "jitter"), r.Jitter, 0, 0.9); err != nil {
 			return err
@@ -972,6 +1018,9 @@ func (sc *Scenario) validate() error {
 	}
 	for i, h := range sc.Topology.Hosts {
 		path := p("topology", "hosts", i)
+		if totalHosts++; totalHosts > MaxHosts {
+			return sc.fail(path, "the topology may hold at most %d hosts", MaxHosts)
+		}
 		if err := sc.checkID(append(path, "name"), h.Name); err != nil {
 			return err
 		}
@@ -986,8 +1035,8 @@ func (sc *Scenario) validate() error {
 			return err
 		}
 	}
-	if sc.Topology.RacksPerRegion < 0 {
-		return sc.fail(p("topology", "racks_per_region"), "must be ≥ 0 (got %d)", sc.Topology.RacksPerRegion)
+	if n := sc.Topology.RacksPerRegion; n < 0 || n > MaxRacksPerRegion {
+		return sc.fail(p("topology", "racks_per_region"), "must be in [0, %d] (got %d)", MaxRacksPerRegion, n)
 	}
 	hosts, regions := sc.hostNames()
 
@@ -1009,11 +1058,17 @@ func (sc *Scenario) validate() error {
 		if j.Shards <= 0 {
 			return sc.fail(append(path, "shards"), "must be > 0 (got %d)", j.Shards)
 		}
+		if totalShards += j.Shards; j.Shards > MaxShards || totalShards > MaxShards {
+			return sc.fail(append(path, "shards"), "the workload may hold at most %d shards (this brings it to %d)", MaxShards, totalShards)
+		}
 		if err := sc.checkLoad(append(path, "load"), j.Load, false); err != nil {
 			return err
 		}
 		if j.InputRate < 0 || math.IsNaN(j.InputRate) || math.IsInf(j.InputRate, 0) {
 			return sc.fail(append(path, "input_rate"), "must be a finite number ≥ 0 (got %v)", j.InputRate)
+		}
+		if err := sc.checkBytes(append(path, "state_bytes"), j.StateBytes); err != nil {
+			return err
 		}
 		if j.StateBytes < 0 {
 			return sc.fail(append(path, "state_bytes"), "must be ≥ 0")
@@ -1060,6 +1115,9 @@ func (sc *Scenario) validate() error {
 		jobs[r.Job] = true
 		if r.Scale <= 0 {
 			return sc.fail(p("workload", "replay", "scale"), "must be > 0")
+		}
+		if err := sc.checkBytes(p("workload", "replay", "state_bytes"), r.StateBytes); err != nil {
+			return err
 		}
 		if r.StateBytes < 0 {
 			return sc.fail(p("workload", "replay", "state_bytes"), "must be ≥ 0")
@@ -1127,6 +1185,11 @@ func (sc *Scenario) validate() error {
 		if a.Bin <= 0 || a.Offset < 0 || a.Scale <= 0 {
 			return sc.fail(path, "bin and scale must be > 0, offset ≥ 0")
 		}
+		// The series is read at offset + t × scale for t up to duration: keep
+		// that inside time.Duration's range.
+		if end := float64(a.Offset) + float64(sc.Duration)*a.Scale; end > math.MaxInt64/2 {
+			return sc.fail(path, "offset + duration × scale must stay within 146 years (got %v + %v × %v)", a.Offset.D(), sc.Duration.D(), a.Scale)
+		}
 	}
 
 	// Events. An unknown host or region is named with some of the known ones.
@@ -1163,6 +1226,9 @@ func (sc *Scenario) validate() error {
 			}
 			if e.Count <= 0 {
 				return sc.fail(append(path, "count"), "must be > 0")
+			}
+			if totalHosts += e.Count; e.Count > MaxHosts || totalHosts > MaxHosts {
+				return sc.fail(append(path, "count"), "the topology may hold at most %d hosts (this brings it to %d)", MaxHosts, totalHosts)
 			}
 			if err := sc.checkLoad(append(path, "capacity"), e.Capacity, true); err != nil {
 				return err
@@ -1248,6 +1314,12 @@ func (sc *Scenario) validate() error {
 			}
 			if c.Max < 0 || c.MaxBytes < 0 {
 				return sc.fail(cp, "max and max_bytes must be ≥ 0")
+			}
+			if err := sc.checkBytes(append(cp, "max_bytes"), c.MaxBytes); err != nil {
+				return err
+			}
+			if c.Kind == "pin" && len(c.Children) > 1 {
+				return sc.fail(append(cp, "children"), "must name exactly one child for pin (got %d)", len(c.Children))
 			}
 			if (c.Kind == "avoid" || c.Kind == "allowed" || c.Kind == "pin" || c.Kind == "capacity") && len(c.Children) == 0 {
 				return sc.fail(append(cp, "children"), "is required for %s", c.Kind)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -155,27 +156,29 @@ func writeSimDir(dir string, rep sim.Report, res *sim.Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
-	write := func(name string, fn func(io.Writer) error) error {
-		fh, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
+	// Render every file first: one that fails to render leaves no file
+	// written or half-written.
+	files := []struct {
+		name   string
+		render func(io.Writer) error
+	}{
+		{"summary.json", func(w io.Writer) error { return sim.WriteJSON(w, rep) }},
+		{"timeseries.csv", func(w io.Writer) error { return sim.WriteCSV(w, res) }},
+		{"report.html", func(w io.Writer) error { return sim.WriteHTML(w, rep, res) }},
+		{"overview.svg", func(w io.Writer) error { _, err := io.WriteString(w, sim.OverviewSVG(res)); return err }},
+	}
+	bufs := make([]bytes.Buffer, len(files))
+	for i, f := range files {
+		if err := f.render(&bufs[i]); err != nil {
+			return fmt.Errorf("--out: %s: %w", f.name, err)
+		}
+	}
+	for i, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, f.name), bufs[i].Bytes(), 0o644); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
-		if err := fn(fh); err != nil {
-			fh.Close()
-			return err
-		}
-		return fh.Close()
 	}
-	if err := write("summary.json", func(w io.Writer) error { return sim.WriteJSON(w, rep) }); err != nil {
-		return err
-	}
-	if err := write("timeseries.csv", func(w io.Writer) error { return sim.WriteCSV(w, res) }); err != nil {
-		return err
-	}
-	if err := write("report.html", func(w io.Writer) error { return sim.WriteHTML(w, rep, res) }); err != nil {
-		return err
-	}
-	return write("overview.svg", func(w io.Writer) error { _, err := io.WriteString(w, sim.OverviewSVG(res)); return err })
+	return nil
 }
 
 // progressBar draws a bar on stderr once a run has taken more than a second.

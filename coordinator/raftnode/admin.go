@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
@@ -83,8 +84,11 @@ func (n *Node) registerAdmin() {
 		if !decodeBody(w, r, &req, n) {
 			return
 		}
-		if n.stream != nil {
-			n.stream.LearnAdminAddr(req.RaftAddr, req.AdminAddr)
+		if req.AdminAddr != "" {
+			if _, _, err := net.SplitHostPort(req.AdminAddr); err != nil {
+				WriteError(w, fmt.Errorf("join: admin address %q: must be host:port: %w", req.AdminAddr, interfaces.ErrInvalid), n)
+				return
+			}
 		}
 		err := n.AddVoter(r.Context(), req.ID, req.RaftAddr)
 		if n.forwardIfNotLeader(w, r, err, "/v1/raft/join", req) {
@@ -93,6 +97,11 @@ func (n *Node) registerAdmin() {
 		if err != nil {
 			WriteError(w, err, n)
 			return
+		}
+		// Only a join the group accepted teaches the leader the new server's
+		// admin address (the others learn it from its transport Hello).
+		if n.stream != nil {
+			n.stream.LearnAdminAddr(req.RaftAddr, req.AdminAddr)
 		}
 		writeJSON(w, http.StatusOK, struct{}{})
 	})

@@ -37,6 +37,8 @@ func TestAdminEndpointRejectsBadInput(t *testing.T) {
 	}{
 		{"join without id", http.MethodPost, "/v1/raft/join", raftnode.JoinRequest{RaftAddr: "127.0.0.1:1"}, interfaces.ErrInvalid, "join: id: must not be empty"},
 		{"join bad address", http.MethodPost, "/v1/raft/join", raftnode.JoinRequest{ID: "b", RaftAddr: "nowhere"}, interfaces.ErrInvalid, `raft address "nowhere": must be host:port`},
+		{"join rejected with an admin address", http.MethodPost, "/v1/raft/join", raftnode.JoinRequest{RaftAddr: "10.0.0.9:7000", AdminAddr: "evil.example:1"}, interfaces.ErrInvalid, "join: id: must not be empty"},
+		{"join bad admin address", http.MethodPost, "/v1/raft/join", raftnode.JoinRequest{ID: "b", RaftAddr: "10.0.0.9:7000", AdminAddr: "evil"}, interfaces.ErrInvalid, `admin address "evil": must be host:port`},
 		{"remove unknown", http.MethodPost, "/v1/raft/remove", raftnode.RemoveRequest{ID: "zz"}, interfaces.ErrNotFound, `server "zz"`},
 		{"unknown body field", http.MethodPost, "/v1/raft/remove", map[string]string{"idd": "x"}, interfaces.ErrInvalid, `unknown field "idd"`},
 		{"garbage command", http.MethodPost, "/v1/raft/apply", raftnode.ApplyRequest{Command: []byte{0xff, 1, 2}}, interfaces.ErrInvalid, ""},
@@ -54,6 +56,10 @@ func TestAdminEndpointRejectsBadInput(t *testing.T) {
 				t.Fatalf("%s %s: %v, want %v containing %q", tt.method, tt.path, err, tt.sentinel, tt.msg)
 			}
 		})
+	}
+	// A rejected join taught the replica nothing (no half-applied request).
+	if addr, ok := tr.StreamLayer().AdminAddrOf("10.0.0.9:7000"); ok {
+		t.Errorf("a rejected join recorded admin address %q for 10.0.0.9:7000", addr)
 	}
 	// Test-mode endpoints are off unless asked for.
 	if err := c.SetBlocked(ctx, nil); err == nil {

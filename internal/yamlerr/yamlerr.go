@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -305,4 +307,63 @@ func Key(path []any) string {
 		}
 	}
 	return b.String()
+}
+
+// NonFinite finds the first float field of v (a struct or pointer to one,
+// walked in declaration order through nested structs, lists and maps with
+// string keys, as YAML names them) holding NaN or ±Inf: its path (for Key and
+// line lookups) and value. ok is false when every float is finite. A
+// decoded file can hold ".nan" or ".inf" in any float key; no key of Strata's
+// files means anything by them.
+func NonFinite(v any) (path []any, val float64, ok bool) {
+	var walk func(x reflect.Value, path []any) bool
+	walk = func(x reflect.Value, p []any) bool {
+		switch x.Kind() {
+		case reflect.Pointer, reflect.Interface:
+			if x.IsNil() {
+				return false
+			}
+			return walk(x.Elem(), p)
+		case reflect.Float32, reflect.Float64:
+			if f := x.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
+				path, val = p, f
+				return true
+			}
+		case reflect.Struct:
+			t := x.Type()
+			for i := 0; i < t.NumField(); i++ {
+				name, inline := yamlName(t.Field(i))
+				switch {
+				case inline:
+					if walk(x.Field(i), p) {
+						return true
+					}
+				case name != "":
+					if walk(x.Field(i), append(p[:len(p):len(p)], name)) {
+						return true
+					}
+				}
+			}
+		case reflect.Slice, reflect.Array:
+			for i := 0; i < x.Len(); i++ {
+				if walk(x.Index(i), append(p[:len(p):len(p)], i)) {
+					return true
+				}
+			}
+		case reflect.Map:
+			if x.Type().Key().Kind() != reflect.String {
+				return false
+			}
+			keys := x.MapKeys()
+			slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+			for _, k := range keys {
+				if walk(x.MapIndex(k), append(p[:len(p):len(p)], k.String())) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	ok = walk(reflect.ValueOf(v), nil)
+	return path, val, ok
 }

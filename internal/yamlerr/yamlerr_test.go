@@ -2,6 +2,7 @@ package yamlerr
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/strata-sched/strata/interfaces"
@@ -70,5 +71,37 @@ func TestDecodeNamesLineAndKey(t *testing.T) {
 	}
 	if v.Count != 2 || v.Control.Max != 4 || v.Control.Interval.v != "1s" || len(v.Items) != 1 || v.Items[0].Tags[0] != "x" {
 		t.Errorf("decoded %+v", v)
+	}
+}
+
+func TestNonFinite(t *testing.T) {
+	var v cfg
+	if _, _, ok := NonFinite(&v); ok {
+		t.Fatal("zero value reported non-finite")
+	}
+	for in, want := range map[string]string{
+		"items: [{name: a, w: 1}, {name: b, w: .nan}]\n": "items[1].w",
+		"items: [{name: a, w: -.inf}]\n":                 "items[0].w",
+	} {
+		var v cfg
+		if err := Decode("f.yaml", []byte(in), &v); err != nil {
+			t.Fatal(err)
+		}
+		path, _, ok := NonFinite(&v)
+		if !ok || Key(path) != want {
+			t.Errorf("%q: %v %v, want %s", in, path, ok, want)
+		}
+	}
+	type withMap struct {
+		M map[string]struct {
+			X float64 `yaml:"x"`
+		} `yaml:"m"`
+	}
+	var w withMap
+	if err := Decode("f.yaml", []byte("m: {b: {x: 1}, a: {x: .inf}}\n"), &w); err != nil {
+		t.Fatal(err)
+	}
+	if path, val, ok := NonFinite(&w); !ok || Key(path) != "m.a.x" || !math.IsInf(val, 1) {
+		t.Errorf("map: %v %v %v", path, val, ok)
 	}
 }
