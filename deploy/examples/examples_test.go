@@ -163,7 +163,7 @@ func runCases(t *testing.T, cases []daemonCase) {
 			t.Run("starts", func(t *testing.T) { expectRunning(t, c.args, cfg) })
 			t.Run("unknown key rejected", func(t *testing.T) {
 				bad := append(append([]byte{}, cfg...), []byte("\nno_such_key: 1\n")...)
-				expectConfigError(t, c.args, bad, `unknown key "no_such_key"`)
+				expectConfigError(t, c.args, bad, `: no_such_key: unknown key (known here: `)
 			})
 		})
 	}
