@@ -197,8 +197,14 @@ func (a *Agent) step(ctx context.Context, f func(*Core) ([]Effect, error)) error
 func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 	var errs []error
 	skip := map[interfaces.ShardID]bool{}
+	// kept: shards whose stop failed; the core put them back as they were, so
+	// nothing more of this call is carried out for them.
+	kept := map[interfaces.ShardID]bool{}
 	for i := 0; i < len(effs); i++ {
 		e := effs[i]
+		if kept[e.Shard] && e.Kind != EffLease {
+			continue
+		}
 		switch e.Kind {
 		case EffPersist:
 			if err := a.store.Put(e.Record); err != nil {
@@ -243,10 +249,16 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 			}
 		case EffStop:
 			if err := driver.IgnoreNotFound(a.cfg.Driver.Stop(e.Shard)); err != nil {
-				// The shard may still run: do not record a stop.
+				// The shard may still run: do not record a stop, keep holding
+				// it (the core undoes the change that asked for the stop), and
+				// carry out nothing more of that change.
 				errs = append(errs, fmt.Errorf("stop %s@%d: %w", e.Shard, e.Epoch, err))
+				if a.core.StopFailed(e.Shard, e.Epoch) {
+					kept[e.Shard] = true
+				}
 				continue
 			}
+			a.core.StopDone(e.Shard, e.Epoch)
 			if _, err := a.ledger.Append(e.Shard, e.Epoch, ledger.EventStop, a.cfg.Clock.Now().UnixNano()); err != nil {
 				errs = append(errs, err)
 			}

@@ -122,6 +122,21 @@ type Core struct {
 	failed   map[interfaces.ShardID]failure
 	leased   bool
 	deadline time.Time
+	// undo holds, per shard, what a call changed when it asked for a running
+	// shard to be stopped (revoke, a newer assign, the self-fence): the
+	// executor reports the stop's outcome (StopDone, StopFailed) before the
+	// next call, and a failed stop puts it back — the shard still runs, so
+	// the agent must keep holding it, and keep trying to stop it.
+	undo map[interfaces.ShardID]stopUndo
+}
+
+// stopUndo is the state of one shard before a stop was asked for.
+type stopUndo struct {
+	rec       Record // as it was: running (not fenced)
+	tomb      interfaces.Epoch
+	hadTomb   bool
+	fail      failure
+	hadFailed bool
 }
 
 // NewCore builds a core from persisted state. Every loaded record starts fenced:
@@ -133,6 +148,7 @@ func NewCore(lease LeaseConfig, records []Record, tombs map[interfaces.ShardID]i
 		shards: make(map[interfaces.ShardID]*Record, len(records)),
 		tombs:  make(map[interfaces.ShardID]interfaces.Epoch, len(tombs)),
 		failed: map[interfaces.ShardID]failure{},
+		undo:   map[interfaces.ShardID]stopUndo{},
 	}
 	for _, r := range records {
 		r := r
@@ -193,23 +209,77 @@ func (c *Core) Tombstone(shard interfaces.ShardID) (interfaces.Epoch, bool) {
 
 // expire fences every running shard when the lease has run out at now: stop,
 // then persist the fenced flag.
+//
+// Without a valid lease it also fences any shard still running — one whose
+// stop failed at an earlier fence (StopFailed): every call retries the stop.
 func (c *Core) expire(now time.Time) []Effect {
-	if !c.leased || now.Before(c.deadline) {
+	if c.leased && now.Before(c.deadline) {
 		return nil
 	}
 	c.leased = false
-	var effs []Effect
-	for _, id := range c.sortedIDs() {
-		r := c.shards[id]
-		if r.Fenced {
-			continue
+	var ids []interfaces.ShardID
+	for id, r := range c.shards {
+		if !r.Fenced {
+			ids = append(ids, id)
 		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var effs []Effect
+	for _, id := range ids {
+		r := c.shards[id]
+		c.noteStop(id)
 		r.Fenced = true
 		effs = append(effs,
 			Effect{Kind: EffStop, Shard: id, Epoch: r.Epoch},
 			Effect{Kind: EffPersist, Shard: id, Epoch: r.Epoch, Record: *r})
 	}
 	return effs
+}
+
+// noteStop records shard's state before a stop of it is asked for (undo).
+func (c *Core) noteStop(shard interfaces.ShardID) {
+	u := stopUndo{rec: *c.shards[shard]}
+	u.tomb, u.hadTomb = c.tombs[shard]
+	u.fail, u.hadFailed = c.failed[shard]
+	c.undo[shard] = u
+}
+
+// StopDone tells the core that the driver stopped shard (running at epoch) as
+// asked: the change that asked for it stands.
+func (c *Core) StopDone(shard interfaces.ShardID, epoch interfaces.Epoch) {
+	if u, ok := c.undo[shard]; ok && u.rec.Epoch == epoch {
+		delete(c.undo, shard)
+	}
+}
+
+// StopFailed tells the core that the driver could not stop shard (running at
+// epoch): the shard may still run, so the change that asked for the stop is
+// undone — the shard is held and running again at epoch, with its tombstone as
+// before — and the rest of that change must not be carried out (the executor
+// skips the shard's later effects of the call). It reports whether there was
+// such a change. The caller's error says the stop failed: a revoke is not
+// acknowledged (the parent sends it again, and it stops the shard then), an
+// assign under a newer epoch is refused, and the self-fence is retried at the
+// next call (Tick).
+func (c *Core) StopFailed(shard interfaces.ShardID, epoch interfaces.Epoch) bool {
+	u, ok := c.undo[shard]
+	if !ok || u.rec.Epoch != epoch {
+		return false
+	}
+	delete(c.undo, shard)
+	rec := u.rec
+	c.shards[shard] = &rec
+	if u.hadTomb {
+		c.tombs[shard] = u.tomb
+	} else {
+		delete(c.tombs, shard)
+	}
+	if u.hadFailed {
+		c.failed[shard] = u.fail
+	} else {
+		delete(c.failed, shard)
+	}
+	return true
 }
 
 func (c *Core) sortedIDs() []interfaces.ShardID {
@@ -305,6 +375,7 @@ func (c *Core) Assign(now time.Time, spec interfaces.Shard, epoch interfaces.Epo
 			Effect{Kind: EffStart, Shard: id, Epoch: epoch, Record: *r}), nil
 	}
 	if held && !r.Fenced {
+		c.noteStop(id)
 		effs = append(effs, Effect{Kind: EffStop, Shard: id, Epoch: r.Epoch})
 	}
 	nr := &Record{Spec: spec, Epoch: epoch}
@@ -346,6 +417,7 @@ func (c *Core) Revoke(now time.Time, shard interfaces.ShardID, epoch interfaces.
 		return effs, staleErr("revoke", shard, r.Epoch, epoch, "held")
 	}
 	if !r.Fenced {
+		c.noteStop(shard)
 		effs = append(effs, Effect{Kind: EffStop, Shard: shard, Epoch: r.Epoch})
 	}
 	delete(c.shards, shard)

@@ -1,0 +1,123 @@
+package hostagent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-sched/strata/coordinator/hostagent/driver/synthetic"
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// stickyDriver is the synthetic driver whose next failStops stops fail (the
+// process does not go away).
+type stickyDriver struct {
+	*synthetic.Driver
+	failStops int
+}
+
+func (d *stickyDriver) Stop(id interfaces.ShardID) error {
+	if d.failStops > 0 {
+		d.failStops--
+		return errors.New("kill: operation not permitted")
+	}
+	return d.Driver.Stop(id)
+}
+
+// runs reports the epoch the driver runs shard under (0: not running).
+func (d *stickyDriver) runs(shard interfaces.ShardID) interfaces.Epoch { return d.Running()[shard] }
+
+// A stop that fails leaves the shard running in the driver: the agent must keep
+// holding it (so it reports it, and a retry stops it), must not acknowledge a
+// revoke, must not start a newer epoch beside it, and must keep trying to
+// fence it after its lease ran out. Each of these used to drop the shard while
+// the driver still ran it: a shard on two hosts.
+func TestFailedStopKeepsTheShard(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	d := &stickyDriver{Driver: r.synth}
+	a := r.openWith(t, "h1", d)
+	defer a.Close()
+	now := r.clock.Now()
+	if err := a.LeaseGrant(ctx, now, 10*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"a", "b", "c"} {
+		if err := a.Assign(ctx, now, spec(s), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := func(shard interfaces.ShardID) (interfaces.Epoch, bool) {
+		for _, h := range a.Held() {
+			if h.Shard == shard {
+				return h.Epoch, h.Fenced
+			}
+		}
+		return 0, false
+	}
+
+	// Revoke: refused while the stop fails, the shard held and running; the
+	// retry stops it and leaves the tombstone.
+	d.failStops = 1
+	if err := a.Revoke(ctx, now, "a", 2); err == nil || !strings.Contains(err.Error(), "operation not permitted") {
+		t.Fatalf("revoke with a failing stop: %v, want the stop's error", err)
+	}
+	if e, fenced := held("a"); e != 1 || fenced || d.runs("a") != 1 {
+		t.Fatalf("after a failed revoke: held at %d (fenced %v), driver runs it at %d; want held and running at 1", e, fenced, d.runs("a"))
+	}
+	if _, ok := a.core.Tombstone("a"); ok {
+		t.Fatal("a failed revoke left a tombstone")
+	}
+	if err := a.Revoke(ctx, now, "a", 2); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := held("a"); e != 0 || d.runs("a") != 0 {
+		t.Fatalf("after the retried revoke: held at %d, driver runs it at %d", e, d.runs("a"))
+	}
+	if tomb, ok := a.core.Tombstone("a"); !ok || tomb != 2 {
+		t.Fatalf("tombstone after the revoke: %d %v, want 2", tomb, ok)
+	}
+
+	// Assign under a newer epoch: the old run cannot be stopped, so the new
+	// one does not start beside it.
+	d.failStops = 1
+	if err := a.Assign(ctx, now, spec("b"), 3); err == nil {
+		t.Fatal("an assign whose old run could not be stopped succeeded")
+	}
+	if e, fenced := held("b"); e != 1 || fenced || d.runs("b") != 1 {
+		t.Fatalf("after a failed re-assign: held at %d (fenced %v), driver runs it at %d; want 1", e, fenced, d.runs("b"))
+	}
+	if err := a.Assign(ctx, now, spec("b"), 3); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := held("b"); e != 3 || d.runs("b") != 3 {
+		t.Fatalf("after the retried assign: held at %d, driver runs it at %d; want 3", e, d.runs("b"))
+	}
+
+	// Self-fence: the lease runs out and the stop of b fails; b stays
+	// running (held unfenced, as it is), c is fenced; the next tick stops b.
+	late := now.Add(time.Minute)
+	d.failStops = 1 // b and c are fenced in ID order: b's stop fails
+	if err := a.Tick(ctx, late); err == nil {
+		t.Fatal("a fence with a failing stop reported no error")
+	}
+	if _, fenced := held("b"); fenced || d.runs("b") != 3 {
+		t.Fatalf("after a failed fence stop: b fenced %v, driver runs it at %d; want running at 3", fenced, d.runs("b"))
+	}
+	if _, fenced := held("c"); !fenced || d.runs("c") != 0 {
+		t.Fatalf("c: fenced %v, driver runs it at %d; want fenced and stopped", fenced, d.runs("c"))
+	}
+	if len(a.Running()) != 1 {
+		t.Fatalf("running after the failed fence: %v, want [b]", a.Running())
+	}
+	if err := a.Tick(ctx, late.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, fenced := held("b"); !fenced || d.runs("b") != 0 {
+		t.Fatalf("after the next tick: b fenced %v, driver runs it at %d; want fenced and stopped", fenced, d.runs("b"))
+	}
+	// The ledger's intervals cover what ran: nothing runs now.
+	r.check(t, nil, "h1")
+}
