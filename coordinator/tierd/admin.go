@@ -124,6 +124,11 @@ func (d *Daemon) SubmitJob(ctx context.Context, req *wire.SubmitJobRequest) (*wi
 		return resp, err
 	}
 	job := req.GetJob().GetId()
+	// The checks and the write under the decide lock: two submits of
+	// overlapping shards must not both pass the checks (PutShards would
+	// replace the first job's shard).
+	d.decide.Lock()
+	defer d.decide.Unlock()
 	for _, s := range d.tier.FSM.View(d.cfg.Tier, d.cfg.Instance).Shards {
 		if s.Job == job {
 			return nil, wire.ToStatus(fmt.Errorf("job %q already exists; delete it first: %w", job, interfaces.ErrConflict))
@@ -305,7 +310,13 @@ func (d *Daemon) Status(ctx context.Context, _ *wire.StatusRequest) (*wire.Statu
 	return &wire.StatusResponse{Tiers: []*wire.TierStatus{{Tier: d.cfg.Tier, Instances: []*wire.InstanceStatus{inst}}}}, nil
 }
 
+// setState commits child's new state. Under the decide lock: the read and the
+// write of the child's record must not interleave with the control loop
+// declaring it failed or a report updating its capacity, or one of them would
+// overwrite the other.
 func (d *Daemon) setState(ctx context.Context, child string, state interfaces.ChildState) (*fsm.Result, int, error) {
+	d.decide.Lock()
+	defer d.decide.Unlock()
 	c, ok := d.tier.FSM.Child(interfaces.ChildID(child))
 	if !ok {
 		return nil, 0, fmt.Errorf("child %q of %s/%s: %w", child, d.cfg.Tier, d.cfg.Instance, interfaces.ErrNotFound)
@@ -318,6 +329,11 @@ func (d *Daemon) setState(ctx context.Context, child string, state interfaces.Ch
 	}
 	if c.State == interfaces.ChildFailed && state == interfaces.ChildActive {
 		return nil, 0, fmt.Errorf("child %q is failed; it becomes active again when it reconnects: %w", child, interfaces.ErrConflict)
+	}
+	if c.State == interfaces.ChildFailed && state == interfaces.ChildDraining {
+		// Draining would hide the failure: moves off a failed child complete
+		// without its ack, off a draining one they wait for it.
+		return nil, 0, fmt.Errorf("child %q is failed: its shards are being placed elsewhere already; drain it once it has reconnected: %w", child, interfaces.ErrConflict)
 	}
 	c.State = state
 	res, err := d.commit(ctx, &fsm.PutChild{Child: c})

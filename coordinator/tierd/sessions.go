@@ -317,10 +317,7 @@ func (d *Daemon) onChildMessage(ctx context.Context, s *childSession, m *wire.Ch
 		// A child tier's capacity is the sum of its children's: it changes as
 		// they come and go, and its reports say so.
 		if known && !r.Capacity.IsZero() && !c.Capacity.Equal(r.Capacity) {
-			c.Capacity = r.Capacity
-			if _, err := d.exec(ctx, &fsm.PutChild{Child: c}); err != nil {
-				d.logger.Printf("session %s: updating capacity: %v", s.id, err)
-			}
+			d.updateCapacity(ctx, s.id, r.Capacity)
 		}
 		if d.cfg.ChildTier == interfaces.TierHost {
 			d.reconcileReport(s, r)
@@ -489,4 +486,20 @@ func (o *ownedIndex) of(f *fsm.FSM, id interfaces.ChildID) []interfaces.Assignme
 		o.by, o.at = by, at
 	}
 	return o.by[id]
+}
+
+// updateCapacity commits child's reported capacity, under the decide lock and
+// from a fresh read of its record, so that it does not overwrite a state an
+// operator's drain or the control loop committed meanwhile.
+func (d *Daemon) updateCapacity(ctx context.Context, child interfaces.ChildID, capacity interfaces.Load) {
+	d.decide.Lock()
+	defer d.decide.Unlock()
+	c, ok := d.tier.FSM.Child(child)
+	if !ok || c.Capacity.Equal(capacity) {
+		return
+	}
+	c.Capacity = capacity
+	if _, err := d.exec(ctx, &fsm.PutChild{Child: c}); err != nil {
+		d.logger.Printf("session %s: updating capacity: %v", child, err)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/strata-sched/strata/coordinator/fsm"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
 	"github.com/strata-sched/strata/internal/testutil"
@@ -248,5 +249,47 @@ func TestWireEpochs(t *testing.T) {
 	}
 	if _, ok := d.wireEpoch("s", localMask+1); ok {
 		t.Error("local epoch overflow accepted")
+	}
+}
+
+// TestAdminWritesDoNotRace: concurrent submissions of one job add it once
+// (the others are refused, none overwrites it), and a failed child cannot be
+// drained (that would hide the failure from the control loop).
+func TestAdminWritesDoNotRace(t *testing.T) {
+	d := start(t, interfaces.TierGlobal, nil)
+	a := wire.NewAdminClient(dial(t, d.GRPCAddr()))
+	ctx := context.Background()
+	job := &wire.JobSpec{Id: "j", Parallelism: 4, ShardTemplate: &wire.Shard{Load: &wire.Load{Cpu: 1}}}
+	const n = 8
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			_, err := a.SubmitJob(ctx, &wire.SubmitJobRequest{Job: job})
+			errs <- err
+		}()
+	}
+	ok := 0
+	for i := 0; i < n; i++ {
+		err := <-errs
+		switch {
+		case err == nil:
+			ok++
+		case code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "already exists"):
+			t.Errorf("concurrent submit: %v", err)
+		}
+	}
+	if ok != 1 {
+		t.Errorf("%d of %d concurrent submissions of one job succeeded, want 1", ok, n)
+	}
+
+	c := interfaces.Child{ID: "r1", Tier: interfaces.TierRegion, Capacity: interfaces.Load{CPU: 8}, State: interfaces.ChildFailed}
+	if _, err := d.Tier().Exec(ctx, &fsm.PutChild{Child: c}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Drain(ctx, &wire.DrainRequest{Child: "r1"}); code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), `child "r1" is failed`) {
+		t.Errorf("drain of a failed child: %v", err)
+	}
+	if got, _ := d.Tier().FSM.Child("r1"); got.State != interfaces.ChildFailed {
+		t.Errorf("the failed child is %s after the refused drain", got.State)
 	}
 }
