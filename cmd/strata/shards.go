@@ -139,17 +139,15 @@ that is not quarantined anywhere is an error (exit code 1).`,
 				return err
 			}
 			res := releaseJSON{Shard: args[0]}
-			var callErr error
 			// Instances that could not say: the tree walk's unreachable
-			// children first, then those whose Explain failed.
+			// children first, then those whose Explain failed. Every instance
+			// is asked, whatever failed before: a release committed at one is
+			// reported even when another's fails.
 			unasked := unreachable(roots)
 			eachInstance(roots, func(n *tierNode, _ *childNode) {
-				if callErr != nil {
-					return
-				}
 				c, err := conns.client(n.Address)
 				if err != nil {
-					callErr = err
+					unasked = append(unasked, fmt.Sprintf("%s/%s at %s: %v", n.Tier, n.Instance, n.Address, err))
 					return
 				}
 				resp, err := c.Explain(ctx, &wire.ExplainRequest{Shard: args[0], Limit: 1})
@@ -162,15 +160,15 @@ that is not quarantined anywhere is an error (exit code 1).`,
 				}
 				r, err := c.ReleaseShard(ctx, &wire.ReleaseShardRequest{Shard: args[0], Reason: reason})
 				if err != nil {
-					callErr = remoteCallErr(n.Address, err)
+					res.Failed = append(res.Failed, fmt.Sprintf("%s/%s: %v", n.Tier, n.Instance, remoteCallErr(n.Address, err)))
 					return
 				}
 				res.Released = append(res.Released, releasedJSON{Tier: r.GetTier(), Instance: r.GetInstance(), StateIndex: r.GetStateIndex(), Quarantined: resp.GetQuarantined()})
 			})
-			if callErr != nil {
-				return callErr
-			}
 			released := len(res.Released)
+			if released == 0 && len(res.Failed) > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("shard %s: no release succeeded:\n  %s", args[0], strings.Join(res.Failed, "\n  "))}
+			}
 			if released == 0 && len(unasked) > 0 {
 				return &exitError{code: 1, err: fmt.Errorf("shard %s is not quarantined at any tier instance that answered; %d could not be asked:\n  %s", args[0], len(unasked), strings.Join(unasked, "\n  "))}
 			}
@@ -181,12 +179,19 @@ that is not quarantined anywhere is an error (exit code 1).`,
 				fmt.Fprintf(g.stderr, "strata: warning: could not ask %s\n", w)
 			}
 			res.Unasked = unasked
-			return out.print(g.stdout, res, func(w io.Writer) error {
+			if err := out.print(g.stdout, res, func(w io.Writer) error {
 				for _, r := range res.Released {
 					fmt.Fprintf(w, "released %s at %s/%s (state index %d); it was quarantined: %s\n", res.Shard, r.Tier, r.Instance, r.StateIndex, r.Quarantined)
 				}
 				return nil
-			})
+			}); err != nil {
+				return err
+			}
+			if len(res.Failed) > 0 {
+				// Some released, some not: say which failed, and exit 1.
+				return &exitError{code: 1, err: fmt.Errorf("shard %s: %d release(s) failed:\n  %s", args[0], len(res.Failed), strings.Join(res.Failed, "\n  "))}
+			}
+			return nil
 		},
 	}
 	cf.register(cmd)
@@ -387,6 +392,8 @@ type releaseJSON struct {
 	Released []releasedJSON `json:"released"`
 	// Unasked lists the tier instances that could not be asked.
 	Unasked []string `json:"unasked,omitempty"`
+	// Failed lists the releases that failed (tier/instance: error).
+	Failed []string `json:"failed,omitempty"`
 }
 
 type releasedJSON struct {
