@@ -231,12 +231,20 @@ func newPlanApplyCmd(g *globalOptions) *cobra.Command {
 			}
 			v := struct {
 				MovesCommitted int64  `json:"moves_committed"`
+				MovesRefused   int64  `json:"moves_refused"`
 				StateIndex     uint64 `json:"state_index"`
-			}{resp.GetMovesCommitted(), resp.GetStateIndex()}
-			return out.print(g.stdout, v, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "applied: %d moves committed (state index %d)\n", v.MovesCommitted, v.StateIndex)
+			}{resp.GetMovesCommitted(), resp.GetMovesRefused(), resp.GetStateIndex()}
+			if err := out.print(g.stdout, v, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "applied: %d moves committed, %d refused (state index %d)\n", v.MovesCommitted, v.MovesRefused, v.StateIndex)
 				return err
-			})
+			}); err != nil {
+				return err
+			}
+			if v.MovesRefused > 0 {
+				// The plan was applied in part: the state moved under it.
+				return &exitError{code: 1, err: fmt.Errorf("%d of the plan's moves were refused (the state changed under them; see strata explain); plan again for the rest", v.MovesRefused)}
+			}
+			return nil
 		},
 	}
 	cf.register(cmd)

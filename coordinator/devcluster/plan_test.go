@@ -69,13 +69,19 @@ func TestPlanThenApply(t *testing.T) {
 		t.Errorf("unknown token: got %v, want NotFound", err)
 	}
 	// The state may still move (a late report); retry with fresh plans until one applies.
+	var applied *wire.ApplyPlanResponse
 	waitFor(t, "plan applied", 20*time.Second, func() error {
-		_, err := ra.ApplyPlan(ctx, &wire.ApplyPlanRequest{Token: plan.Token})
+		resp, err := ra.ApplyPlan(ctx, &wire.ApplyPlanRequest{Token: plan.Token})
 		if status.Code(err) == codes.FailedPrecondition {
 			plan, _ = ra.Plan(ctx, &wire.AdminPlanRequest{DrainChildren: []string{host}})
 		}
+		applied = resp
 		return err
 	})
+	// The drain and every move of the plan committed together, none refused.
+	if applied.GetMovesRefused() != 0 || applied.GetMovesCommitted() != int64(len(plan.GetPlan().GetMoves())) {
+		t.Errorf("apply: %d committed, %d refused, of %d planned moves", applied.GetMovesCommitted(), applied.GetMovesRefused(), len(plan.GetPlan().GetMoves()))
+	}
 	waitFor(t, "planned host empty", 30*time.Second, func() error {
 		if n := on(); n != 0 {
 			return fmt.Errorf("%s still runs %d", host, n)

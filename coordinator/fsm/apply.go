@@ -115,6 +115,10 @@ func (s *state) apply(idx uint64, at int64, c Command) *Result {
 				r.Ops[i] = s.move(idx, c.Tier, m, c.Begin)
 			}
 		}
+	case *DropShards:
+		r.Ops = s.dropShards(idx, c)
+	case *PlanBatch:
+		r.Ops = s.planBatch(idx, c)
 	default:
 		// Decode only returns the types above; reaching here is a programming error.
 		panic(fmt.Sprintf("fsm: apply: command type %s has no handler", c.Type()))
@@ -412,4 +416,77 @@ func (s *state) quarantine(idx uint64, c *Quarantine) OpResult {
 	s.put(&r)
 	s.record(LogEntry{Index: idx, Change: ChangeQuarantine, Shard: c.Shard, From: old.owner, Epoch: r.epoch, Reason: c.Reason})
 	return res
+}
+
+// dropShards applies DropShards: every shard must exist, or nothing changes.
+func (s *state) dropShards(idx uint64, c *DropShards) []OpResult {
+	ops := make([]OpResult, len(c.IDs))
+	missing := 0
+	for i, id := range c.IDs {
+		ops[i].ID = string(id)
+		if s.shard(id) == nil {
+			ops[i].Err = fmt.Errorf("shard %q: %w", id, interfaces.ErrNotFound)
+			missing++
+		}
+	}
+	if missing > 0 {
+		for i := range ops {
+			if ops[i].Err == nil {
+				ops[i].Epoch = s.shard(c.IDs[i]).epoch
+				ops[i].Err = fmt.Errorf("shard %q not deleted: %d other shard(s) of the batch do not exist: %w", c.IDs[i], missing, interfaces.ErrConflict)
+			}
+		}
+		return ops
+	}
+	for i, id := range c.IDs {
+		if old := s.shard(id); old.flight != nil {
+			if res := s.abort(idx, &AbortMove{Shard: id, Epoch: old.epoch, Reason: c.Reason}); res.Err != nil {
+				// inFlight cannot refuse a shard whose flight is set at its
+				// own epoch; keep the result should that ever change.
+				ops[i] = res
+				continue
+			}
+		}
+		ops[i] = s.deleteShard(id)
+	}
+	return ops
+}
+
+// planBatch applies PlanBatch: the drains (all or none), then the moves.
+func (s *state) planBatch(idx uint64, c *PlanBatch) []OpResult {
+	ops := make([]OpResult, len(c.Drain)+len(c.Moves))
+	missing := 0
+	for i, id := range c.Drain {
+		ops[i].ID = string(id)
+		if _, ok := s.children[id]; !ok {
+			ops[i].Err = fmt.Errorf("child %q: %w", id, interfaces.ErrNotFound)
+			missing++
+		}
+	}
+	if missing > 0 {
+		why := fmt.Errorf("not applied: %d child(ren) to drain do not exist: %w", missing, interfaces.ErrConflict)
+		for i := range ops {
+			if i >= len(c.Drain) {
+				ops[i].ID = string(c.Moves[i-len(c.Drain)].Shard)
+			}
+			if ops[i].Err == nil {
+				ops[i].Err = why
+			}
+		}
+		return ops
+	}
+	for _, id := range c.Drain {
+		if ch := s.children[id]; ch.child.State == interfaces.ChildActive {
+			ch.child.State = interfaces.ChildDraining
+		}
+	}
+	for i, m := range c.Moves {
+		k := len(c.Drain) + i
+		if m.From == "" {
+			ops[k] = s.assign(idx, c.Tier, m)
+		} else {
+			ops[k] = s.move(idx, c.Tier, m, c.Begin[i])
+		}
+	}
+	return ops
 }

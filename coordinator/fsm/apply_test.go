@@ -553,3 +553,86 @@ func TestLogEntriesCarryAppendTime(t *testing.T) {
 		t.Errorf("unstamped snapshot version %d, want %d", v, snapVersion)
 	}
 }
+
+// TestDropShardsIsAllOrNone: a batch with a missing shard changes nothing; a
+// whole batch aborts the in-flight move it meets and deletes every shard.
+func TestDropShardsIsAllOrNone(t *testing.T) {
+	f := fixture(t)
+	before := []string{owner(f, "s1"), owner(f, "s3"), used(f, "h1"), used(f, "h2")}
+	rs := applyAll(t, f, fixtureNext, &DropShards{IDs: []interfaces.ShardID{"s1", "s3", "nope"}, Reason: "job deleted"})
+	ops := rs[0].Ops
+	if !errors.Is(ops[2].Err, interfaces.ErrNotFound) || !errors.Is(ops[0].Err, interfaces.ErrConflict) || !errors.Is(ops[1].Err, interfaces.ErrConflict) {
+		t.Fatalf("a batch with a missing shard: %v / %v / %v", ops[0].Err, ops[1].Err, ops[2].Err)
+	}
+	if after := []string{owner(f, "s1"), owner(f, "s3"), used(f, "h1"), used(f, "h2")}; !reflect.DeepEqual(after, before) {
+		t.Fatalf("a refused batch changed the state: %v → %v", before, after)
+	}
+	rs = applyAll(t, f, fixtureNext+1, &DropShards{IDs: []interfaces.ShardID{"s1", "s3"}, Reason: "job deleted"})
+	if err := rs[0].Err(); err != nil {
+		t.Fatal(err)
+	}
+	if owner(f, "s1") != "<none>" || owner(f, "s3") != "<none>" {
+		t.Fatalf("after the drop: s1 %s, s3 %s", owner(f, "s1"), owner(f, "s3"))
+	}
+	if used(f, "h1") != "0/0" || used(f, "h2") != "0/0" {
+		t.Fatalf("loads after the drop: h1 %s, h2 %s", used(f, "h1"), used(f, "h2"))
+	}
+	aborted := false
+	for _, e := range f.PlanLog() {
+		if e.Change == ChangeAbort && e.Shard == "s3" && e.Reason == "job deleted" {
+			aborted = true
+		}
+	}
+	if !aborted {
+		t.Error("the placement log has no abort of s3's move")
+	}
+	checkInvariants(t, f)
+}
+
+// TestPlanBatch: the drains are all or none with the moves; the moves apply
+// as ApplyPlan's, begun or direct as flagged.
+func TestPlanBatch(t *testing.T) {
+	f := fixture(t)
+	moves := []interfaces.Move{
+		{Shard: "s2", To: "h2", Reason: "place"},
+		{Shard: "s1", From: "h1", To: "h2", Epoch: 1, Reason: "drain h1"},
+	}
+	rs := applyAll(t, f, fixtureNext, &PlanBatch{Tier: "region", Drain: []interfaces.ChildID{"h1", "h9"}, Moves: moves, Begin: []bool{false, true}})
+	if err := rs[0].Ops[1].Err; !errors.Is(err, interfaces.ErrNotFound) {
+		t.Fatalf("drain of a missing child: %v", err)
+	}
+	for i, op := range rs[0].Ops {
+		if op.Err == nil {
+			t.Errorf("op %d of a refused batch succeeded", i)
+		}
+	}
+	if c, _ := f.Child("h1"); c.State != interfaces.ChildActive || owner(f, "s2") != "@0" || owner(f, "s1") != "h1@1" {
+		t.Fatalf("a refused batch changed the state: h1 %s, s2 %s, s1 %s", c.State, owner(f, "s2"), owner(f, "s1"))
+	}
+	rs = applyAll(t, f, fixtureNext+1, &PlanBatch{Tier: "region", Drain: []interfaces.ChildID{"h1", "h3"}, Moves: moves, Begin: []bool{false, true}})
+	if err := rs[0].Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rs[0].Ops) != 4 {
+		t.Fatalf("%d ops, want 2 drains + 2 moves", len(rs[0].Ops))
+	}
+	if c, _ := f.Child("h1"); c.State != interfaces.ChildDraining {
+		t.Errorf("h1 is %s, want draining", c.State)
+	}
+	if c, _ := f.Child("h3"); c.State != interfaces.ChildDraining {
+		t.Errorf("h3 (draining already) is %s", c.State)
+	}
+	if owner(f, "s2") != "h2@1" || owner(f, "s1") != "h1@1->h2" {
+		t.Errorf("after the batch: s2 %s (want placed directly), s1 %s (want begun)", owner(f, "s2"), owner(f, "s1"))
+	}
+	// A move to a child the batch drains is refused on its own, like any
+	// move to a draining child.
+	rs = applyAll(t, f, fixtureNext+2, &PlanBatch{Tier: "region", Drain: []interfaces.ChildID{"h2"}, Moves: []interfaces.Move{{Shard: "s4", To: "h2"}}, Begin: []bool{false}})
+	if err := rs[0].Ops[0].Err; err != nil {
+		t.Fatal(err)
+	}
+	if err := rs[0].Ops[1].Err; !errors.Is(err, interfaces.ErrConflict) {
+		t.Errorf("a move to a child drained by the same batch: %v", err)
+	}
+	checkInvariants(t, f)
+}

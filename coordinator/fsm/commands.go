@@ -27,11 +27,14 @@ const (
 	CmdAbortMove                   // drop an in-flight move; the owner keeps the shard
 	CmdApplyPlan                   // a batch of moves, each committed atomically on its own
 	CmdQuarantine                  // quarantine a shard (never placed again) or release it
+	CmdDropShards                  // delete shards, aborting their in-flight moves (all or none)
+	CmdPlanBatch                   // drain children and apply a plan's moves in one entry
 	cmdEnd                         // one past the last valid type
 )
 
 var cmdNames = [...]string{"invalid", "put_child", "remove_child", "put_shards", "delete_shards",
-	"assign", "unassign", "move", "begin_move", "complete_move", "abort_move", "apply_plan", "quarantine"}
+	"assign", "unassign", "move", "begin_move", "complete_move", "abort_move", "apply_plan", "quarantine",
+	"drop_shards", "plan_batch"}
 
 func (t CmdType) String() string {
 	if int(t) < len(cmdNames) {
@@ -138,6 +141,30 @@ type Quarantine struct {
 	Release bool
 }
 
+// DropShards forgets shards in one step, aborting the in-flight move of any
+// that has one (the abort is in the placement log with Reason). It is all or
+// none: when a shard is missing nothing changes, and every operation fails
+// (the missing shards with ErrNotFound, the others with ErrConflict). Deleting
+// a job uses it, so that a job is never left with some moves aborted and its
+// shards not deleted.
+type DropShards struct {
+	IDs    []interfaces.ShardID
+	Reason string
+}
+
+// PlanBatch carries out an operator's plan in one entry: it marks the Drain
+// children draining (all or none: when one is missing nothing of the batch is
+// applied), then applies the moves in order as ApplyPlan does, each atomic on
+// its own, with Begin[i] saying whether move i is begun (revoke → ack →
+// commit) or committed directly. Ops has one result per drained child, then one
+// per move.
+type PlanBatch struct {
+	Tier  string
+	Drain []interfaces.ChildID
+	Moves []interfaces.Move
+	Begin []bool
+}
+
 // Compile-time checks.
 var (
 	_ Command = (*PutChild)(nil)
@@ -152,6 +179,8 @@ var (
 	_ Command = (*AbortMove)(nil)
 	_ Command = (*ApplyPlan)(nil)
 	_ Command = (*Quarantine)(nil)
+	_ Command = (*DropShards)(nil)
+	_ Command = (*PlanBatch)(nil)
 )
 
 func (*PutChild) Type() CmdType     { return CmdPutChild }
@@ -166,6 +195,8 @@ func (*CompleteMove) Type() CmdType { return CmdCompleteMove }
 func (*AbortMove) Type() CmdType    { return CmdAbortMove }
 func (*ApplyPlan) Type() CmdType    { return CmdApplyPlan }
 func (*Quarantine) Type() CmdType   { return CmdQuarantine }
+func (*DropShards) Type() CmdType   { return CmdDropShards }
+func (*PlanBatch) Type() CmdType    { return CmdPlanBatch }
 
 // Encode validates c and returns its log-entry bytes: the one-byte type, then the
 // canonical payload. Invalid commands return an error wrapping ErrInvalid and are
@@ -266,6 +297,33 @@ func Decode(b []byte) (Command, error) {
 			Reason:  d.str("reason", ""),
 			Release: d.boolean("release", ""),
 		}
+	case CmdDropShards:
+		n := d.count("ids", "", 2)
+		ds := &DropShards{IDs: make([]interfaces.ShardID, 0, n)}
+		for i := 0; i < n && d.err == nil; i++ {
+			d.item = i
+			ds.IDs = append(ds.IDs, interfaces.ShardID(d.str("ids[]", "")))
+		}
+		d.item = -1
+		ds.Reason = d.str("reason", "")
+		c = ds
+	case CmdPlanBatch:
+		pb := &PlanBatch{Tier: d.str("tier", "")}
+		n := d.count("drain", "", 2)
+		for i := 0; i < n && d.err == nil; i++ {
+			d.item = i
+			pb.Drain = append(pb.Drain, interfaces.ChildID(d.str("drain[]", "")))
+		}
+		d.item = -1
+		n = d.count("moves", "", 13)
+		pb.Moves = make([]interfaces.Move, 0, n)
+		pb.Begin = make([]bool, 0, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			d.item = i
+			pb.Begin = append(pb.Begin, d.boolean("begin", ""))
+			pb.Moves = append(pb.Moves, d.move())
+		}
+		c = pb
 	default:
 		return nil, fmt.Errorf("command: unknown type %d (this binary knows 1..%d; is it older than the leader?): %w",
 			uint8(t), uint8(cmdEnd-1), interfaces.ErrInvalid)
@@ -434,25 +492,7 @@ func (c *PutShards) encode(e *enc) {
 	}
 }
 
-func (c *DeleteShards) validate() error {
-	if len(c.IDs) == 0 {
-		return invalid("ids", "must not be empty")
-	}
-	if len(c.IDs) > MaxBatch {
-		return invalid("ids", "count %d exceeds the limit of %d", len(c.IDs), MaxBatch)
-	}
-	seen := make(map[interfaces.ShardID]struct{}, len(c.IDs))
-	for i, id := range c.IDs {
-		if !validID(string(id)) {
-			return interfaces.ValidateID(fmt.Sprintf("ids[%d]", i), string(id))
-		}
-		if _, dup := seen[id]; dup {
-			return invalid(fmt.Sprintf("ids[%d]", i), "shard %q appears twice in one batch", id)
-		}
-		seen[id] = struct{}{}
-	}
-	return nil
-}
+func (c *DeleteShards) validate() error { return validateIDs(c.IDs) }
 
 func (c *DeleteShards) encode(e *enc) {
 	e.uvarint(uint64(len(c.IDs)))
@@ -563,4 +603,91 @@ func (c *Quarantine) encode(e *enc) {
 	e.str(string(c.Shard))
 	e.str(c.Reason)
 	e.boolean(c.Release)
+}
+
+// validateIDs checks a batch of shard IDs: not empty, at most MaxBatch, each
+// valid, none twice.
+func validateIDs(ids []interfaces.ShardID) error {
+	if len(ids) == 0 {
+		return invalid("ids", "must not be empty")
+	}
+	if len(ids) > MaxBatch {
+		return invalid("ids", "count %d exceeds the limit of %d", len(ids), MaxBatch)
+	}
+	seen := make(map[interfaces.ShardID]struct{}, len(ids))
+	for i, id := range ids {
+		if !validID(string(id)) {
+			return interfaces.ValidateID(fmt.Sprintf("ids[%d]", i), string(id))
+		}
+		if _, dup := seen[id]; dup {
+			return invalid(fmt.Sprintf("ids[%d]", i), "shard %q appears twice in one batch", id)
+		}
+		seen[id] = struct{}{}
+	}
+	return nil
+}
+
+func (c *DropShards) validate() error {
+	if err := validateIDs(c.IDs); err != nil {
+		return err
+	}
+	return checkText("reason", c.Reason)
+}
+
+func (c *DropShards) encode(e *enc) {
+	e.uvarint(uint64(len(c.IDs)))
+	for _, id := range c.IDs {
+		e.str(string(id))
+	}
+	e.str(c.Reason)
+}
+
+func (c *PlanBatch) validate() error {
+	if err := checkText("tier", c.Tier); err != nil {
+		return err
+	}
+	if len(c.Drain) == 0 && len(c.Moves) == 0 {
+		return invalid("moves", "must not be empty when nothing is drained")
+	}
+	if len(c.Drain) > MaxBatch {
+		return invalid("drain", "count %d exceeds the limit of %d", len(c.Drain), MaxBatch)
+	}
+	seen := make(map[interfaces.ChildID]struct{}, len(c.Drain))
+	for i, id := range c.Drain {
+		if !validID(string(id)) {
+			return interfaces.ValidateID(fmt.Sprintf("drain[%d]", i), string(id))
+		}
+		if _, dup := seen[id]; dup {
+			return invalid(fmt.Sprintf("drain[%d]", i), "child %q appears twice", id)
+		}
+		seen[id] = struct{}{}
+	}
+	if len(c.Moves) > MaxBatch {
+		return invalid("moves", "count %d exceeds the limit of %d", len(c.Moves), MaxBatch)
+	}
+	if len(c.Begin) != len(c.Moves) {
+		return invalid("begin", "must have one flag per move (%d flags, %d moves)", len(c.Begin), len(c.Moves))
+	}
+	for i, m := range c.Moves {
+		if err := validateMove("moves", i, m); err != nil {
+			return err
+		}
+		if c.Begin[i] && m.From == "" {
+			return invalid(fmt.Sprintf("begin[%d]", i), "a first placement (no from) cannot be begun")
+		}
+	}
+	return nil
+}
+
+func (c *PlanBatch) encode(e *enc) {
+	e.str(c.Tier)
+	e.uvarint(uint64(len(c.Drain)))
+	for _, id := range c.Drain {
+		e.str(string(id))
+	}
+	e.uvarint(uint64(len(c.Moves)))
+	for i := range c.Moves {
+		e.boolean(c.Begin[i])
+		e.move(&c.Moves[i])
+	}
 }

@@ -41,6 +41,11 @@ func sampleCommands() []Command {
 			{Shard: "s2", From: "h1", To: "h2", Epoch: 2, Goal: "drain", Delta: 1.5},
 		}},
 		&Quarantine{Shard: "s1", Reason: "doctor: failed on 3 hosts within 10m"},
+		&DropShards{IDs: []interfaces.ShardID{"s1", "s2"}, Reason: "job deleted"},
+		&PlanBatch{Tier: "region", Drain: []interfaces.ChildID{"h1", "h3"}, Moves: []interfaces.Move{
+			{Shard: "s1", To: "h2", Reason: "place"},
+			{Shard: "s2", From: "h1", To: "h2", Epoch: 2, Goal: "drain", Delta: 1.5},
+		}, Begin: []bool{false, true}},
 	}
 }
 
@@ -80,7 +85,8 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 // existing log.
 func TestCmdTypeValuesAreStable(t *testing.T) {
 	want := map[CmdType]uint8{CmdPutChild: 1, CmdRemoveChild: 2, CmdPutShards: 3, CmdDeleteShards: 4,
-		CmdAssign: 5, CmdUnassign: 6, CmdMove: 7, CmdBeginMove: 8, CmdCompleteMove: 9, CmdAbortMove: 10, CmdApplyPlan: 11, CmdQuarantine: 12}
+		CmdAssign: 5, CmdUnassign: 6, CmdMove: 7, CmdBeginMove: 8, CmdCompleteMove: 9, CmdAbortMove: 10, CmdApplyPlan: 11, CmdQuarantine: 12,
+		CmdDropShards: 13, CmdPlanBatch: 14}
 	for ty, v := range want {
 		if uint8(ty) != v {
 			t.Errorf("%s = %d, want %d", ty, uint8(ty), v)
@@ -117,6 +123,13 @@ func TestEncodeRejectsInvalidCommands(t *testing.T) {
 		{"complete bad shard", &CompleteMove{Shard: ""}, "shard"},
 		{"plan empty", &ApplyPlan{Tier: "region"}, "moves"},
 		{"plan bad move", &ApplyPlan{Moves: []interfaces.Move{{Shard: "s"}}}, "moves[0].to"},
+		{"drop empty", &DropShards{Reason: "x"}, "ids"},
+		{"drop long reason", &DropShards{IDs: []interfaces.ShardID{"s"}, Reason: long}, "reason"},
+		{"batch empty", &PlanBatch{Tier: "region"}, "moves"},
+		{"batch flags", &PlanBatch{Moves: []interfaces.Move{{Shard: "s", To: "h"}}}, "begin"},
+		{"batch begun placement", &PlanBatch{Moves: []interfaces.Move{{Shard: "s", To: "h"}}, Begin: []bool{true}}, "begin[0]"},
+		{"batch bad drain", &PlanBatch{Drain: []interfaces.ChildID{"-h"}}, "drain[0]"},
+		{"batch drain twice", &PlanBatch{Drain: []interfaces.ChildID{"h", "h"}}, "drain[1]"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -205,11 +205,6 @@ func (d *Daemon) DeleteJob(ctx context.Context, req *wire.DeleteJobRequest) (*wi
 		}
 		ids = append(ids, s.ID)
 		st, _ := d.tier.FSM.Shard(s.ID)
-		if st.InFlight != nil {
-			if _, err := d.exec(ctx, &fsm.AbortMove{Shard: s.ID, Epoch: st.Epoch, Reason: "job deleted"}); err != nil {
-				return nil, wire.ToStatus(err)
-			}
-		}
 		if st.Owner != "" {
 			owners[s.ID] = owned{st.Owner, st.Epoch}
 			running = append(running, s.ID)
@@ -218,19 +213,16 @@ func (d *Daemon) DeleteJob(ctx context.Context, req *wire.DeleteJobRequest) (*wi
 	if len(ids) == 0 {
 		return nil, wire.ToStatus(fmt.Errorf("job %q: %w", req.GetJob(), interfaces.ErrNotFound))
 	}
-	res, err := d.commit(ctx, &fsm.DeleteShards{IDs: ids})
+	// One entry: the shards' in-flight moves are aborted and the shards
+	// deleted together, or nothing changes.
+	res, err := d.commit(ctx, &fsm.DropShards{IDs: ids, Reason: "job deleted"})
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
-	for _, id := range running {
-		o := owners[id]
-		if we, known := d.wireEpoch(id, o.epoch); known {
-			d.mu.Lock()
-			d.deleted[id] = we
-			d.mu.Unlock()
-		}
-		d.sendRevoke(o.child, id, o.epoch)
-	}
+	d.revokeDeleted(running, func(id interfaces.ShardID) (interfaces.ChildID, interfaces.Epoch, bool) {
+		o, ok := owners[id]
+		return o.child, o.epoch, ok
+	})
 	return &wire.DeleteJobResponse{ShardsRemoved: int64(len(ids)), StateIndex: res.Index}, nil
 }
 

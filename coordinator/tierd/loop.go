@@ -3,6 +3,7 @@ package tierd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"time"
@@ -293,6 +294,53 @@ func (d *Daemon) act(ctx context.Context, moves []interfaces.Move) (applied []in
 // failed children; revoke → ack → commit for moves off live children. Called
 // with d.decide held.
 func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
+	direct, revoke, rejected := d.verifyMoves(moves, defaultReason)
+	if len(direct) > 0 {
+		res, err := d.exec(ctx, &fsm.ApplyPlan{Tier: d.cfg.Tier, Moves: direct})
+		if err != nil {
+			return applied, rejected, err
+		}
+		applied = append(applied, d.carryOut(direct, nil, res.Ops)...)
+	}
+	if len(revoke) > 0 {
+		res, err := d.exec(ctx, &fsm.ApplyPlan{Tier: d.cfg.Tier, Begin: true, Moves: revoke})
+		if err != nil {
+			return applied, rejected, err
+		}
+		applied = append(applied, d.carryOut(revoke, allTrue(len(revoke)), res.Ops)...)
+	}
+	return applied, rejected, nil
+}
+
+// commitPlanBatch is commitMoves for an operator's plan that also drains
+// children: the drains and every accepted move go in one entry (fsm.PlanBatch),
+// so the plan is never left half done — drained without its moves, or the
+// reverse. A drain the state machine refuses (a child gone) refuses the whole
+// batch. Called with d.decide held.
+func (d *Daemon) commitPlanBatch(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
+	direct, revoke, rejected := d.verifyMoves(moves, defaultReason)
+	if len(drain) == 0 && len(direct)+len(revoke) == 0 {
+		return nil, rejected, nil
+	}
+	all := append(append([]interfaces.Move(nil), direct...), revoke...)
+	begin := append(make([]bool, len(direct)), allTrue(len(revoke))...)
+	res, err := d.exec(ctx, &fsm.PlanBatch{Tier: d.cfg.Tier, Drain: drain, Moves: all, Begin: begin})
+	if err != nil {
+		return nil, rejected, err
+	}
+	for _, op := range res.Ops[:len(drain)] {
+		if op.Err != nil {
+			return nil, rejected, fmt.Errorf("drain %s: %w (nothing of the plan was applied)", op.ID, op.Err)
+		}
+	}
+	return d.carryOut(all, begin, res.Ops[len(drain):]), rejected, nil
+}
+
+// verifyMoves checks moves against the latest state (fsm.VerifyPlan), counts
+// and logs the rejected ones, and splits the accepted ones into direct commits
+// (first placements, moves off failed children) and begun moves (revoke → ack
+// → commit), with defaultReason for those without a reason.
+func (d *Daemon) verifyMoves(moves []interfaces.Move, defaultReason string) (direct, revoke []interfaces.Move, rejected int) {
 	verdict := d.tier.FSM.VerifyPlan(moves)
 	rejected = len(verdict.Rejected)
 	if rejected > 0 {
@@ -308,7 +356,6 @@ func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, defau
 		d.lastRejections = verdict.Rejected
 		d.mu.Unlock()
 	}
-	var direct, revoke []interfaces.Move
 	for _, m := range verdict.Accepted {
 		if m.Reason == "" {
 			m.Reason = defaultReason
@@ -320,36 +367,36 @@ func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, defau
 			revoke = append(revoke, m)
 		}
 	}
-	if len(direct) > 0 {
-		res, err := d.exec(ctx, &fsm.ApplyPlan{Tier: d.cfg.Tier, Moves: direct})
-		if err != nil {
-			return applied, rejected, err
+	return direct, revoke, rejected
+}
+
+// carryOut follows up committed moves (ops are their results, in order): an
+// Assign to the new owner of a direct move, a Revoke to the old owner of a
+// begun one (begun[i]; nil means none is). It returns the moves that committed.
+func (d *Daemon) carryOut(moves []interfaces.Move, begun []bool, ops []fsm.OpResult) []interfaces.Move {
+	var applied []interfaces.Move
+	for i, op := range ops {
+		if op.Err != nil {
+			d.scope.Counter("moves_failed_total").Inc(1)
+			continue
 		}
-		for i, op := range res.Ops {
-			if op.Err != nil {
-				d.scope.Counter("moves_failed_total").Inc(1)
-				continue
-			}
-			applied = append(applied, direct[i])
-			d.scope.Counter("moves_committed_total").Inc(1)
-			d.sendAssign(direct[i].To, direct[i].Shard, op.Epoch)
+		applied = append(applied, moves[i])
+		if begun != nil && begun[i] {
+			d.sendRevoke(moves[i].From, moves[i].Shard, moves[i].Epoch)
+			continue
 		}
+		d.scope.Counter("moves_committed_total").Inc(1)
+		d.sendAssign(moves[i].To, moves[i].Shard, op.Epoch)
 	}
-	if len(revoke) > 0 {
-		res, err := d.exec(ctx, &fsm.ApplyPlan{Tier: d.cfg.Tier, Begin: true, Moves: revoke})
-		if err != nil {
-			return applied, rejected, err
-		}
-		for i, op := range res.Ops {
-			if op.Err != nil {
-				d.scope.Counter("moves_failed_total").Inc(1)
-				continue
-			}
-			applied = append(applied, revoke[i])
-			d.sendRevoke(revoke[i].From, revoke[i].Shard, revoke[i].Epoch)
-		}
+	return applied
+}
+
+func allTrue(n int) []bool {
+	b := make([]bool, n)
+	for i := range b {
+		b[i] = true
 	}
-	return applied, rejected, nil
+	return b
 }
 
 // record logs a round that did something and updates the tier's gauges; the

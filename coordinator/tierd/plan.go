@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/strata-sched/strata/coordinator/fsm"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
 	"github.com/strata-sched/strata/tiers"
@@ -134,25 +133,21 @@ func (d *Daemon) ApplyPlan(ctx context.Context, req *wire.ApplyPlanRequest) (*wi
 		d.mu.Unlock()
 	}
 	markUsed("an apply of it was in progress")
+	// The drains and the moves in one entry: all of the plan, or nothing.
+	var drain []interfaces.ChildID
 	for _, id := range p.drain {
-		c, ok := d.tier.FSM.Child(id)
-		if !ok || c.State != interfaces.ChildActive {
-			continue
-		}
-		c.State = interfaces.ChildDraining
-		if _, err := d.exec(ctx, &fsm.PutChild{Child: c}); err != nil {
-			markUsed(fmt.Sprintf("its apply failed (%v) after changing part of the state", err))
-			return nil, wire.ToStatus(err)
+		if c, ok := d.tier.FSM.Child(id); ok && c.State == interfaces.ChildActive {
+			drain = append(drain, id)
 		}
 	}
-	applied, _, err := d.commitMoves(ctx, p.moves, "plan applied by an operator")
+	applied, rejected, err := d.commitPlanBatch(ctx, drain, p.moves, "plan applied by an operator")
 	if err != nil {
 		markUsed(fmt.Sprintf("its apply failed (%v)", err))
 		return nil, wire.ToStatus(err)
 	}
-	markUsed(fmt.Sprintf("applied at %s, %d moves committed (state index %d)", time.Now().UTC().Format(time.RFC3339), len(applied), d.tier.FSM.AppliedIndex()))
+	markUsed(fmt.Sprintf("applied at %s, %d moves committed, %d refused (state index %d)", time.Now().UTC().Format(time.RFC3339), len(applied), rejected, d.tier.FSM.AppliedIndex()))
 	d.poke()
-	return &wire.ApplyPlanResponse{MovesCommitted: int64(len(applied)), StateIndex: d.tier.FSM.AppliedIndex()}, nil
+	return &wire.ApplyPlanResponse{MovesCommitted: int64(len(applied)), MovesRefused: int64(len(p.moves) - len(applied)), StateIndex: d.tier.FSM.AppliedIndex()}, nil
 }
 
 func newToken() (string, error) {

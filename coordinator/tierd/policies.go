@@ -284,35 +284,44 @@ func (d *Daemon) resize(ctx context.Context, r control.Resize) ([]interfaces.Sha
 	owners := map[interfaces.ShardID]owned{}
 	for _, s := range victims {
 		st, _ := d.tier.FSM.Shard(s.ID)
-		if st.InFlight != nil {
-			if _, err := d.exec(ctx, &fsm.AbortMove{Shard: s.ID, Epoch: st.Epoch, Reason: "autoscale: removed"}); err != nil {
-				return nil, err
-			}
-		}
 		if st.Owner != "" {
 			owners[s.ID] = owned{st.Owner, st.Epoch}
 		}
 		ids = append(ids, s.ID)
 	}
-	if _, err := d.commit(ctx, &fsm.DeleteShards{IDs: ids}); err != nil {
+	// One entry aborts the victims' in-flight moves and deletes them, or
+	// changes nothing.
+	if _, err := d.commit(ctx, &fsm.DropShards{IDs: ids, Reason: "autoscale: removed"}); err != nil {
 		return nil, err
 	}
+	// They are gone: stop them where they run, whatever happens to the
+	// spreading of their input below.
+	defer d.revokeDeleted(ids, func(id interfaces.ShardID) (interfaces.ChildID, interfaces.Epoch, bool) {
+		o, ok := owners[id]
+		return o.child, o.epoch, ok
+	})
 	if _, err := d.commit(ctx, &fsm.PutShards{Shards: keep}); err != nil {
 		return ids, err
 	}
+	return ids, nil
+}
+
+// revokeDeleted tells the children running deleted shards to stop them (owner
+// gives where each ran and at which epoch) and remembers their wire epochs,
+// so that reconciliation stops a straggler.
+func (d *Daemon) revokeDeleted(ids []interfaces.ShardID, owner func(interfaces.ShardID) (interfaces.ChildID, interfaces.Epoch, bool)) {
 	for _, id := range ids {
-		o, ok := owners[id]
+		child, epoch, ok := owner(id)
 		if !ok {
 			continue
 		}
-		if we, known := d.wireEpoch(id, o.epoch); known {
+		if we, known := d.wireEpoch(id, epoch); known {
 			d.mu.Lock()
 			d.deleted[id] = we
 			d.mu.Unlock()
 		}
-		d.sendRevoke(o.child, id, o.epoch)
+		d.sendRevoke(child, id, epoch)
 	}
-	return ids, nil
 }
 
 // shardIndex parses "<job>/<n>".

@@ -1803,8 +1803,11 @@ type ApplyPlanResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	MovesCommitted int64                  `protobuf:"varint,1,opt,name=moves_committed,json=movesCommitted,proto3" json:"moves_committed,omitempty"`
 	StateIndex     uint64                 `protobuf:"varint,2,opt,name=state_index,json=stateIndex,proto3" json:"state_index,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// moves_refused counts the plan's moves that did not commit: refused by the
+	// verification against the state, or by the state machine.
+	MovesRefused  int64 `protobuf:"varint,3,opt,name=moves_refused,json=movesRefused,proto3" json:"moves_refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApplyPlanResponse) Reset() {
@@ -1847,6 +1850,13 @@ func (x *ApplyPlanResponse) GetMovesCommitted() int64 {
 func (x *ApplyPlanResponse) GetStateIndex() uint64 {
 	if x != nil {
 		return x.StateIndex
+	}
+	return 0
+}
+
+func (x *ApplyPlanResponse) GetMovesRefused() int64 {
+	if x != nil {
+		return x.MovesRefused
 	}
 	return 0
 }
@@ -2394,11 +2404,12 @@ const file_admin_proto_rawDesc = "" +
 	"\vstate_index\x18\x03 \x01(\x04R\n" +
 	"stateIndex\"(\n" +
 	"\x10ApplyPlanRequest\x12\x14\n" +
-	"\x05token\x18\x01 \x01(\tR\x05token\"]\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"\x82\x01\n" +
 	"\x11ApplyPlanResponse\x12'\n" +
 	"\x0fmoves_committed\x18\x01 \x01(\x03R\x0emovesCommitted\x12\x1f\n" +
 	"\vstate_index\x18\x02 \x01(\x04R\n" +
-	"stateIndex\"b\n" +
+	"stateIndex\x12#\n" +
+	"\rmoves_refused\x18\x03 \x01(\x03R\fmovesRefused\"b\n" +
 	"\bRaftPeer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
