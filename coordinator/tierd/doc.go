@@ -5,7 +5,7 @@
 // the uplink session to its own parent (for every tier but the top one), and the
 // Admin gRPC service the CLI talks to.
 //
-// # Moves and the safety rules (DESIGN.md §3)
+// # Moves and the safety rules
 //
 // Every decision is committed through Raft before anyone is told. A first
 // placement, or a move away from a child whose lease has expired, commits the new
@@ -28,7 +28,11 @@
 // # Goroutines
 //
 // Per replica: the control loop (leader work only; idles on followers), the
-// uplink client (runs while leader), one receive loop and one send loop per child
-// session (gRPC's), the gRPC server, raft's own and the telemetry server's. The
-// session registry is guarded by one mutex; the FSM by raftnode's lock.
+// uplink client (runs while leader), three per child session (sessions.go: the
+// gRPC handler of Connect, which sends the child's outbox; a receiver, which
+// handles Reports at once; a worker, which handles Acks and Hints in order, so
+// they never hold up a lease renewal), the gRPC server, raft's own and the
+// telemetry server's. The session registry is guarded by Daemon.mu, the
+// decisions that read the FSM and then commit by Daemon.decide, the FSM by
+// raftnode's lock; docs/threads.md lists every goroutine and lock.
 package tierd

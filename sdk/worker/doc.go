@@ -13,6 +13,7 @@
 // ±20% jitter) until the context ends.
 //
 // Callbacks are called one at a time, in command order, from the connection's
-// goroutine. Goroutines: one per Conn (connect, receive and dispatch loop) and one
-// load reporter per live stream.
+// goroutine. Goroutines: one per Conn (connect, receive and dispatch loop; it
+// sends the acks) and, when Options.Load is set, one load reporter per live
+// stream.
 package worker
