@@ -14,7 +14,8 @@
 //   - Lag (subpackage balancer/models/lag, which the balancer itself can
 //     import): lag.Step advances a backlog by one step from input and
 //     processing rates; lag.DrainTime says how long a backlog takes to drain.
-//     The simulator and the balancer's throughput goal can share them.
+//     The simulator and the balancer's shortfall goal could share them; neither
+//     imports the package yet.
 //   - Parallelism: Advise is DS2's model ("Three steps is all you need",
 //     OSDI 2018) — from the true processing and output rates of each operator
 //     instance, the number of instances each operator of a dataflow needs, in

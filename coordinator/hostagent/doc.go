@@ -58,10 +58,14 @@
 //
 //	d + k + x + ρ·ttl < margin + grace.
 //
-// With the defaults, ttl = 10s, grace = 2s, k = 50ms and x ≤ 1s this leaves
-// 2.95s for delivery delay and drift; configure StopTimeout/AckTimeout well
-// below the margin. A driver start gets a context whose deadline is the lease
-// deadline, so a slow start cannot hold the agent past its fence. TestHandoverRespectsLease replays this timeline and
+// With the tier defaults (coordinator/tierd Config.Defaults: LeaseTTL 4s, Grace
+// 1s), margin = max(0.2·4s, 100ms) = 0.8s and margin + grace = 1.8s; with
+// k = 50ms (the default TickInterval) and x ≤ 1s this leaves
+// 1.8s − 0.05s − 1s = 0.75s for delivery delay and drift. The drivers' own
+// defaults (StopTimeout and AckTimeout 5s) are above 1.8s: configure
+// StopTimeout/AckTimeout well below margin + grace. A driver start gets a
+// context whose deadline is the lease deadline, so a slow start cannot hold the
+// agent past its fence. TestHandoverRespectsLease replays this timeline and
 // checks the two hosts' ledgers; re-placing earlier is caught as an overlap.
 //
 // # Handshake after a (re)connect or restart
@@ -111,17 +115,19 @@
 //   - callback: per attached worker, the gRPC handler goroutine (acks, loads)
 //     and one sender goroutine; a short-lived goroutine per round of
 //     re-placing a detached worker's shards.
-//   - sdk/worker (in the worker process): one connection goroutine per Conn and
-//     one load reporter per live stream.
+//   - sdk/worker (in the worker process): one connection goroutine per Conn
+//     (it also sends the acks) and, when Options.Load is set, one load reporter
+//     per live stream.
 //
 // The synthetic driver and the Core start no goroutines.
 //
 // # Known limits
 //
 //   - Tombstones are never pruned (one small entry per shard ever revoked).
-//   - A shard whose exec process exits on its own stays held; the driver stops
-//     measuring it (execdriver.Driver.Exited tells) but the agent neither
-//     restarts it nor tells the parent.
+//   - A shard whose exec process exits on its own is dropped on the next Tick
+//     (reapExited, Core.Exited) and never restarted here, but the parent is not
+//     told at once: it learns of it when a Report no longer lists the shard and
+//     its re-sent Assign is acked failed (TestExitedWorkerIsReportedAsAFailure).
 //   - Report sequence numbers restart at 1 when the agent restarts.
 //   - The ledger compares timestamps of different hosts directly (one clock).
 package hostagent

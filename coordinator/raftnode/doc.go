@@ -25,8 +25,9 @@
 //     accepted moves in batched log entries, with up to ApplierConfig.Depth rounds
 //     in flight at once (pipelined).
 //
-// The in-memory cluster harness lives in raftest; the multi-process harness on
-// 127.0.0.1 in proctest; the test node binary they run in testnode.
+// The in-memory cluster harness lives in raftest (raft's in-memory transport, no
+// processes); the multi-process harness on 127.0.0.1 in proctest, which builds
+// and runs the test node binary in testnode.
 //
 // The FSM is any raft.FSM; Node wraps it in a read/write lock so that reads on the
 // admin and application paths never race with Apply, Snapshot or Restore. Commands

@@ -1,8 +1,10 @@
 // Package examples holds the example configuration files of the Strata daemons
-// (global-1..3.yaml, region-eu-1-1..3.yaml, host-synthetic.yaml, host-exec.yaml,
-// host-callback.yaml) and a test that checks them, together with the configs of
-// the compose cluster (deploy/compose/config) and the ConfigMaps and container
-// arguments of the Kubernetes manifests (deploy/k8s), against the real binary.
+// (global-1..3.yaml, region-eu-1-1..3.yaml, rack-a-1.yaml — a replica of the
+// custom tier "rack", run with "strata tier" —, host-synthetic.yaml,
+// host-exec.yaml, host-callback.yaml) and a test that checks them, together
+// with the configs of the compose cluster (deploy/compose/config) and the
+// ConfigMaps and container arguments of the Kubernetes manifests (deploy/k8s),
+// against the real binary.
 //
 // The test does not copy the configuration schema (a copy would drift). It builds
 // cmd/strata once, rewrites only what cannot work on a test machine (listen

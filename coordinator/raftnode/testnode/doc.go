@@ -1,7 +1,9 @@
 // Command testnode runs one replica of a tier Raft group (raftnode.Tier over
 // coordinator/fsm) with its admin endpoint, for the multi-process tests and
 // benchmarks on 127.0.0.1 (see package proctest). It is not a daemon for
-// production: "strata" will grow those.
+// production: a tier replica runs in production as "strata global", "strata
+// region" or "strata tier" (coordinator/tierd), which add the sessions, the
+// control loop and the Admin service.
 //
 //	testnode --id n1 --dir /tmp/n1 --raft-addr 127.0.0.1:7001 --admin-addr 127.0.0.1:7101 --bootstrap
 //	testnode --id n2 --dir /tmp/n2 --raft-addr 127.0.0.1:7002 --admin-addr 127.0.0.1:7102 --join 127.0.0.1:7101
