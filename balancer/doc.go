@@ -1,8 +1,8 @@
 // Package balancer decides, for one tier, which child each shard should live on.
-// It is the brain every tier and the simulator share (DESIGN.md §4). It is a pure
-// library: no I/O, no goroutines, no clock reads, no global randomness — time
-// comes in as an optional Now function used only for a time budget, and seeds are
-// parameters.
+// It is the brain every tier and the simulator share (docs/architecture.md). It is
+// a pure library: no I/O, no goroutines, no clock reads, no global randomness —
+// time comes in as an optional Now function used only for a time budget, and seeds
+// are parameters.
 //
 // # Model
 //
@@ -56,7 +56,7 @@
 // per-priority sums Σ weight×value (Objective.Levels), compared
 // lexicographically (Compare). Solvers accept a change only when the first level
 // it changes (by more than 1e-12) goes down, so a lower-priority goal never makes
-// a higher-priority goal worse. DefaultGoals follows DESIGN.md §4: threshold (1),
+// a higher-priority goal worse. DefaultGoals orders them: threshold (1),
 // balance_minmax (2), balance_sq (3), latency (4), shortfall (5), locality (6),
 // migration (7). Objective.Total (the sum of the levels) is a single number for
 // reports only.
@@ -100,8 +100,9 @@
 // BenchmarkDestinationScan).
 //
 // LowerBound gives, per resource, the lower bound on the busiest child's
-// utilization (DESIGN.md §1, refined by pinned and in-flight load); every Result
-// reports max/LB and max/mean per resource in its Summary.
+// utilization (the largest of Σ load / Σ capacity and of each shard's load over
+// the largest capacity allowed for it, refined by pinned and in-flight load);
+// every Result reports max/LB and max/mean per resource in its Summary.
 //
 // # Explanations
 //

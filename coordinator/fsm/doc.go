@@ -40,8 +40,9 @@
 // flight, target exists and is active), so moves committed in one batch after
 // verification cannot double-own a shard.
 //
-// Moves follow DESIGN.md §3: Move (or ApplyPlan without Begin) commits a new
-// owner with epoch+1 in one step; BeginMove marks the move in flight (revoke sent),
+// Moves follow the shard-assignment protocol (coordinator/tierd, "Moves and the
+// safety rules"): Move (or ApplyPlan without Begin) commits a new owner with
+// epoch+1 in one step; BeginMove marks the move in flight (revoke sent),
 // CompleteMove commits it after the old owner's ack (epoch+1), AbortMove drops it.
 // While a move is in flight its shard's load counts on the target, not the source
 // (in-flight moves count as done, as in the balancer).

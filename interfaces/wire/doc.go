@@ -14,7 +14,9 @@
 //     PlanStatus. Each message mirrors the Go type of the same name in interfaces.
 //     ErrorDetail rides in gRPC status details (status.go).
 //   - session.proto: service Session, the shard-assignment interface between a tier
-//     and a child (DESIGN.md §3). Connect is one bidirectional stream per child:
+//     and a child (docs/architecture.md; the rules for moves, epochs and leases
+//     are in coordinator/tierd and docs/operations.md, "Leases, epochs and what
+//     happens on failure"). Connect is one bidirectional stream per child:
 //     ChildMessage (Hello, Report, Ack, Hint) up, ParentMessage (Assign, Revoke,
 //     Constraints, LeaseGrant, Redirect) down. Assign, Revoke and Ack carry the
 //     shard's epoch.

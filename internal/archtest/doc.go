@@ -1,4 +1,5 @@
-// Package archtest enforces the architecture of DESIGN.md §6 as a test: the pure
-// packages (interfaces, balancer, tiers, sim) never depend on grpc, raft, bbolt or
-// the coordinator.
+// Package archtest enforces the import rule of docs/architecture.md ("Import
+// rules") as a test: the pure packages (interfaces, balancer, tiers, sim) never
+// depend on grpc, raft, bbolt or the coordinator. It also checks that every
+// package has a doc.go.
 package archtest

@@ -1,4 +1,4 @@
-// Package control is the brain of a tier leader's control loop (DESIGN.md §4,
+// Package control is the brain of a tier leader's control loop (docs/control.md,
 // issue 7 items 1–2), written as a pure state machine in the style of etcd's raft:
 // a Controller holds the loop's memory and Step turns one observation (time, the
 // tier's view, the silent children) into one Decision; Observe feeds back what

@@ -1,5 +1,7 @@
 // Package ledger records what host agents actually ran and checks the safety rules
-// of DESIGN.md §3 against those records.
+// of the shard-assignment protocol (coordinator/tierd, "Moves and the safety
+// rules": one owner per shard at a time, epochs that never go back) against those
+// records.
 //
 // Every host agent appends one JSON object per line to its own ledger file:
 //
