@@ -11,7 +11,10 @@
 // key/value lists). Types are only ever appended; changing the encoding of a
 // command means adding a new type. Build a command value (PutChild, RemoveChild,
 // PutShards, DeleteShards, Assign, Unassign, Move, BeginMove, CompleteMove,
-// AbortMove, ApplyPlan, Quarantine), call Encode, and pass the bytes to raft.Apply.
+// AbortMove, ApplyPlan, Quarantine, DropShards, PlanBatch), call Encode, and
+// pass the bytes to raft.Apply. DropShards (delete shards, aborting their
+// in-flight moves) and PlanBatch (drain children and apply a plan's moves) are
+// one entry each so that an operator's request is never half applied.
 //
 // Decode is strict: unknown types, truncation, trailing bytes, non-minimal
 // varints, unsorted map keys, out-of-range enums, over-long strings or counts

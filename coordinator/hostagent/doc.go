@@ -36,6 +36,13 @@
 //	LeaseGrant deadline = now + ttl - margin; confirm[] = Assign(held spec, epoch)
 //	Tick       at or after the deadline: for each running shard stop, persist fenced
 //
+// A stop the driver fails leaves the shard running, so the change that asked
+// for it is undone (Core.StopFailed): the shard stays held and running at its
+// epoch, with its old tombstone, and nothing more of that input is carried out
+// for it — a revoke is not acknowledged (the parent sends it again), an assign
+// under a newer epoch is refused, and the fence is tried again at every input
+// (Tick) while the lease is invalid.
+//
 // Every input first applies an expiry that is due, so a late input cannot act on
 // an expired lease. A driver start that fails drops the shard (tombstone at its
 // epoch) and returns the driver's error in the ack, marked ErrShardFailed (the

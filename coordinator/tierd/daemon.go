@@ -45,9 +45,10 @@ type Daemon struct {
 
 	// decide serialises the decisions that read the FSM and then commit and
 	// send based on what they read: a control round, a revoke or assign from the
-	// parent, a child's revoke ack. Without it a round could place a shard that a
-	// concurrent revoke from the parent is deleting. Never held while waiting on
-	// the network, only on Raft commits.
+	// parent, a child's revoke ack, a child tier's capacity update, and the
+	// Admin writes (docs/threads.md lists them). Without it a round could place
+	// a shard that a concurrent revoke from the parent is deleting. Never held
+	// while waiting on the network, only on Raft commits.
 	decide sync.Mutex
 
 	mu          sync.Mutex

@@ -189,7 +189,7 @@ func (d *Driver) Pid(id interfaces.ShardID) (int, bool) {
 }
 
 // Exited reports whether shard's process ended on its own (it is then not
-// measured; the agent still holds the shard).
+// measured; the agent drops the shard at its next Tick, see ExitError).
 func (d *Driver) Exited(id interfaces.ShardID) bool {
 	_, ok := d.ExitError(id)
 	return ok
