@@ -282,15 +282,6 @@ func (c *Core) StopFailed(shard interfaces.ShardID, epoch interfaces.Epoch) bool
 	return true
 }
 
-func (c *Core) sortedIDs() []interfaces.ShardID {
-	ids := make([]interfaces.ShardID, 0, len(c.shards))
-	for id := range c.shards {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	return ids
-}
-
 // Tick advances time: when the lease has expired, every running shard is stopped
 // (self-fence) and marked fenced.
 func (c *Core) Tick(now time.Time) []Effect { return c.expire(now) }
