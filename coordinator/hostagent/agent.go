@@ -42,6 +42,10 @@ type Hello struct {
 	// parent answers with a LeaseGrant whose Confirm re-confirms the shards it
 	// still assigns here (same epoch) and revokes the others.
 	Held []Held
+	// StopBudget is the longest the driver takes to stop a shard
+	// (driver.StopBudget): the parent waits that much longer before it places
+	// a silent host's shards elsewhere.
+	StopBudget time.Duration
 }
 
 // Agent is a host agent: the Core state machine plus the executor that carries
@@ -125,7 +129,7 @@ func Open(cfg Config) (*Agent, error) {
 func (a *Agent) Hello() Hello {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return Hello{Host: a.cfg.Host, Capacity: a.cfg.Capacity, Held: a.core.Held()}
+	return Hello{Host: a.cfg.Host, Capacity: a.cfg.Capacity, Held: a.core.Held(), StopBudget: driver.StopBudget(a.cfg.Driver)}
 }
 
 // Held lists the shards held, as in Hello.

@@ -57,20 +57,27 @@
 // The agent fences at grant_receipt_local + ttl - margin, margin =
 // max(MarginFraction·ttl, MinMargin) (defaults 0.2 and 100ms; a ttl ≤ margin is
 // refused). The parent must re-place a silent child's shards only after ttl +
-// grace measured from its own send time of the last grant. With send time s,
-// delivery delay d, child tick interval k and relative clock-rate error ρ, the
-// driver stop time x (exec: up to StopTimeout plus the kill; callback: up to
-// AckTimeout), the child has stopped by s + d + (ttl - margin)(1+ρ) + k + x in
-// real time, which is before the parent's s + ttl + grace whenever
+// x + grace measured from its own send time of the last grant, where x is the
+// driver's stop budget (exec: StopTimeout plus 500ms for the kill; callback:
+// AckTimeout; driver.StopBudget), which the agent announces in its Hello
+// (stop_budget_nanos) and the parent records with the child (label
+// strata.stop_budget) and adds to the lease. With send time s, delivery delay
+// d, child tick interval k and relative clock-rate error ρ, the child has
+// stopped by s + d + (ttl - margin)(1+ρ) + k + x in real time, which is before
+// the parent's s + ttl + x + grace whenever
 //
-//	d + k + x + ρ·ttl < margin + grace.
+//	d + k + ρ·ttl < margin + grace.
+//
+// A tier announces to its parent the largest stop budget of its children when
+// it connects (their leases end with its own); a child that connects later with
+// a larger budget counts from the tier's next session with its parent.
 //
 // With the tier defaults (coordinator/tierd Config.Defaults: LeaseTTL 4s, Grace
 // 1s), margin = max(0.2·4s, 100ms) = 0.8s and margin + grace = 1.8s; with
-// k = 50ms (the default TickInterval) and x ≤ 1s this leaves
-// 1.8s − 0.05s − 1s = 0.75s for delivery delay and drift. The drivers' own
-// defaults (StopTimeout and AckTimeout 5s) are above 1.8s: configure
-// StopTimeout/AckTimeout well below margin + grace. A driver start gets a
+// k = 50ms (the default TickInterval) this leaves 1.8s − 0.05s = 1.75s for
+// delivery delay and drift, whatever the drivers' stop timeouts (exec's default
+// StopTimeout 5s gives x = 5.5s: a silent exec host's shards move after
+// 4s + 5.5s + 1s). A driver start gets a
 // context whose deadline is the lease deadline, so a slow start cannot hold the
 // agent past its fence. TestHandoverRespectsLease replays this timeline and
 // checks the two hosts' ledgers; re-placing earlier is caught as an overlap.

@@ -121,3 +121,24 @@ func TestFailedStopKeepsTheShard(t *testing.T) {
 	// The ledger's intervals cover what ran: nothing runs now.
 	r.check(t, nil, "h1")
 }
+
+// budgetDriver is a driver that says its stops may take 2.5s.
+type budgetDriver struct{ *synthetic.Driver }
+
+func (budgetDriver) StopBudget() time.Duration { return 2500 * time.Millisecond }
+
+// The Hello announces the driver's stop budget; a driver that says nothing
+// announces none.
+func TestHelloAnnouncesTheStopBudget(t *testing.T) {
+	r := newRig(t)
+	a := r.openWith(t, "h1", budgetDriver{r.synth})
+	defer a.Close()
+	if got := a.HelloMessage("host", nil).GetHello().GetStopBudgetNanos(); got != int64(2500*time.Millisecond) {
+		t.Errorf("hello stop budget %v, want 2.5s", time.Duration(got))
+	}
+	b := r.open(t, "h2")
+	defer b.Close()
+	if got := b.HelloMessage("host", nil).GetHello().GetStopBudgetNanos(); got != 0 {
+		t.Errorf("synthetic driver's hello stop budget %v, want 0", time.Duration(got))
+	}
+}

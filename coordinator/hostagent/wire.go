@@ -24,7 +24,9 @@ func (a *Agent) HelloMessage(tier string, labels map[string]string) *wire.ChildM
 		held[s.Shard] = s.Epoch
 	}
 	c := interfaces.Child{ID: h.Host, Tier: tier, Capacity: h.Capacity, Labels: labels}
-	return &wire.ChildMessage{Msg: &wire.ChildMessage_Hello{Hello: wire.HelloToWire(c, held)}}
+	hello := wire.HelloToWire(c, held)
+	hello.StopBudgetNanos = int64(h.StopBudget)
+	return &wire.ChildMessage{Msg: &wire.ChildMessage_Hello{Hello: hello}}
 }
 
 // HandleParent applies one message from the parent, received at local time now,

@@ -171,6 +171,7 @@ func (d *Daemon) hello() *wire.Hello {
 		ProtocolVersion:    wire.ContractVersion,
 		MinProtocolVersion: wire.MinContractVersion,
 		HeldEpochs:         held,
+		StopBudgetNanos:    int64(h.StopBudget),
 	}
 }
 

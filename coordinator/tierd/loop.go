@@ -163,7 +163,9 @@ func (d *Daemon) observeRound(r control.RoundResult) {
 }
 
 // silent maps each live child whose lease has expired (from this leader's view)
-// to the expiry: the controller counts the grace from there.
+// to the expiry: the controller counts the grace from there. A child's lease
+// runs, from this side, for LeaseTTL plus the stop budget it announced: it
+// fences by the end of its lease and may take that long to stop its shards.
 func (d *Daemon) silent(now time.Time) map[interfaces.ChildID]time.Time {
 	out := map[interfaces.ChildID]time.Time{}
 	d.mu.Lock()
@@ -176,7 +178,7 @@ func (d *Daemon) silent(now time.Time) map[interfaces.ChildID]time.Time {
 		if from.Before(d.leaderSince) {
 			from = d.leaderSince
 		}
-		if exp := from.Add(d.cfg.LeaseTTL); now.After(exp) {
+		if exp := from.Add(d.cfg.LeaseTTL + stopBudget(cu.Child)); now.After(exp) {
 			out[cu.Child.ID] = exp
 		}
 	}

@@ -178,12 +178,50 @@ func sameChild(a, b interfaces.Child) bool {
 }
 
 func (d *Daemon) helloChild(h *wire.Hello) (interfaces.Child, error) {
+	budget := time.Duration(h.GetStopBudgetNanos())
+	if budget < 0 || budget > maxStopBudget {
+		return interfaces.Child{}, fmt.Errorf("hello.stop_budget: must be in [0, %v] (got %v): %w", maxStopBudget, budget, interfaces.ErrInvalid)
+	}
 	if h.GetTier() == "" {
 		// A child that names no tier belongs to the one below ours.
 		h = &wire.Hello{ChildId: h.GetChildId(), Tier: d.cfg.ChildTier, Capacity: h.GetCapacity(), Labels: h.GetLabels()}
 	}
 	c, _, err := wire.HelloFromWire(h)
-	return c, err
+	if err != nil {
+		return c, err
+	}
+	// The budget is kept with the child's record, replicated, so that a new
+	// leader waits for it too (silent) before the child has reconnected.
+	if _, taken := c.Labels[StopBudgetLabel]; taken || budget > 0 {
+		labels := make(map[string]string, len(c.Labels)+1)
+		for k, v := range c.Labels {
+			labels[k] = v
+		}
+		delete(labels, StopBudgetLabel) // reserved: only the Hello's field sets it
+		if budget > 0 {
+			labels[StopBudgetLabel] = budget.String()
+		}
+		c.Labels = labels
+	}
+	return c, nil
+}
+
+// StopBudgetLabel is the child label that records the stop budget the child
+// announced in its Hello (wire Hello.stop_budget_nanos): how long after its
+// fence it may still be stopping shards. It is reserved: a label of that name
+// in a child's configuration is replaced.
+const StopBudgetLabel = "strata.stop_budget"
+
+// maxStopBudget bounds a child's announced stop budget.
+const maxStopBudget = time.Hour
+
+// stopBudget is the stop budget recorded for child c (0 when none).
+func stopBudget(c interfaces.Child) time.Duration {
+	b, err := time.ParseDuration(c.Labels[StopBudgetLabel])
+	if err != nil || b < 0 || b > maxStopBudget {
+		return 0
+	}
+	return b
 }
 
 // grant sends a LeaseGrant to s and records when. A tier with a parent offers no

@@ -117,6 +117,7 @@ func TestSessionRejectsBadHello(t *testing.T) {
 		{"bad id", hello(&wire.Hello{ChildId: "r 1", ProtocolVersion: 1, Capacity: &wire.Load{Cpu: 1}}), codes.InvalidArgument, "hello.child_id"},
 		{"tier not next in the chain", hello(&wire.Hello{ChildId: "h1", Tier: "host", ProtocolVersion: 1, Capacity: &wire.Load{Cpu: 1}}), codes.FailedPrecondition, "a host cannot be a child of global"},
 		{"no common version", hello(&wire.Hello{ChildId: "r1", ProtocolVersion: 99, MinProtocolVersion: 50, Capacity: &wire.Load{Cpu: 1}}), codes.FailedPrecondition, "version"},
+		{"negative stop budget", hello(&wire.Hello{ChildId: "r1", ProtocolVersion: 1, Capacity: &wire.Load{Cpu: 1}, StopBudgetNanos: -1}), codes.InvalidArgument, "hello.stop_budget: must be in [0, 1h0m0s]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -291,5 +292,46 @@ func TestAdminWritesDoNotRace(t *testing.T) {
 	}
 	if got, _ := d.Tier().FSM.Child("r1"); got.State != interfaces.ChildFailed {
 		t.Errorf("the failed child is %s after the refused drain", got.State)
+	}
+}
+
+// TestStopBudgetExtendsTheLease: a child that announces it may take 3s to
+// stop its shards after its fence is not silent until its lease plus 3s have
+// passed; the budget is kept with its replicated record (a new leader waits
+// too), a configured label of that name is replaced, and a tier announces
+// the largest budget of its children to its own parent.
+func TestStopBudgetExtendsTheLease(t *testing.T) {
+	d := start(t, interfaces.TierGlobal, nil)
+	client := wire.NewSessionClient(dial(t, d.GRPCAddr()))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := client.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &wire.Hello{ChildId: "r1", ProtocolVersion: 1, Capacity: &wire.Load{Cpu: 1}, Labels: map[string]string{StopBudgetLabel: "1h", "zone": "a"}, StopBudgetNanos: int64(3 * time.Second)}
+	if err := s.Send(&wire.ChildMessage{Msg: &wire.ChildMessage_Hello{Hello: h}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil { // the lease grant
+		t.Fatal(err)
+	}
+	c, ok := d.Tier().FSM.Child("r1")
+	if !ok || c.Labels[StopBudgetLabel] != "3s" || c.Labels["zone"] != "a" {
+		t.Fatalf("registered child %+v, want the budget label 3s (the configured one replaced)", c)
+	}
+	d.mu.Lock()
+	granted := d.lastGrant["r1"]
+	d.mu.Unlock()
+	ttl := d.cfg.LeaseTTL
+	if _, silent := d.silent(granted.Add(ttl + 2*time.Second))["r1"]; silent {
+		t.Error("silent 2s after its lease, within its 3s stop budget")
+	}
+	exp, silent := d.silent(granted.Add(ttl + 4*time.Second))["r1"]
+	if !silent || !exp.Equal(granted.Add(ttl+3*time.Second)) {
+		t.Errorf("4s after its lease: silent %v since %v, want since lease + 3s (%v)", silent, exp, granted.Add(ttl+3*time.Second))
+	}
+	if got := (&uplink{d: d}).childrenStopBudget(); got != 3*time.Second {
+		t.Errorf("the tier announces a stop budget of %v, want its child's 3s", got)
 	}
 }

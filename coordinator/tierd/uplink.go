@@ -121,7 +121,20 @@ func (u *uplink) hello() *wire.Hello {
 		HeldEpochs:         held,
 		Address:            d.GRPCAddr(),
 		Labels:             d.cfg.Labels,
+		StopBudgetNanos:    int64(u.childrenStopBudget()),
 	}
+}
+
+// childrenStopBudget is the largest stop budget of this instance's children:
+// its parent must wait for that too after this instance's lease runs out
+// (the children's leases end with it). A child that connects later with a
+// larger budget counts from this instance's next session with its parent.
+func (u *uplink) childrenStopBudget() time.Duration {
+	var b time.Duration
+	for _, cu := range u.d.tier.FSM.Children() {
+		b = max(b, stopBudget(cu.Child))
+	}
+	return b
 }
 
 // report aggregates the children's reports: the instance's capacity and used

@@ -1,4 +1,4 @@
-// The shard-assignment interface between a tier and its children (DESIGN.md §3):
+// The shard-assignment interface between a tier and its children (docs/architecture.md, coordinator/tierd/doc.go):
 // one long-lived bidirectional stream per child, opened by the child to whichever
 // replica leads its parent. Followers answer with a Redirect.
 //
@@ -346,9 +346,14 @@ type Hello struct {
 	// lease_id is the lease the child held before this session (empty for a first
 	// session): after a failover the new leader may resume it rather than wait for it
 	// to expire.
-	LeaseId       string `protobuf:"bytes,9,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaseId string `protobuf:"bytes,9,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// stop_budget_nanos is the longest the child may take to stop its shards
+	// after its fence (a host: its driver's stop timeout plus the kill; a tier:
+	// the largest of its children's when it connected): the parent waits that
+	// much longer before it places a silent child's shards elsewhere. 0: none.
+	StopBudgetNanos int64 `protobuf:"varint,10,opt,name=stop_budget_nanos,json=stopBudgetNanos,proto3" json:"stop_budget_nanos,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -442,6 +447,13 @@ func (x *Hello) GetLeaseId() string {
 		return x.LeaseId
 	}
 	return ""
+}
+
+func (x *Hello) GetStopBudgetNanos() int64 {
+	if x != nil {
+		return x.StopBudgetNanos
+	}
+	return 0
 }
 
 // Ack acknowledges an Assign or a Revoke, with the epoch it carried.
@@ -984,7 +996,7 @@ const file_session_proto_rawDesc = "" +
 	"\vlease_grant\x18\x04 \x01(\v2\x15.strata.v1.LeaseGrantH\x00R\n" +
 	"leaseGrant\x121\n" +
 	"\bredirect\x18\x05 \x01(\v2\x13.strata.v1.RedirectH\x00R\bredirectB\x05\n" +
-	"\x03msg\"\xe8\x03\n" +
+	"\x03msg\"\x94\x04\n" +
 	"\x05Hello\x12\x19\n" +
 	"\bchild_id\x18\x01 \x01(\tR\achildId\x12\x12\n" +
 	"\x04tier\x18\x02 \x01(\tR\x04tier\x12+\n" +
@@ -995,7 +1007,9 @@ const file_session_proto_rawDesc = "" +
 	"\vheld_epochs\x18\a \x03(\v2 .strata.v1.Hello.HeldEpochsEntryR\n" +
 	"heldEpochs\x12\x18\n" +
 	"\aaddress\x18\b \x01(\tR\aaddress\x12\x19\n" +
-	"\blease_id\x18\t \x01(\tR\aleaseId\x1a9\n" +
+	"\blease_id\x18\t \x01(\tR\aleaseId\x12*\n" +
+	"\x11stop_budget_nanos\x18\n" +
+	" \x01(\x03R\x0fstopBudgetNanos\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +

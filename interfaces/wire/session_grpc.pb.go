@@ -1,4 +1,4 @@
-// The shard-assignment interface between a tier and its children (DESIGN.md §3):
+// The shard-assignment interface between a tier and its children (docs/architecture.md, coordinator/tierd/doc.go):
 // one long-lived bidirectional stream per child, opened by the child to whichever
 // replica leads its parent. Followers answer with a Redirect.
 //

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/strata-sched/strata/interfaces"
 )
@@ -27,6 +28,23 @@ type Driver interface {
 // (listeners, processes). The agent calls Close when it shuts down.
 type Closer interface {
 	Close() error
+}
+
+// StopBudgeter is implemented by drivers whose Stop may take long: StopBudget
+// is the longest a Stop can take (a graceful stop's timeout plus the kill).
+// The agent announces it in its Hello, and its parent waits that much longer
+// before it places a silent host's shards elsewhere (the host may still be
+// stopping them after its fence). Drivers without it stop at once.
+type StopBudgeter interface {
+	StopBudget() time.Duration
+}
+
+// StopBudget is d's StopBudget, or 0 when d does not say.
+func StopBudget(d Driver) time.Duration {
+	if b, ok := d.(StopBudgeter); ok {
+		return b.StopBudget()
+	}
+	return 0
 }
 
 // IgnoreNotFound returns nil for errors wrapping interfaces.ErrNotFound and err

@@ -215,8 +215,19 @@ func (d *Driver) Stop(id interfaces.ShardID) error {
 	if err == nil || errors.Is(err, errDetached) {
 		return nil
 	}
+	// The worker may still run it: keep it placed, so that a retried Stop
+	// sends the drop again (unless a new placement took its place).
+	d.mu.Lock()
+	if _, ok := d.shards[id]; !ok {
+		d.shards[id] = p
+	}
+	d.mu.Unlock()
 	return fmt.Errorf("callback: stop %s@%d on worker %s: %w", id, p.epoch, w.id, err)
 }
+
+// StopBudget is the longest Stop takes: AckTimeout for the worker's ack of
+// the drop (driver.StopBudgeter).
+func (d *Driver) StopBudget() time.Duration { return d.cfg.AckTimeout }
 
 // Measure returns the latest reported load of every placed shard that has
 // reported.

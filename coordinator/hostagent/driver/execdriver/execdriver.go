@@ -151,6 +151,7 @@ func (d *Driver) Stop(id interfaces.ShardID) error {
 	default:
 	}
 	if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		d.keep(id, p) // it still runs: a retried Stop must find it
 		return fmt.Errorf("exec: SIGTERM shard %s (pid %d): %w", id, pgid, err)
 	}
 	select {
@@ -164,11 +165,28 @@ func (d *Driver) Stop(id interfaces.ShardID) error {
 	d.kills++
 	d.mu.Unlock()
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		d.keep(id, p)
 		return fmt.Errorf("exec: SIGKILL shard %s (pid %d): %w", id, pgid, err)
 	}
 	<-p.done
 	return nil
 }
+
+// keep puts back a process whose stop failed, unless a new one took its place.
+func (d *Driver) keep(id interfaces.ShardID, p *proc) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.procs[id]; !ok {
+		d.procs[id] = p
+	}
+}
+
+// killWait is what StopBudget allows for a SIGKILLed process group to go.
+const killWait = 500 * time.Millisecond
+
+// StopBudget is the longest Stop takes: StopTimeout after SIGTERM, then the
+// SIGKILL (driver.StopBudgeter).
+func (d *Driver) StopBudget() time.Duration { return d.cfg.StopTimeout + killWait }
 
 // Kills returns how many stops needed SIGKILL.
 func (d *Driver) Kills() int {
