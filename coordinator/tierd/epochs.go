@@ -42,3 +42,20 @@ func (d *Daemon) wireEpoch(shard interfaces.ShardID, e interfaces.Epoch) (uint64
 	}
 	return uint64(g)<<localBits | uint64(e), true
 }
+
+// revokeEpoch is wireEpoch for a revoke: when the parent's epoch for the shard
+// is not known now (forgotten at a reconnect, not confirmed again yet), the
+// last one known composes it. A revoke may name an epoch the child does not
+// hold yet; an assign may not, which is why wireEpoch does not fall back.
+func (d *Daemon) revokeEpoch(shard interfaces.ShardID, e interfaces.Epoch) (uint64, bool) {
+	if we, ok := d.wireEpoch(shard, e); ok || d.up == nil || e > localMask {
+		return we, ok
+	}
+	d.up.mu.Lock()
+	g := d.up.lastKnown[shard]
+	d.up.mu.Unlock()
+	if g == 0 {
+		return 0, false
+	}
+	return uint64(g)<<localBits | uint64(e), true
+}

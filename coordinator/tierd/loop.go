@@ -255,6 +255,9 @@ func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, 
 			d.sendRevoke(m.From, m.Shard, st.Epoch)
 		}
 	}
+	if d.up != nil {
+		d.up.resendRevokes(ctx, now)
+	}
 
 	view, quarantined := d.baseView(now)
 	view.Constraints = append(view.Constraints, d.cooperate(view)...)
@@ -320,7 +323,14 @@ func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, defau
 // reverse. A drain the state machine refuses (a child gone) refuses the whole
 // batch. Called with d.decide held.
 func (d *Daemon) commitPlanBatch(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
-	direct, revoke, rejected := d.verifyMoves(moves, defaultReason)
+	if d.up != nil {
+		// Not the shards our parent is taking back (as act).
+		kept := d.up.dropRevoking(moves)
+		rejected = len(moves) - len(kept)
+		moves = kept
+	}
+	direct, revoke, refused := d.verifyMoves(moves, defaultReason)
+	rejected += refused
 	if len(drain) == 0 && len(direct)+len(revoke) == 0 {
 		return nil, rejected, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -21,11 +22,30 @@ type childSession struct {
 	out     chan *wire.ParentMessage
 	version uint32
 	closed  chan struct{}
+	// block makes send wait for room instead of dropping: set while the
+	// session's first messages (the lease, then the Hello reconciliation,
+	// which may be one Assign per shard the child owns) are queued, as the
+	// sender drains them.
+	block atomic.Bool
+	// senderDone is closed when the session's sender stops (nil: no sender
+	// yet), so that a blocked send gives up.
+	senderDone chan struct{}
 }
 
-// send queues m for the child without blocking; a full queue drops m (the
-// reconciliation on the next report or Hello re-sends what matters).
+// send queues m for the child. It does not block, except while s.block is
+// set; a full queue drops m (the reconciliation on the next report or Hello
+// re-sends what matters).
 func (s *childSession) send(m *wire.ParentMessage) bool {
+	if s.block.Load() {
+		select {
+		case s.out <- m:
+			return true
+		case <-s.closed:
+			return false
+		case <-s.senderDone:
+			return false
+		}
+	}
 	select {
 	case s.out <- m:
 		return true
@@ -77,7 +97,7 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 			return wire.ToStatus(fmt.Errorf("registering child %s: %w", child.ID, err))
 		}
 	}
-	s := &childSession{id: child.ID, out: make(chan *wire.ParentMessage, 8192), version: version, closed: make(chan struct{})}
+	s := &childSession{id: child.ID, out: make(chan *wire.ParentMessage, 8192), version: version, closed: make(chan struct{}), senderDone: make(chan struct{})}
 	d.mu.Lock()
 	if old := d.sessions[child.ID]; old != nil {
 		close(old.closed) // a newer session replaces it
@@ -99,8 +119,30 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 		d.logger.Printf("session: %s disconnected", child.ID)
 	}()
 
+	// The sender runs before the first messages are queued: the Hello
+	// reconciliation may queue more than the outbox holds (a region owning
+	// tens of thousands of shards), and none may be dropped.
+	sendErr := make(chan error, 1)
+	go func() {
+		defer close(s.senderDone)
+		for {
+			select {
+			case m := <-s.out:
+				if err := stream.Send(m); err != nil {
+					sendErr <- err
+					return
+				}
+			case <-s.closed:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	s.block.Store(true)
 	d.grant(s)
 	d.reconcileHeld(s, hello.GetHeldEpochs())
+	s.block.Store(false)
 	d.poke()
 
 	// Reports (which renew the lease) are handled on the receive goroutine, at
@@ -140,10 +182,8 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 	}()
 	for {
 		select {
-		case m := <-s.out:
-			if err := stream.Send(m); err != nil {
-				return err
-			}
+		case err := <-sendErr:
+			return err
 		case err := <-recvErr:
 			return err
 		case <-s.closed:
@@ -277,7 +317,7 @@ func (d *Daemon) reconcileHeld(s *childSession, held map[string]uint64) {
 		}
 		epoch := e
 		if ok {
-			if w, known := d.wireEpoch(st.Spec.ID, st.Epoch); known && w > epoch {
+			if w, known := d.revokeEpoch(st.Spec.ID, st.Epoch); known && w > epoch {
 				epoch = w
 			}
 		}
@@ -313,7 +353,7 @@ func (d *Daemon) sendAssign(child interfaces.ChildID, shard interfaces.ShardID, 
 // sendRevoke sends Revoke(shard, epoch) to child, if it has a session; epoch is
 // this tier's (local) epoch.
 func (d *Daemon) sendRevoke(child interfaces.ChildID, shard interfaces.ShardID, epoch interfaces.Epoch) bool {
-	we, known := d.wireEpoch(shard, epoch)
+	we, known := d.revokeEpoch(shard, epoch)
 	if !known {
 		return false
 	}
@@ -435,7 +475,7 @@ func (d *Daemon) reconcileReport(s *childSession, r interfaces.Report) {
 			}
 			continue
 		}
-		if we, known := d.wireEpoch(id, st.Epoch); known {
+		if we, known := d.revokeEpoch(id, st.Epoch); known {
 			s.send(wire.RevokeToWire(id, interfaces.Epoch(we)))
 		}
 	}
@@ -475,12 +515,24 @@ func (d *Daemon) onAck(ctx context.Context, s *childSession, ack *wire.Ack) {
 	defer d.decide.Unlock()
 	st, ok := d.tier.FSM.Shard(shard)
 	if ok && st.InFlight != nil && st.InFlight.From == s.id {
-		d.completeMove(ctx, shard, st.Epoch, st.InFlight.To)
+		// Only an ack of the revoke sent for this move: a late duplicate of
+		// an earlier move's revoke (the loop re-sends them) must not complete
+		// it while the source still runs the shard.
+		if d.ackCovers(shard, st.Epoch, ack.GetEpoch()) {
+			d.completeMove(ctx, shard, st.Epoch, st.InFlight.To)
+		}
 		return
 	}
 	if d.up != nil {
-		d.up.childRevoked(ctx, shard, s.id)
+		d.up.childRevoked(ctx, shard, s.id, ack.GetEpoch())
 	}
+}
+
+// ackCovers reports whether a child's revoke ack at wire epoch ack is for the
+// shard's local epoch e or a later one (the revoke this tier sends at e).
+func (d *Daemon) ackCovers(shard interfaces.ShardID, e interfaces.Epoch, ack uint64) bool {
+	we, known := d.revokeEpoch(shard, e)
+	return known && ack >= we
 }
 
 // completeMove commits an in-flight move and assigns the shard to its new owner.

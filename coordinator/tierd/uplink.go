@@ -3,6 +3,7 @@ package tierd
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -24,15 +25,19 @@ type uplink struct {
 	mu         sync.Mutex
 	leaseUntil time.Time
 	epochs     map[interfaces.ShardID]interfaces.Epoch // the parent's epoch per shard
-	revoking   map[interfaces.ShardID]interfaces.Epoch // revokes asked by the parent, not yet acked
-	cancel     context.CancelFunc
-	done       chan struct{}
+	// lastKnown is the parent's epoch per shard as last known, kept when a
+	// reconnect forgets epochs: it composes revokes (never assigns) for a
+	// shard the parent has not confirmed again (revokeEpoch).
+	lastKnown map[interfaces.ShardID]interfaces.Epoch
+	revoking  map[interfaces.ShardID]interfaces.Epoch // revokes asked by the parent, not yet acked
+	cancel    context.CancelFunc
+	done      chan struct{}
 }
 
 type uplinkHandler struct{ u *uplink }
 
 func newUplink(d *Daemon) *uplink {
-	u := &uplink{d: d, epochs: map[interfaces.ShardID]interfaces.Epoch{}, revoking: map[interfaces.ShardID]interfaces.Epoch{}}
+	u := &uplink{d: d, epochs: map[interfaces.ShardID]interfaces.Epoch{}, lastKnown: map[interfaces.ShardID]interfaces.Epoch{}, revoking: map[interfaces.ShardID]interfaces.Epoch{}}
 	c, err := session.NewClient(session.Config{
 		Parents:        d.cfg.Parent,
 		Hello:          u.hello,
@@ -267,6 +272,7 @@ func (h uplinkHandler) OnAssigns(as []*wire.Assign) []*wire.Ack {
 		if acks[i].GetOk() {
 			id := interfaces.ShardID(a.GetShard().GetId())
 			u.epochs[id] = interfaces.Epoch(a.GetEpoch())
+			u.lastKnown[id] = interfaces.Epoch(a.GetEpoch())
 			delete(u.revoking, id)
 		}
 	}
@@ -303,6 +309,7 @@ func (h uplinkHandler) OnRevoke(r *wire.Revoke) *wire.Ack {
 		// the child's revoke composed from it is never older than what the child
 		// holds — even when we forgot the parent's epoch after a reconnect.
 		u.epochs[shard] = epoch
+		u.lastKnown[shard] = epoch
 	}
 	u.mu.Unlock()
 	if st.InFlight != nil {
@@ -330,11 +337,18 @@ func (h uplinkHandler) OnRevoke(r *wire.Revoke) *wire.Ack {
 // childRevoked is called (with d.decide held) when a child acked a revoke that
 // no in-flight move explains: if our parent asked for that shard back, finish
 // the revoke.
-func (u *uplink) childRevoked(ctx context.Context, shard interfaces.ShardID, _ interfaces.ChildID) {
+//
+// Only the owner's ack of a revoke at the shard's current epoch counts: a late
+// ack from a child the shard has left, or of an older revoke, must not delete
+// the shard here (and tell the parent it stopped) while its owner runs it.
+func (u *uplink) childRevoked(ctx context.Context, shard interfaces.ShardID, child interfaces.ChildID, ack uint64) {
 	u.mu.Lock()
 	_, ok := u.revoking[shard]
 	u.mu.Unlock()
 	if !ok {
+		return
+	}
+	if st, ok := u.d.tier.FSM.Shard(shard); ok && st.Owner != "" && (st.Owner != child || !u.d.ackCovers(shard, st.Epoch, ack)) {
 		return
 	}
 	if a := u.finishRevoke(ctx, shard); a != nil {
@@ -350,18 +364,14 @@ func (u *uplink) finishRevoke(ctx context.Context, shard interfaces.ShardID) *wi
 	epoch := u.revoking[shard]
 	u.mu.Unlock()
 	if st, ok := d.tier.FSM.Shard(shard); ok {
-		if we, known := d.wireEpoch(shard, st.Epoch); known {
+		if we, known := d.revokeEpoch(shard, st.Epoch); known {
 			d.mu.Lock()
 			d.deleted[shard] = we
 			d.mu.Unlock()
 		}
 	}
-	if st, ok := d.tier.FSM.Shard(shard); ok && st.InFlight != nil {
-		if _, err := d.exec(ctx, &fsm.AbortMove{Shard: shard, Epoch: st.Epoch, Reason: "revoked by the parent tier"}); err != nil {
-			return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, shard, epoch, err).GetAck()
-		}
-	}
-	res, err := d.exec(ctx, &fsm.DeleteShards{IDs: []interfaces.ShardID{shard}})
+	// One entry aborts a move in flight and deletes the shard.
+	res, err := d.exec(ctx, &fsm.DropShards{IDs: []interfaces.ShardID{shard}, Reason: "revoked by the parent tier"})
 	if err == nil {
 		if e := res.Err(); e != nil && !isNotFound(e) {
 			err = e
@@ -373,6 +383,7 @@ func (u *uplink) finishRevoke(ctx context.Context, shard interfaces.ShardID) *wi
 	u.mu.Lock()
 	delete(u.revoking, shard)
 	delete(u.epochs, shard)
+	delete(u.lastKnown, shard)
 	u.mu.Unlock()
 	return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, shard, epoch, nil).GetAck()
 }
@@ -390,4 +401,42 @@ func (h uplinkHandler) OnDisconnect(err error) {
 	h.u.epochs = map[interfaces.ShardID]interfaces.Epoch{}
 	h.u.mu.Unlock()
 	h.u.d.forgetParent()
+}
+
+// resendRevokes carries the parent's pending revokes along (called with
+// d.decide held, each round): a revoke whose owner had no session when it
+// came, or whose message or ack was lost, is sent again after twice the
+// interval; one whose owner has failed or that has no owner is finished.
+func (u *uplink) resendRevokes(ctx context.Context, now time.Time) {
+	d := u.d
+	u.mu.Lock()
+	pending := make([]interfaces.ShardID, 0, len(u.revoking))
+	for id := range u.revoking {
+		pending = append(pending, id)
+	}
+	u.mu.Unlock()
+	slices.Sort(pending)
+	for _, id := range pending {
+		st, ok := d.tier.FSM.Shard(id)
+		if ok && st.InFlight != nil {
+			continue // OnRevoke aborted it; a move begun since is the loop's
+		}
+		failed := false
+		if ok && st.Owner != "" {
+			c, known := d.tier.FSM.Child(st.Owner)
+			failed = known && c.State == interfaces.ChildFailed
+		}
+		if !ok || st.Owner == "" || failed {
+			if a := u.finishRevoke(ctx, id); a != nil {
+				u.client.SendAck(a)
+			}
+			continue
+		}
+		d.mu.Lock()
+		last := d.revokeSent[id]
+		d.mu.Unlock()
+		if now.Sub(last) > 2*d.cfg.Interval {
+			d.sendRevoke(st.Owner, id, st.Epoch)
+		}
+	}
 }

@@ -1,0 +1,223 @@
+package tierd
+
+// Regressions for the protocol interleavings a review found (each failed
+// before its fix): a stale or foreign revoke ack, a parent revoke that met no
+// session, a revoke after the uplink's reconnect, an operator plan moving a
+// shard the parent is taking back, and a reconnect that queued more Assigns
+// than the outbox holds.
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/strata-sched/strata/coordinator/fsm"
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/interfaces/wire"
+)
+
+// revokeRegion: a region whose parent is unreachable (no lease: rounds do nothing),
+// driven directly. Shard j/0 given by the parent at epoch 5, children hosts.
+func revokeRegion(t *testing.T, hosts ...interfaces.ChildID) (*Daemon, uplinkHandler) {
+	d := start(t, interfaces.TierRegion, []string{"127.0.0.1:1"})
+	h := uplinkHandler{d.up}
+	spec := &wire.Shard{Id: "j/0", Job: "j", Load: &wire.Load{Cpu: 1}}
+	if a := h.OnAssign(&wire.Assign{Shard: spec, Epoch: 5}); !a.GetOk() {
+		t.Fatalf("assign: %v", a)
+	}
+	for _, id := range hosts {
+		must(t, d, &fsm.PutChild{Child: interfaces.Child{ID: id, Tier: interfaces.TierHost, Capacity: interfaces.Load{CPU: 8}}})
+	}
+	return d, h
+}
+
+func must(t *testing.T, d *Daemon, c fsm.Command) *fsm.Result {
+	t.Helper()
+	res, err := d.commit(context.Background(), c)
+	if err != nil {
+		t.Fatalf("%T: %v", c, err)
+	}
+	return res
+}
+
+func fakeSession(d *Daemon, id interfaces.ChildID) *childSession {
+	s := &childSession{id: id, out: make(chan *wire.ParentMessage, 64), closed: make(chan struct{})}
+	d.mu.Lock()
+	d.sessions[id] = s
+	d.mu.Unlock()
+	return s
+}
+
+func drain(s *childSession) []*wire.ParentMessage {
+	var out []*wire.ParentMessage
+	for {
+		select {
+		case m := <-s.out:
+			out = append(out, m)
+		default:
+			return out
+		}
+	}
+}
+
+func revokeAck(shard string, e uint64) *wire.Ack {
+	return &wire.Ack{Shard: shard, Epoch: e, Kind: wire.AckKind_ACK_KIND_REVOKE, Ok: true}
+}
+
+func w(g, l uint64) uint64 { return g<<16 | l }
+
+// P1: a revoke ack of an older epoch completes a newer move.
+func TestStaleRevokeAckDoesNotCompleteANewerMove(t *testing.T) {
+	d, _ := revokeRegion(t, "h1", "h2", "h3")
+	ctx := context.Background()
+	s1, s3 := fakeSession(d, "h1"), fakeSession(d, "h3")
+	fakeSession(d, "h2")
+	must(t, d, &fsm.Assign{Shard: "j/0", Child: "h1"}) // local 1
+	must(t, d, &fsm.BeginMove{Move: interfaces.Move{Shard: "j/0", From: "h1", To: "h2", Epoch: 1}})
+	d.onAck(ctx, s1, revokeAck("j/0", w(5, 1))) // first ack: completes, owner h2 @2
+	if st, _ := d.Tier().FSM.Shard("j/0"); st.Owner != "h2" || st.Epoch != 2 {
+		t.Fatalf("after first ack: %+v", st)
+	}
+	must(t, d, &fsm.Move{Move: interfaces.Move{Shard: "j/0", From: "h2", To: "h1", Epoch: 2}}) // back on h1 @3
+	must(t, d, &fsm.BeginMove{Move: interfaces.Move{Shard: "j/0", From: "h1", To: "h3", Epoch: 3}})
+	drain(s1)
+	drain(s3)
+	// A duplicate of the ack of Revoke(w(5,1)) (the loop re-sends revokes every
+	// 2*Interval, each one acked) arrives now. h1 has not seen Revoke(w(5,3)).
+	d.onAck(ctx, s1, revokeAck("j/0", w(5, 1)))
+	st, _ := d.Tier().FSM.Shard("j/0")
+	msgs := drain(s3)
+	if st.Owner == "h3" {
+		t.Errorf("stale revoke ack (epoch %d) completed the move begun at local epoch 3: owner %s epoch %d; msgs to h3: %v", w(5, 1), st.Owner, st.Epoch, msgs)
+	}
+}
+
+// P2: childRevoked finishes the parent's revoke on an ack from a child that is
+// not the owner (a duplicate ack from the old source of a completed move).
+func TestParentRevokeFinishesOnlyOnTheOwnersAck(t *testing.T) {
+	d, h := revokeRegion(t, "h1", "h2")
+	ctx := context.Background()
+	s1, s2 := fakeSession(d, "h1"), fakeSession(d, "h2")
+	must(t, d, &fsm.Assign{Shard: "j/0", Child: "h1"})
+	must(t, d, &fsm.BeginMove{Move: interfaces.Move{Shard: "j/0", From: "h1", To: "h2", Epoch: 1}})
+	d.onAck(ctx, s1, revokeAck("j/0", w(5, 1))) // move completes: h2 owns @2, Assign sent
+	drain(s2)
+	if a := h.OnRevoke(&wire.Revoke{Shard: "j/0", Epoch: 5}); a != nil {
+		t.Fatalf("parent revoke acked at once: %v", a)
+	}
+	t.Logf("to h2: %v", drain(s2))
+	d.onAck(ctx, s1, revokeAck("j/0", w(5, 1))) // duplicate ack from h1
+	if _, ok := d.Tier().FSM.Shard("j/0"); !ok {
+		t.Errorf("the parent's revoke finished (shard deleted, ack queued for the parent) on h1's stale ack while the owner h2 has not acked")
+	}
+}
+
+// P3: a deleted shard whose owner had no session when the parent's Revoke
+// arrived is never revoked: Hello and report reconciliation skip it.
+func TestParentRevokeIsResentToAReconnectedOwner(t *testing.T) {
+	d, h := revokeRegion(t, "h1")
+	ctx := context.Background()
+	must(t, d, &fsm.Assign{Shard: "j/0", Child: "h1"}) // h1 has no session now
+	if a := h.OnRevoke(&wire.Revoke{Shard: "j/0", Epoch: 5}); a != nil {
+		t.Fatalf("acked at once: %v", a)
+	}
+	s1 := fakeSession(d, "h1") // h1 comes back, holding and running j/0
+	d.reconcileHeld(s1, map[string]uint64{"j/0": w(5, 1)})
+	d.reconcileReport(s1, interfaces.Report{Child: "h1", Shards: []interfaces.ShardLoad{{Shard: "j/0"}}})
+	d.decide.Lock()
+	d.up.resendRevokes(ctx, time.Now()) // the round carries pending revokes along
+	d.decide.Unlock()
+	for _, m := range drain(s1) {
+		if m.GetRevoke() != nil {
+			return
+		}
+	}
+	st, ok := d.Tier().FSM.Shard("j/0")
+	t.Errorf("h1 runs j/0 which the parent revoked; no Revoke sent to h1 (shard %v %+v, hidden from view: %v)", ok, st, len(d.up.revoking))
+}
+
+// P4: after the uplink reconnects (epochs forgotten) the parent's Hello
+// reconciliation revokes a deleted shard at the held epoch 0; the region cannot
+// compose a wire epoch and sends nothing.
+func TestParentRevokeAfterAReconnectStillRevokes(t *testing.T) {
+	d, h := revokeRegion(t, "h1")
+	s1 := fakeSession(d, "h1")
+	must(t, d, &fsm.Assign{Shard: "j/0", Child: "h1"})
+	drain(s1)
+	h.OnDisconnect(nil)
+	hello := d.up.hello()
+	t.Logf("hello held: %v", hello.GetHeldEpochs())
+	// global reconcileHeld, shard deleted there: Revoke(id, held e) = Revoke(j/0, 0)
+	if a := h.OnRevoke(&wire.Revoke{Shard: "j/0", Epoch: hello.GetHeldEpochs()["j/0"]}); a != nil {
+		t.Logf("ack %v", a)
+	}
+	for _, m := range drain(s1) {
+		if m.GetRevoke() != nil {
+			return
+		}
+	}
+	t.Errorf("the parent's revoke of j/0 (at held epoch 0) sent nothing to h1, which keeps running it")
+}
+
+func TestOperatorPlanLeavesRevokingShards(t *testing.T) {
+	d, h := revokeRegion(t, "h1", "h2")
+	ctx := context.Background()
+	s1, s2 := fakeSession(d, "h1"), fakeSession(d, "h2")
+	must(t, d, &fsm.Assign{Shard: "j/0", Child: "h1"})
+	if a := h.OnRevoke(&wire.Revoke{Shard: "j/0", Epoch: 5}); a != nil {
+		t.Fatalf("acked at once: %v", a)
+	}
+	drain(s1)
+	d.decide.Lock()
+	applied, _, err := d.commitPlanBatch(ctx, nil, []interfaces.Move{{Shard: "j/0", From: "h1", To: "h2", Epoch: 1}}, "op")
+	d.decide.Unlock()
+	t.Logf("applied %d err %v", len(applied), err)
+	d.onAck(ctx, s1, revokeAck("j/0", w(5, 1))) // h1 acks the parent's revoke
+	st, ok := d.Tier().FSM.Shard("j/0")
+	if msgs := drain(s2); ok && st.Owner == "h2" {
+		t.Errorf("shard being revoked by the parent started on h2 (%v); parent revoke still pending: %v", msgs, d.up.revoking)
+	}
+}
+
+// TestReconnectQueuesEveryAssign: a region that reconnects owning more shards
+// than the session outbox holds gets an Assign for every one (the Hello
+// reconciliation used to queue them before the sender ran, dropping the
+// excess for good).
+func TestReconnectQueuesEveryAssign(t *testing.T) {
+	d := start(t, interfaces.TierGlobal, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	must(t, d, &fsm.PutChild{Child: interfaces.Child{ID: "r1", Tier: interfaces.TierRegion, Capacity: interfaces.Load{CPU: 1e6, Tasks: 1e6}}})
+	const n = 9000 // the outbox holds 8192
+	shards := make([]interfaces.Shard, n)
+	moves := make([]interfaces.Move, n)
+	for i := range shards {
+		id := interfaces.ShardID("j/" + strconv.Itoa(i))
+		shards[i] = interfaces.Shard{ID: id, Job: "j", Load: interfaces.Load{CPU: 1}}
+		moves[i] = interfaces.Move{Shard: id, To: "r1"}
+	}
+	must(t, d, &fsm.PutShards{Shards: shards})
+	must(t, d, &fsm.ApplyPlan{Tier: "global", Moves: moves})
+	stream, err := wire.NewSessionClient(dial(t, d.GRPCAddr())).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]uint64{}
+	for _, s := range shards {
+		held[string(s.ID)] = 0 // a reconnected region knows no epoch
+	}
+	if err := stream.Send(&wire.ChildMessage{Msg: &wire.ChildMessage_Hello{Hello: &wire.Hello{ChildId: "r1", ProtocolVersion: 1, Capacity: &wire.Load{Cpu: 1e6, Tasks: 1e6}, HeldEpochs: held}}}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for len(got) < n {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("after %d of %d Assigns: %v", len(got), n, err)
+		}
+		if a := m.GetAssign(); a != nil {
+			got[a.GetShard().GetId()] = true
+		}
+	}
+}
