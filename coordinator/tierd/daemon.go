@@ -58,10 +58,16 @@ type Daemon struct {
 	addrs       map[interfaces.ChildID]string // children's admin (gRPC) addresses, from Hello
 	leader      bool
 	leaderSince time.Time
-	revokeSent  map[interfaces.ShardID]time.Time   // in-flight moves: when Revoke was last sent
-	assignSent  map[interfaces.ShardID]assignState // the last Assign sent per shard, and its ack
-	deleted     map[interfaces.ShardID]uint64      // shards deleted here: the wire epoch they had
-	plans       map[string]pendingPlan             // what-if plans by token (Plan, ApplyPlan)
+	// leaderTerm is the Raft term this replica leads in (when leader): a grant
+	// is sent only in it, and a change of term is a step-down (trackLeadership).
+	leaderTerm uint64
+	// declaring holds the children being declared failed (declareFailed):
+	// no lease is granted to them meanwhile.
+	declaring  map[interfaces.ChildID]bool
+	revokeSent map[interfaces.ShardID]time.Time   // in-flight moves: when Revoke was last sent
+	assignSent map[interfaces.ShardID]assignState // the last Assign sent per shard, and its ack
+	deleted    map[interfaces.ShardID]uint64      // shards deleted here: the wire epoch they had
+	plans      map[string]pendingPlan             // what-if plans by token (Plan, ApplyPlan)
 	// lastRejections are the moves the last verification refused, with why.
 	lastRejections []balancer.Rejection
 	alerts         []string // the controller's alerts of the last round
@@ -114,6 +120,7 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		revokeSent: map[interfaces.ShardID]time.Time{},
 		assignSent: map[interfaces.ShardID]assignState{},
 		deleted:    map[interfaces.ShardID]uint64{},
+		declaring:  map[interfaces.ChildID]bool{},
 		wake:       make(chan struct{}, 1),
 	}
 	// LeanRestore: a follower that installs a snapshot over a large state peaks at

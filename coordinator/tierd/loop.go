@@ -37,11 +37,20 @@ func (d *Daemon) loop(ctx context.Context) {
 // trackLeadership notices leadership changes: a new leader waits for a barrier
 // (its FSM then holds every committed entry) and starts its uplink; a replica
 // that lost leadership closes its sessions so children find the new leader.
+//
+// Leadership is known by its term: a replica that lost leadership and won it
+// back between two polls (another leader in between, which may have granted
+// leases) steps down and up again, as if it had seen the change.
 func (d *Daemon) trackLeadership(ctx context.Context) bool {
 	leader := d.tier.IsLeader()
+	term := d.tier.Raft().CurrentTerm()
 	d.mu.Lock()
-	was := d.leader
+	was, wasTerm := d.leader, d.leaderTerm
 	d.mu.Unlock()
+	if leader && was && term != wasTerm {
+		d.stepDown()
+		was = false
+	}
 	switch {
 	case leader && !was:
 		if err := d.tier.Raft().Barrier(5 * time.Second).Error(); err != nil {
@@ -50,6 +59,7 @@ func (d *Daemon) trackLeadership(ctx context.Context) bool {
 		d.mu.Lock()
 		d.leader = true
 		d.leaderSince = time.Now()
+		d.leaderTerm = term
 		d.mu.Unlock()
 		ctl, err := control.New(d.controlConfig())
 		if err != nil {
@@ -185,6 +195,24 @@ func (d *Daemon) silent(now time.Time) map[interfaces.ChildID]time.Time {
 	return out
 }
 
+// startDeclaring reports whether child c is still silent past its lease, stop
+// budget and grace at now and, if so, marks it as being declared failed (no
+// grant until the declaration is done).
+func (d *Daemon) startDeclaring(c interfaces.Child, now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	from := d.lastGrant[c.ID]
+	if from.Before(d.leaderSince) {
+		from = d.leaderSince
+	}
+	if now.Before(from.Add(d.cfg.LeaseTTL + stopBudget(c) + d.cfg.Grace)) {
+		d.logger.Printf("child %s renewed its lease while being declared lost: kept", c.ID)
+		return false
+	}
+	d.declaring[c.ID] = true
+	return true
+}
+
 // declareFailed commits the children the controller found lost (silent past
 // lease and grace) as failed, drops their sessions, and marks them failed in the
 // view the round plans from. Called with d.decide held.
@@ -194,8 +222,22 @@ func (d *Daemon) declareFailed(ctx context.Context, view *interfaces.View, ids [
 		if !ok || c.State == interfaces.ChildFailed {
 			continue
 		}
+		// The controller decided from silent(), a while ago: a lease granted
+		// since (a report, a reconnect) keeps the child. Checked, and grants
+		// to it stopped, in one step with grants (stampGrant), so that none
+		// slips in before the commit; the round then moves its shards directly.
+		if !d.startDeclaring(c, time.Now()) {
+			continue
+		}
 		c.State = interfaces.ChildFailed
-		if _, err := d.exec(ctx, &fsm.PutChild{Child: c}); err != nil {
+		if h := testHookDeclare.Load(); h != nil {
+			(*h)(d, id)
+		}
+		_, err := d.exec(ctx, &fsm.PutChild{Child: c})
+		d.mu.Lock()
+		delete(d.declaring, id)
+		d.mu.Unlock()
+		if err != nil {
 			d.logger.Printf("marking %s failed: %v", id, err)
 			continue
 		}

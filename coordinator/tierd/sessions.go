@@ -30,6 +30,8 @@ type childSession struct {
 	// senderDone is closed when the session's sender stops (nil: no sender
 	// yet), so that a blocked send gives up.
 	senderDone chan struct{}
+	// term is the leader's term when the session opened: grants go only in it.
+	term uint64
 }
 
 // send queues m for the child. It does not block, except while s.block is
@@ -87,18 +89,21 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 		return status.Error(codes.Unavailable, "this tier holds no lease from its parent yet; retry shortly")
 	}
 	ctx := stream.Context()
-	// Register (or refresh) the child. A draining child stays draining; a failed
-	// one that is back is active again.
-	if old, ok := d.tier.FSM.Child(child.ID); ok && old.State == interfaces.ChildDraining {
-		child.State = interfaces.ChildDraining
+	if h := testHookConnect.Load(); h != nil {
+		(*h)(d)
 	}
-	if old, ok := d.tier.FSM.Child(child.ID); !ok || !sameChild(old, child) {
-		if _, err := d.exec(ctx, &fsm.PutChild{Child: child}); err != nil {
-			return wire.ToStatus(fmt.Errorf("registering child %s: %w", child.ID, err))
-		}
+	if err := d.registerChild(ctx, child); err != nil {
+		return wire.ToStatus(err)
 	}
 	s := &childSession{id: child.ID, out: make(chan *wire.ParentMessage, 8192), version: version, closed: make(chan struct{}), senderDone: make(chan struct{})}
 	d.mu.Lock()
+	if !d.leader {
+		// Leadership moved since the check above (the loop's stepDown takes
+		// this lock): a session opened now would never be closed.
+		d.mu.Unlock()
+		return status.Error(codes.Unavailable, "this replica is no longer the leader; reconnect")
+	}
+	s.term = d.leaderTerm
 	if old := d.sessions[child.ID]; old != nil {
 		close(old.closed) // a newer session replaces it
 	}
@@ -128,6 +133,9 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 		for {
 			select {
 			case m := <-s.out:
+				if m.GetLeaseGrant() != nil && !d.stampGrant(s) {
+					continue // not leader now, or the child is being declared lost
+				}
 				if err := stream.Send(m); err != nil {
 					sendErr <- err
 					return
@@ -192,6 +200,29 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// registerChild registers or refreshes child from its Hello, under the decide
+// lock so that it does not overwrite a drain or a capacity committed between
+// its read and its write. A draining child stays draining; a failed one that is
+// back is active again.
+func (d *Daemon) registerChild(ctx context.Context, child interfaces.Child) error {
+	d.decide.Lock()
+	defer d.decide.Unlock()
+	old, ok := d.tier.FSM.Child(child.ID)
+	if ok && old.State == interfaces.ChildDraining {
+		child.State = interfaces.ChildDraining
+	}
+	if ok && sameChild(old, child) {
+		return nil
+	}
+	if h := testHookRegister.Load(); h != nil {
+		(*h)(d)
+	}
+	if _, err := d.exec(ctx, &fsm.PutChild{Child: child}); err != nil {
+		return fmt.Errorf("registering child %s: %w", child.ID, err)
+	}
+	return nil
 }
 
 // dropSession ends a child's session (the child reconnects with a Hello).
@@ -286,11 +317,29 @@ func (d *Daemon) grant(s *childSession) {
 		ProtocolVersion:     s.version,
 		ReportIntervalNanos: int64(d.cfg.ReportInterval),
 	}
-	if s.send(&wire.ParentMessage{Msg: &wire.ParentMessage_LeaseGrant{LeaseGrant: g}}) {
-		d.mu.Lock()
-		d.lastGrant[s.id] = time.Now()
-		d.mu.Unlock()
+	s.send(&wire.ParentMessage{Msg: &wire.ParentMessage_LeaseGrant{LeaseGrant: g}})
+}
+
+// stampGrant is called by s's sender just before it sends a LeaseGrant: it
+// reports whether the grant may go — this replica still leads, in the term it
+// opened the session in, s is the child's session, and the child is neither
+// failed nor being declared failed — and if so records the grant's time. The
+// time is taken as the grant leaves, not when it was queued, so that a grant
+// that waited in the outbox does not outlive what the leader counts (silent).
+func (d *Daemon) stampGrant(s *childSession) bool {
+	if !d.tier.IsLeader() || d.tier.Raft().CurrentTerm() != s.term {
+		return false
 	}
+	if c, ok := d.tier.FSM.Child(s.id); ok && c.State == interfaces.ChildFailed {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.leader || d.leaderTerm != s.term || d.sessions[s.id] != s || d.declaring[s.id] {
+		return false
+	}
+	d.lastGrant[s.id] = time.Now()
+	return true
 }
 
 // reconcileHeld compares what a (re)connecting child holds with the committed
