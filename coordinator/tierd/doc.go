@@ -28,10 +28,12 @@
 // # Goroutines
 //
 // Per replica: the control loop (leader work only; idles on followers), the
-// uplink client (runs while leader), three per child session (sessions.go: the
-// gRPC handler of Connect, which sends the child's outbox; a receiver, which
-// handles Reports at once; a worker, which handles Acks and Hints in order, so
-// they never hold up a lease renewal), the gRPC server, raft's own and the
+// uplink client (runs while leader), four per child session (sessions.go: the
+// gRPC handler of Connect, which registers the child and reconciles its Hello;
+// a sender, which sends the child's outbox and checks each lease grant as it
+// leaves; a receiver, which handles Reports at once; a worker, which handles
+// Acks and Hints in order, so they never hold up a lease renewal), the gRPC
+// server, raft's own and the
 // telemetry server's. The session registry is guarded by Daemon.mu, the
 // decisions that read the FSM and then commit by Daemon.decide, the FSM by
 // raftnode's lock; docs/threads.md lists every goroutine and lock.
