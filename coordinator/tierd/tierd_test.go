@@ -29,7 +29,13 @@ func start(t *testing.T, tier string, parent []string) *Daemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	testutil.Until(t, tier+": leader", 10*time.Second, d.IsLeader)
+	// Leader in Raft, and in the control loop (after its barrier): only then
+	// does the replica accept sessions.
+	testutil.Until(t, tier+": leader", 10*time.Second, func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.leader && d.IsLeader()
+	})
 	return d
 }
 
