@@ -66,8 +66,12 @@ type Daemon struct {
 	declaring  map[interfaces.ChildID]bool
 	revokeSent map[interfaces.ShardID]time.Time   // in-flight moves: when Revoke was last sent
 	assignSent map[interfaces.ShardID]assignState // the last Assign sent per shard, and its ack
-	deleted    map[interfaces.ShardID]uint64      // shards deleted here: the wire epoch they had
-	plans      map[string]pendingPlan             // what-if plans by token (Plan, ApplyPlan)
+	// refused holds the Assigns a child tier refused (e.g. a region without
+	// a lease from us yet), to send again (retryRefused): unlike a host's, a
+	// tier's reports do not list its shards, so nothing else would.
+	refused map[interfaces.ShardID]time.Time
+	deleted map[interfaces.ShardID]uint64 // shards deleted here: the wire epoch they had
+	plans   map[string]pendingPlan        // what-if plans by token (Plan, ApplyPlan)
 	// lastRejections are the moves the last verification refused, with why.
 	lastRejections []balancer.Rejection
 	alerts         []string // the controller's alerts of the last round
@@ -119,6 +123,7 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		addrs:      map[interfaces.ChildID]string{},
 		revokeSent: map[interfaces.ShardID]time.Time{},
 		assignSent: map[interfaces.ShardID]assignState{},
+		refused:    map[interfaces.ShardID]time.Time{},
 		deleted:    map[interfaces.ShardID]uint64{},
 		declaring:  map[interfaces.ChildID]bool{},
 		wake:       make(chan struct{}, 1),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -195,6 +196,28 @@ func (d *Daemon) silent(now time.Time) map[interfaces.ChildID]time.Time {
 	return out
 }
 
+// retryRefused sends again, after twice the interval, the Assigns a child tier
+// refused, while the shard is still that child's.
+func (d *Daemon) retryRefused(now time.Time) {
+	d.mu.Lock()
+	var due []interfaces.ShardID
+	for id, at := range d.refused {
+		if now.Sub(at) > 2*d.cfg.Interval {
+			due = append(due, id)
+		}
+	}
+	for _, id := range due {
+		delete(d.refused, id)
+	}
+	d.mu.Unlock()
+	slices.Sort(due)
+	for _, id := range due {
+		if st, ok := d.tier.FSM.Shard(id); ok && st.Owner != "" && st.InFlight == nil {
+			d.sendAssign(st.Owner, id, st.Epoch)
+		}
+	}
+}
+
 // startDeclaring reports whether child c is still silent past its lease, stop
 // budget and grace at now and, if so, marks it as being declared failed (no
 // grant until the declaration is done).
@@ -300,6 +323,7 @@ func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, 
 	if d.up != nil {
 		d.up.resendRevokes(ctx, now)
 	}
+	d.retryRefused(now)
 
 	view, quarantined := d.baseView(now)
 	view.Constraints = append(view.Constraints, d.cooperate(view)...)

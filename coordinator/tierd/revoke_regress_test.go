@@ -221,3 +221,34 @@ func TestReconnectQueuesEveryAssign(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedAssignToATierIsRetried: a region that refuses an Assign (here:
+// it has no lease yet) gets it again a little later; a stale-epoch refusal
+// is not retried (the same Assign would meet it again). A host's refusals are
+// left to its reports (reconcileReport).
+func TestRefusedAssignToATierIsRetried(t *testing.T) {
+	d := start(t, interfaces.TierGlobal, nil)
+	ctx := context.Background()
+	must(t, d, &fsm.PutChild{Child: interfaces.Child{ID: "r1", Tier: interfaces.TierRegion, Capacity: interfaces.Load{CPU: 8}}})
+	must(t, d, &fsm.PutShards{Shards: []interfaces.Shard{{ID: "j/0", Job: "j", Load: interfaces.Load{CPU: 1}}, {ID: "j/1", Job: "j", Load: interfaces.Load{CPU: 1}}}})
+	must(t, d, &fsm.Assign{Shard: "j/0", Child: "r1"})
+	must(t, d, &fsm.Assign{Shard: "j/1", Child: "r1"})
+	s := fakeSession(d, "r1")
+	d.sendAssign("r1", "j/0", 1)
+	d.sendAssign("r1", "j/1", 1)
+	drain(s)
+	refuse := func(shard, why string) *wire.Ack {
+		return &wire.Ack{Shard: shard, Epoch: 1, Kind: wire.AckKind_ACK_KIND_ASSIGN, Error: why}
+	}
+	d.onAck(ctx, s, refuse("j/0", "no valid lease"))
+	d.onAck(ctx, s, refuse("j/1", "shard j/1: epoch 1 is older than the 2 held: "+interfaces.ErrStaleEpoch.Error()))
+	d.retryRefused(time.Now()) // too soon
+	if msgs := drain(s); len(msgs) != 0 {
+		t.Fatalf("resent at once: %v", msgs)
+	}
+	d.retryRefused(time.Now().Add(time.Minute))
+	msgs := drain(s)
+	if len(msgs) != 1 || msgs[0].GetAssign().GetShard().GetId() != "j/0" || msgs[0].GetAssign().GetEpoch() != 1 {
+		t.Fatalf("after the wait: %v, want one Assign of j/0 at 1", msgs)
+	}
+}

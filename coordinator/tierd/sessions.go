@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -539,8 +540,14 @@ func (d *Daemon) onAck(ctx context.Context, s *childSession, ack *wire.Ack) {
 		if st, ok := d.assignSent[shard]; ok && st.epoch == ack.GetEpoch() {
 			if ack.GetOk() {
 				st.acked = true
+				delete(d.refused, shard)
 			} else {
 				st.at = time.Time{} // refused (e.g. no lease yet): try again at the next report
+				// A child tier's refusal other than a stale epoch (which
+				// the same Assign would meet again) is retried.
+				if d.cfg.ChildTier != interfaces.TierHost && !strings.Contains(ack.GetError(), interfaces.ErrStaleEpoch.Error()) {
+					d.refused[shard] = time.Now()
+				}
 			}
 			d.assignSent[shard] = st
 		}
