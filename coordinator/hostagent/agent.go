@@ -204,6 +204,7 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 	// kept: shards whose stop failed; the core put them back as they were, so
 	// nothing more of this call is carried out for them.
 	kept := map[interfaces.ShardID]bool{}
+	stopped := a.stopAll(effs)
 	for i := 0; i < len(effs); i++ {
 		e := effs[i]
 		if kept[e.Shard] && e.Kind != EffLease {
@@ -252,7 +253,11 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 				effs = append(effs, a.core.StartFailed(e.Shard, e.Epoch)...)
 			}
 		case EffStop:
-			if err := driver.IgnoreNotFound(a.cfg.Driver.Stop(e.Shard)); err != nil {
+			err, done := stopped[i]
+			if !done {
+				err = a.cfg.Driver.Stop(e.Shard)
+			}
+			if err := driver.IgnoreNotFound(err); err != nil {
 				// The shard may still run: do not record a stop, keep holding
 				// it (the core undoes the change that asked for the stop), and
 				// carry out nothing more of that change.
@@ -277,6 +282,40 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// stopAll runs, side by side, the driver stops among the effects that come
+// before any start (a fence stops every running shard; the parent allows one
+// stop budget for all of them, not one per shard), and returns each one's
+// result by its index in effs. A single stop is left to execute.
+func (a *Agent) stopAll(effs []Effect) map[int]error {
+	var idx []int
+	for i, e := range effs {
+		if e.Kind == EffStart {
+			break
+		}
+		if e.Kind == EffStop {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) < 2 {
+		return nil
+	}
+	out := make(map[int]error, len(idx))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, i := range idx {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			err := a.cfg.Driver.Stop(effs[i].Shard)
+			mu.Lock()
+			out[i] = err
+			mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	return out
 }
 
 // ErrShardFailed marks an error of a shard's process on this host (its start

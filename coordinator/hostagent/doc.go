@@ -124,7 +124,9 @@
 //   - Agent.Run: the one goroutine of the agent; calls Tick every TickInterval
 //     of the injected clock until its context ends. All decision inputs are
 //     serialised by Agent.mu; the caller's goroutine (the session client)
-//     executes them.
+//     executes them, except that when one input stops several shards (a
+//     fence) their driver stops run side by side, one short-lived goroutine
+//     each, so that the fence ends within one stop budget.
 //   - execdriver: one goroutine per running process, blocked in cmd.Wait.
 //   - callback: per attached worker, the gRPC handler goroutine (acks, loads)
 //     and one sender goroutine; a short-lived goroutine per round of

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/strata-sched/strata/coordinator/hostagent/driver/synthetic"
+	"github.com/strata-sched/strata/coordinator/hostagent/internal/fakeclock"
 	"github.com/strata-sched/strata/interfaces"
 )
 
@@ -140,5 +142,76 @@ func TestHelloAnnouncesTheStopBudget(t *testing.T) {
 	defer b.Close()
 	if got := b.HelloMessage("host", nil).GetHello().GetStopBudgetNanos(); got != 0 {
 		t.Errorf("synthetic driver's hello stop budget %v, want 0", time.Duration(got))
+	}
+}
+
+// slowStops is a driver whose every stop takes x on the fake clock (a process
+// that ignores SIGTERM: StopTimeout, then the kill). A stop reads the clock,
+// waits (in real time, at most a second) until want stops have begun, then
+// moves the clock to its start + x: stops run side by side all end at the
+// fence's time + x, stops run one after another at + x, + 2x, ….
+type slowStops struct {
+	*synthetic.Driver
+	clk   *fakeclock.Clock
+	x     time.Duration
+	want  int
+	mu    sync.Mutex
+	begun int
+	all   chan struct{}
+}
+
+func (d *slowStops) Stop(id interfaces.ShardID) error {
+	start := d.clk.Now()
+	d.mu.Lock()
+	if d.begun++; d.begun == d.want {
+		close(d.all)
+	}
+	d.mu.Unlock()
+	select {
+	case <-d.all:
+	case <-time.After(time.Second):
+	}
+	d.mu.Lock()
+	if end := start.Add(d.x); end.After(d.clk.Now()) {
+		d.clk.Set(end)
+	}
+	d.mu.Unlock()
+	return d.Driver.Stop(id)
+}
+
+func (d *slowStops) StopBudget() time.Duration { return d.x }
+
+// A fence stops every running shard within one stop budget, as the parent
+// counts it (lease + budget + grace): the stops run side by side. One after
+// another, three 5.5s stops took 16.5s and the parent's re-placement overlapped
+// the last two (a review's probe).
+func TestFenceStopsWithinOneBudget(t *testing.T) {
+	r := newRig(t)
+	x, ttl := 5500*time.Millisecond, 4*time.Second
+	d := &slowStops{Driver: r.synth, clk: r.clock, x: x, want: 3, all: make(chan struct{})}
+	a := r.openWith(t, "h1", d)
+	defer a.Close()
+	now := r.clock.Now()
+	if err := a.LeaseGrant(ctx, now, ttl, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"s1", "s2", "s3"} {
+		if err := a.Assign(ctx, now, spec(s), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fence := now.Add(ttl) // past the deadline (ttl - margin)
+	r.clock.Set(fence)
+	if err := a.Tick(ctx, fence); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Running()) != 0 {
+		t.Fatalf("running after the fence: %v", a.Running())
+	}
+	res := r.check(t, nil, "h1")
+	for _, iv := range res.Intervals {
+		if stop := time.Unix(0, iv.End); stop.After(fence.Add(x)) {
+			t.Errorf("%s stopped %v after the fence, past one stop budget (%v)", iv.Shard, stop.Sub(fence), x)
+		}
 	}
 }

@@ -147,6 +147,9 @@ func (d *Driver) Stop(id interfaces.ShardID) error {
 	pgid := p.cmd.Process.Pid
 	select {
 	case <-p.done:
+		// The leader exited on its own; members of its group may not have
+		// (sh -c 'worker & exit 0'): take them too.
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		return nil
 	default:
 	}

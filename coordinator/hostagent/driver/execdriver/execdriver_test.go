@@ -176,3 +176,23 @@ func TestConfigAndParsers(t *testing.T) {
 		t.Fatalf("bad unit: %v", err)
 	}
 }
+
+// TestStopTakesTheWholeGroup: a shard whose leader process exited on its own
+// but left a member of its group running is stopped with that member (Stop
+// used to return at once, and the member ran on after the shard was placed
+// elsewhere).
+func TestStopTakesTheWholeGroup(t *testing.T) {
+	d, err := New(Config{Command: []string{"sh", "-c", "sleep 30 & exit 0"}, Clock: hostagent.WallClock{}, StopTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx, sp("s1"), 1); err != nil {
+		t.Fatal(err)
+	}
+	pgid, _ := d.Pid("s1")
+	waitFor(t, "the leader exited", func() bool { return d.Exited("s1") })
+	if err := d.Stop("s1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the group gone", func() bool { return syscall.Kill(-pgid, 0) != nil })
+}
