@@ -13,16 +13,26 @@ import (
 	"github.com/strata-sched/strata/interfaces"
 )
 
-// stickyDriver is the synthetic driver whose next failStops stops fail (the
-// process does not go away).
+// stickyDriver is the synthetic driver whose next stop of a shard in failNext
+// fails (the process does not go away). Stops may run side by side.
 type stickyDriver struct {
 	*synthetic.Driver
-	failStops int
+	mu       sync.Mutex
+	failNext map[interfaces.ShardID]bool
+}
+
+func (d *stickyDriver) failStop(id interfaces.ShardID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failNext[id] = true
 }
 
 func (d *stickyDriver) Stop(id interfaces.ShardID) error {
-	if d.failStops > 0 {
-		d.failStops--
+	d.mu.Lock()
+	fail := d.failNext[id]
+	delete(d.failNext, id)
+	d.mu.Unlock()
+	if fail {
 		return errors.New("kill: operation not permitted")
 	}
 	return d.Driver.Stop(id)
@@ -39,7 +49,7 @@ func (d *stickyDriver) runs(shard interfaces.ShardID) interfaces.Epoch { return 
 func TestFailedStopKeepsTheShard(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t)
-	d := &stickyDriver{Driver: r.synth}
+	d := &stickyDriver{Driver: r.synth, failNext: map[interfaces.ShardID]bool{}}
 	a := r.openWith(t, "h1", d)
 	defer a.Close()
 	now := r.clock.Now()
@@ -62,7 +72,7 @@ func TestFailedStopKeepsTheShard(t *testing.T) {
 
 	// Revoke: refused while the stop fails, the shard held and running; the
 	// retry stops it and leaves the tombstone.
-	d.failStops = 1
+	d.failStop("a")
 	if err := a.Revoke(ctx, now, "a", 2); err == nil || !strings.Contains(err.Error(), "operation not permitted") {
 		t.Fatalf("revoke with a failing stop: %v, want the stop's error", err)
 	}
@@ -84,7 +94,7 @@ func TestFailedStopKeepsTheShard(t *testing.T) {
 
 	// Assign under a newer epoch: the old run cannot be stopped, so the new
 	// one does not start beside it.
-	d.failStops = 1
+	d.failStop("b")
 	if err := a.Assign(ctx, now, spec("b"), 3); err == nil {
 		t.Fatal("an assign whose old run could not be stopped succeeded")
 	}
@@ -101,7 +111,7 @@ func TestFailedStopKeepsTheShard(t *testing.T) {
 	// Self-fence: the lease runs out and the stop of b fails; b stays
 	// running (held unfenced, as it is), c is fenced; the next tick stops b.
 	late := now.Add(time.Minute)
-	d.failStops = 1 // b and c are fenced in ID order: b's stop fails
+	d.failStop("b")
 	if err := a.Tick(ctx, late); err == nil {
 		t.Fatal("a fence with a failing stop reported no error")
 	}
