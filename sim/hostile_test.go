@@ -34,6 +34,11 @@ policies:
 // at parse time or when the run starts — never panic, run out of memory, or run
 // with every solve failing.
 func TestHostileScenarios(t *testing.T) {
+	var b strings.Builder
+	for r := 1; r < 200; r++ {
+		fmt.Fprintf(&b, "    - {name: r%d, hosts: 1, capacity: {cpu: 1}}\n", r)
+	}
+	manyRegions := b.String()
 	const job = "input_rate: 10}"
 	arrivals := func(extra string) string {
 		return job + "\n  arrivals: {file: a.csv, format: times, bin: 1s" + extra + "}"
@@ -62,6 +67,7 @@ func TestHostileScenarios(t *testing.T) {
 		{name: "two billion hosts", replace: []string{"hosts: 2", "hosts: 2000000000"}, want: "topology.regions[0].hosts: the topology may hold at most 1000000 hosts"},
 		{name: "two billion shards", replace: []string{"shards: 4", "shards: 2000000000"}, want: "workload.jobs[0].shards: the workload may hold at most 10000000 shards"},
 		{name: "two billion added hosts", extra: "events: [{at: 1m, kind: add_hosts, region: eu, count: 2000000000, capacity: {cpu: 1}}]\n", want: "events[0].count: the topology may hold at most 1000000 hosts"},
+		{name: "ten thousand racks in each of 200 regions", replace: []string{"topology:\n", "topology:\n  racks_per_region: 10000\n", "workload:\n", manyRegions + "workload:\n"}, want: "topology.racks_per_region: gives 2000000 racks over 200 regions; at most 1000000 in all"},
 		{name: "a hundred million racks", replace: []string{"topology:\n", "topology:\n  racks_per_region: 100000000\n"}, want: "topology.racks_per_region: must be in [0, 10000]"},
 		{name: "pin on two children", replace: []string{"solver: greedy}", "solver: greedy, integration: manual, constraints: [{tier: region, kind: pin, job: j, children: [eu-h000, eu-h001]}]}"}, want: "policies[0].constraints[0].children: must name exactly one child for pin (got 2)"},
 		{name: "pin of a missing shard", replace: []string{"solver: greedy}", "solver: greedy, integration: manual, constraints: [{tier: region, kind: pin, shards: [nope], children: [eu-h000]}]}"}, want: `policies[0].constraints[0].shards[0]: shard "nope" is not in the workload`},

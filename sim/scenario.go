@@ -1039,6 +1039,9 @@ func (sc *Scenario) validate() error {
 		return sc.fail(p("topology", "racks_per_region"), "must be in [0, %d] (got %d)", MaxRacksPerRegion, n)
 	}
 	hosts, regions := sc.hostNames()
+	if n := sc.Topology.RacksPerRegion; n*len(regions) > MaxHosts {
+		return sc.fail(p("topology", "racks_per_region"), "gives %d racks over %d regions; at most %d in all", n*len(regions), len(regions), MaxHosts)
+	}
 
 	// Workload.
 	w := sc.Workload

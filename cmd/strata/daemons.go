@@ -338,9 +338,15 @@ func validateDriver(f driverFile) error {
 		if len(f.Exec.Command) == 0 {
 			return fmt.Errorf("driver.exec.command: is required for driver kind exec: %w", interfaces.ErrInvalid)
 		}
+		if t := time.Duration(f.Exec.StopTimeout); t > driver.MaxStopTimeout {
+			return fmt.Errorf("driver.exec.stop_timeout: must be at most %v (the region waits this long for a silent host's shards to stop before moving them; got %v): %w", driver.MaxStopTimeout, t, interfaces.ErrInvalid)
+		}
 	case "callback":
 		if f.Callback.Listen == "" {
 			return fmt.Errorf("driver.callback.listen: is required for driver kind callback: %w", interfaces.ErrInvalid)
+		}
+		if t := time.Duration(f.Callback.AckTimeout); t > driver.MaxStopTimeout {
+			return fmt.Errorf("driver.callback.ack_timeout: must be at most %v (the region waits this long for a silent host's shards to stop before moving them; got %v): %w", driver.MaxStopTimeout, t, interfaces.ErrInvalid)
 		}
 	default:
 		return fmt.Errorf("driver.kind: must be synthetic, exec or callback (got %q): %w", f.Kind, interfaces.ErrInvalid)

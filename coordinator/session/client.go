@@ -191,7 +191,14 @@ func (c *Client) session(ctx context.Context, addr string) (leader string, live 
 
 	out := make(chan *wire.ChildMessage, 256)
 	sendErr := make(chan error, 1)
-	go func() { sendErr <- c.sender(sctx, stream, out) }()
+	go func() {
+		err := c.sender(sctx, stream, out)
+		// A sender that failed ends the session: the stream's Recv below
+		// returns once sctx is cancelled, and the child reconnects (a
+		// handler waiting to queue an ack would otherwise wait for good).
+		cancel()
+		sendErr <- err
+	}()
 
 	c.onLease(g)
 	// Leases are handled here, at once; everything else goes, in order, to a

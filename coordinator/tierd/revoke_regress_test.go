@@ -9,12 +9,15 @@ package tierd
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/strata-sched/strata/coordinator/fsm"
+	"github.com/strata-sched/strata/coordinator/session"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 // revokeRegion: a region whose parent is unreachable (no lease: rounds do nothing),
@@ -123,7 +126,7 @@ func TestParentRevokeIsResentToAReconnectedOwner(t *testing.T) {
 		t.Fatalf("acked at once: %v", a)
 	}
 	s1 := fakeSession(d, "h1") // h1 comes back, holding and running j/0
-	d.reconcileHeld(s1, map[string]uint64{"j/0": w(5, 1)})
+	d.reconcileHeld(s1, map[string]uint64{"j/0": w(5, 1)}, s1.send)
 	d.reconcileReport(s1, interfaces.Report{Child: "h1", Shards: []interfaces.ShardLoad{{Shard: "j/0"}}})
 	d.decide.Lock()
 	d.up.resendRevokes(ctx, time.Now()) // the round carries pending revokes along
@@ -180,45 +183,69 @@ func TestOperatorPlanLeavesRevokingShards(t *testing.T) {
 	}
 }
 
-// TestReconnectQueuesEveryAssign: a region that reconnects owning more shards
-// than the session outbox holds gets an Assign for every one (the Hello
-// reconciliation used to queue them before the sender ran, dropping the
-// excess for good).
+// ackAll is a child session handler that acks every Assign and Revoke.
+type ackAll struct{ n atomic.Int64 }
+
+func (h *ackAll) OnLease(*wire.LeaseGrant, time.Time) {}
+func (h *ackAll) OnAssign(a *wire.Assign) *wire.Ack {
+	h.n.Add(1)
+	return wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, interfaces.ShardID(a.GetShard().GetId()), interfaces.Epoch(a.GetEpoch()), nil).GetAck()
+}
+func (h *ackAll) OnRevoke(r *wire.Revoke) *wire.Ack {
+	return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, interfaces.ShardID(r.GetShard()), interfaces.Epoch(r.GetEpoch()), nil).GetAck()
+}
+func (h *ackAll) OnConstraints(*wire.Constraints) {}
+func (h *ackAll) OnDisconnect(error)              {}
+
+// TestReconnectQueuesEveryAssign: a region that reconnects owning far more
+// shards than the session outbox holds (as after an uplink reconnect: every
+// epoch 0), through a real session client that acks each Assign, gets every
+// Assign, and the tier's decide lock stays free meanwhile. The reconciliation
+// used to queue them before the sender ran and drop the excess; then, waiting
+// for room before the child's acks were read, it hung the session and every
+// decide holder sending to it.
 func TestReconnectQueuesEveryAssign(t *testing.T) {
 	d := start(t, interfaces.TierGlobal, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	must(t, d, &fsm.PutChild{Child: interfaces.Child{ID: "r1", Tier: interfaces.TierRegion, Capacity: interfaces.Load{CPU: 1e6, Tasks: 1e6}}})
-	const n = 9000 // the outbox holds 8192
+	const n = 40000 // the outbox holds 8192
 	shards := make([]interfaces.Shard, n)
 	moves := make([]interfaces.Move, n)
+	held := map[string]uint64{}
 	for i := range shards {
 		id := interfaces.ShardID("j/" + strconv.Itoa(i))
 		shards[i] = interfaces.Shard{ID: id, Job: "j", Load: interfaces.Load{CPU: 1}}
 		moves[i] = interfaces.Move{Shard: id, To: "r1"}
+		held[string(id)] = 0
 	}
 	must(t, d, &fsm.PutShards{Shards: shards})
 	must(t, d, &fsm.ApplyPlan{Tier: "global", Moves: moves})
-	stream, err := wire.NewSessionClient(dial(t, d.GRPCAddr())).Connect(ctx)
+	h := &ackAll{}
+	c, err := session.NewClient(session.Config{
+		Parents: []string{d.GRPCAddr()},
+		Hello: func() *wire.Hello {
+			return &wire.Hello{ChildId: "r1", Tier: interfaces.TierRegion, ProtocolVersion: 1, Capacity: &wire.Load{Cpu: 1e6, Tasks: 1e6}, HeldEpochs: held}
+		},
+		Report:         func() *wire.Report { return &wire.Report{Capacity: &wire.Load{Cpu: 1e6, Tasks: 1e6}} },
+		ReportInterval: 100 * time.Millisecond,
+	}, h)
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := map[string]uint64{}
-	for _, s := range shards {
-		held[string(s.ID)] = 0 // a reconnected region knows no epoch
-	}
-	if err := stream.Send(&wire.ChildMessage{Msg: &wire.ChildMessage_Hello{Hello: &wire.Hello{ChildId: "r1", ProtocolVersion: 1, Capacity: &wire.Load{Cpu: 1e6, Tasks: 1e6}, HeldEpochs: held}}}); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]bool{}
-	for len(got) < n {
-		m, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("after %d of %d Assigns: %v", len(got), n, err)
-		}
-		if a := m.GetAssign(); a != nil {
-			got[a.GetShard().GetId()] = true
-		}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+	testutil.Until(t, "the child took every Assign", 60*time.Second, func() bool { return h.n.Load() >= n })
+	free := make(chan struct{})
+	go func() {
+		d.decide.Lock()
+		d.sendRevoke("r1", "j/0", 1)
+		d.decide.Unlock()
+		close(free)
+	}()
+	select {
+	case <-free:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a decide holder sending to r1 is blocked")
 	}
 }
 

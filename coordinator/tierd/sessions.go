@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -23,11 +22,6 @@ type childSession struct {
 	out     chan *wire.ParentMessage
 	version uint32
 	closed  chan struct{}
-	// block makes send wait for room instead of dropping: set while the
-	// session's first messages (the lease, then the Hello reconciliation,
-	// which may be one Assign per shard the child owns) are queued, as the
-	// sender drains them.
-	block atomic.Bool
 	// senderDone is closed when the session's sender stops (nil: no sender
 	// yet), so that a blocked send gives up.
 	senderDone chan struct{}
@@ -35,20 +29,25 @@ type childSession struct {
 	term uint64
 }
 
-// send queues m for the child. It does not block, except while s.block is
-// set; a full queue drops m (the reconciliation on the next report or Hello
-// re-sends what matters).
-func (s *childSession) send(m *wire.ParentMessage) bool {
-	if s.block.Load() {
-		select {
-		case s.out <- m:
-			return true
-		case <-s.closed:
-			return false
-		case <-s.senderDone:
-			return false
-		}
+// sendWait queues m for the child, waiting for room: only the session's own
+// handler uses it, for the session's first messages (the lease, then the
+// Hello reconciliation, which may be one Assign per shard the child owns:
+// more than the outbox holds), never a caller holding a lock. It gives up when
+// the session closes, its sender stops or ctx ends.
+func (s *childSession) sendWait(ctx context.Context, m *wire.ParentMessage) bool {
+	select {
+	case s.out <- m:
+		return true
+	case <-s.closed:
+	case <-s.senderDone:
+	case <-ctx.Done():
 	}
+	return false
+}
+
+// send queues m for the child without blocking; a full queue drops m (the
+// reconciliation on the next report or Hello re-sends what matters).
+func (s *childSession) send(m *wire.ParentMessage) bool {
 	select {
 	case s.out <- m:
 		return true
@@ -125,38 +124,13 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 		d.logger.Printf("session: %s disconnected", child.ID)
 	}()
 
-	// The sender runs before the first messages are queued: the Hello
-	// reconciliation may queue more than the outbox holds (a region owning
-	// tens of thousands of shards), and none may be dropped.
-	sendErr := make(chan error, 1)
-	go func() {
-		defer close(s.senderDone)
-		for {
-			select {
-			case m := <-s.out:
-				if m.GetLeaseGrant() != nil && !d.stampGrant(s) {
-					continue // not leader now, or the child is being declared lost
-				}
-				if err := stream.Send(m); err != nil {
-					sendErr <- err
-					return
-				}
-			case <-s.closed:
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	s.block.Store(true)
-	d.grant(s)
-	d.reconcileHeld(s, hello.GetHeldEpochs())
-	s.block.Store(false)
-	d.poke()
-
 	// Reports (which renew the lease) are handled on the receive goroutine, at
 	// once; acks and hints, which may wait for a control round, go in order to a
-	// worker goroutine, so they never hold up a renewal.
+	// worker goroutine, so they never hold up a renewal. Both run, and the
+	// sender too, before the first messages are queued: the Hello
+	// reconciliation may queue more than the outbox holds (a region owning tens
+	// of thousands of shards), which the child can only take in while its acks
+	// are read.
 	recvErr := make(chan error, 1)
 	work := make(chan *wire.ChildMessage, 8192)
 	go func() {
@@ -189,6 +163,33 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 			}
 		}
 	}()
+	sendErr := make(chan error, 1)
+	go func() {
+		defer close(s.senderDone)
+		for {
+			select {
+			case m := <-s.out:
+				if m.GetLeaseGrant() != nil && !d.stampGrant(s) {
+					continue // not leader now, or the child is being declared lost
+				}
+				if err := stream.Send(m); err != nil {
+					sendErr <- err
+					return
+				}
+			case <-s.closed:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	wait := func(m *wire.ParentMessage) bool { return s.sendWait(ctx, m) }
+	if g := d.grantMessage(s); g != nil {
+		wait(g)
+	}
+	d.reconcileHeld(s, hello.GetHeldEpochs(), wait)
+	d.poke()
+
 	for {
 		select {
 		case err := <-sendErr:
@@ -296,14 +297,22 @@ func stopBudget(c interfaces.Child) time.Duration {
 	return b
 }
 
-// grant sends a LeaseGrant to s and records when. A tier with a parent offers no
-// more than what its own lease has left.
+// grant queues a LeaseGrant for s (its sender records when it leaves). A tier
+// with a parent offers no more than what its own lease has left.
 func (d *Daemon) grant(s *childSession) {
+	if g := d.grantMessage(s); g != nil {
+		s.send(g)
+	}
+}
+
+// grantMessage is the LeaseGrant to send s now, or nil when this tier's own
+// lease has run out.
+func (d *Daemon) grantMessage(s *childSession) *wire.ParentMessage {
 	ttl := d.cfg.LeaseTTL
 	if d.up != nil {
 		left := d.up.leaseLeft(time.Now())
 		if left <= 0 {
-			return // our own lease has run out: let the children fence
+			return nil // our own lease has run out: let the children fence
 		}
 		if left < ttl {
 			ttl = left
@@ -318,7 +327,7 @@ func (d *Daemon) grant(s *childSession) {
 		ProtocolVersion:     s.version,
 		ReportIntervalNanos: int64(d.cfg.ReportInterval),
 	}
-	s.send(&wire.ParentMessage{Msg: &wire.ParentMessage_LeaseGrant{LeaseGrant: g}})
+	return &wire.ParentMessage{Msg: &wire.ParentMessage_LeaseGrant{LeaseGrant: g}}
 }
 
 // stampGrant is called by s's sender just before it sends a LeaseGrant: it
@@ -347,14 +356,16 @@ func (d *Daemon) stampGrant(s *childSession) bool {
 // assignment: shards it should run and does not (or at an older epoch) are
 // assigned again; shards it holds that are not its own are revoked. Epochs here
 // are wire epochs (see epochs.go).
-func (d *Daemon) reconcileHeld(s *childSession, held map[string]uint64) {
+//
+// send queues a message for s (Connect passes one that waits for room).
+func (d *Daemon) reconcileHeld(s *childSession, held map[string]uint64, send func(*wire.ParentMessage) bool) {
 	for _, a := range d.owned.of(d.tier.FSM, s.id) {
 		want, ok := d.wireEpoch(a.Shard, a.Epoch)
 		if !ok {
 			continue
 		}
 		if e, has := held[string(a.Shard)]; !has || e < want {
-			d.sendAssign(s.id, a.Shard, a.Epoch)
+			d.assignOn(s, a.Shard, a.Epoch, send)
 		}
 	}
 	for id, e := range held {
@@ -371,12 +382,24 @@ func (d *Daemon) reconcileHeld(s *childSession, held map[string]uint64) {
 				epoch = w
 			}
 		}
-		s.send(wire.RevokeToWire(interfaces.ShardID(id), interfaces.Epoch(epoch)))
+		send(wire.RevokeToWire(interfaces.ShardID(id), interfaces.Epoch(epoch)))
 	}
 }
 
 // sendAssign sends Assign(shard, epoch, spec) to child, if it has a session.
 func (d *Daemon) sendAssign(child interfaces.ChildID, shard interfaces.ShardID, epoch interfaces.Epoch) bool {
+	d.mu.Lock()
+	s := d.sessions[child]
+	d.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	return d.assignOn(s, shard, epoch, s.send)
+}
+
+// assignOn queues Assign(shard, epoch, spec) for session s with send and
+// records it (assignSent).
+func (d *Daemon) assignOn(s *childSession, shard interfaces.ShardID, epoch interfaces.Epoch, send func(*wire.ParentMessage) bool) bool {
 	st, ok := d.tier.FSM.Shard(shard)
 	if !ok {
 		return false
@@ -385,13 +408,7 @@ func (d *Daemon) sendAssign(child interfaces.ChildID, shard interfaces.ShardID, 
 	if !known {
 		return false
 	}
-	d.mu.Lock()
-	s := d.sessions[child]
-	d.mu.Unlock()
-	if s == nil {
-		return false
-	}
-	if s.send(wire.AssignToWire(st.Spec, interfaces.Epoch(we))) {
+	if send(wire.AssignToWire(st.Spec, interfaces.Epoch(we))) {
 		d.mu.Lock()
 		d.assignSent[shard] = assignState{at: time.Now(), epoch: we}
 		d.mu.Unlock()

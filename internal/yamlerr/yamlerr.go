@@ -237,6 +237,9 @@ func deref(t reflect.Type) reflect.Type {
 // field is the type of struct t's field with YAML key k (inline fields
 // included).
 func field(t reflect.Type, k string) (reflect.Type, bool) {
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil, false // e.g. an inline map: any key, no type to name
+	}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		name, inline := yamlName(f)

@@ -3,6 +3,7 @@ package yamlerr
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/strata-sched/strata/interfaces"
@@ -103,5 +104,18 @@ func TestNonFinite(t *testing.T) {
 	}
 	if path, val, ok := NonFinite(&w); !ok || Key(path) != "m.a.x" || !math.IsInf(val, 1) {
 		t.Errorf("map: %v %v %v", path, val, ok)
+	}
+}
+
+// An inline map takes any key; a bad value under it is explained without
+// reflection on a struct that is not there.
+func TestInlineMap(t *testing.T) {
+	var v struct {
+		A    int            `yaml:"a"`
+		Rest map[string]int `yaml:",inline"`
+	}
+	err := Decode("f.yaml", []byte("a: 1\nb: x\n"), &v)
+	if err == nil || !strings.Contains(err.Error(), "f.yaml:2: b:") {
+		t.Fatalf("got %v", err)
 	}
 }

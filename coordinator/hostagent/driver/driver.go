@@ -39,6 +39,10 @@ type StopBudgeter interface {
 	StopBudget() time.Duration
 }
 
+// MaxStopTimeout bounds a driver's stop timeout: a parent refuses a stop budget
+// above an hour (coordinator/tierd), and a driver adds a little to its timeout.
+const MaxStopTimeout = 30 * time.Minute
+
 // StopBudget is d's StopBudget, or 0 when d does not say.
 func StopBudget(d Driver) time.Duration {
 	if b, ok := d.(StopBudgeter); ok {

@@ -77,8 +77,8 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Clock == nil {
 		return nil, &interfaces.FieldError{Field: "callback.clock", Rule: "is required"}
 	}
-	if cfg.AckTimeout < 0 {
-		return nil, &interfaces.FieldError{Field: "callback.ack_timeout", Rule: "must be ≥ 0", Value: cfg.AckTimeout.String()}
+	if cfg.AckTimeout < 0 || cfg.AckTimeout > driver.MaxStopTimeout {
+		return nil, &interfaces.FieldError{Field: "callback.ack_timeout", Rule: "must be in [0, " + driver.MaxStopTimeout.String() + "] (the parent waits for it before moving a silent host's shards)", Value: cfg.AckTimeout.String()}
 	}
 	if cfg.AckTimeout == 0 {
 		cfg.AckTimeout = 5 * time.Second

@@ -83,8 +83,8 @@ func New(cfg Config) (*Driver, error) {
 			return nil, &interfaces.FieldError{Field: fmt.Sprintf("exec.env[%d]", i), Rule: "must be KEY=VALUE", Value: strconv.Quote(kv)}
 		}
 	}
-	if cfg.StopTimeout < 0 {
-		return nil, &interfaces.FieldError{Field: "exec.stop_timeout", Rule: "must be ≥ 0", Value: cfg.StopTimeout.String()}
+	if cfg.StopTimeout < 0 || cfg.StopTimeout > driver.MaxStopTimeout {
+		return nil, &interfaces.FieldError{Field: "exec.stop_timeout", Rule: "must be in [0, " + driver.MaxStopTimeout.String() + "] (the parent waits for it before moving a silent host's shards)", Value: cfg.StopTimeout.String()}
 	}
 	if cfg.StopTimeout == 0 {
 		cfg.StopTimeout = 5 * time.Second
