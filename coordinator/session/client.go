@@ -104,6 +104,10 @@ func (c *Client) SendHint(h *wire.Hint) bool {
 	}
 }
 
+// maxRedirects is how many redirects in a row Run follows at once before it
+// waits its backoff.
+const maxRedirects = 3
+
 // Run keeps a session open until ctx ends, reconnecting with backoff. It returns
 // ctx's error.
 func (c *Client) Run(ctx context.Context) error {
@@ -111,6 +115,7 @@ func (c *Client) Run(ctx context.Context) error {
 	backoff := c.cfg.BackoffMin
 	next := 0
 	redirect := ""
+	redirects := 0 // redirects followed in a row, without a session
 	for ctx.Err() == nil {
 		addr := redirect
 		if addr == "" {
@@ -122,11 +127,24 @@ func (c *Client) Run(ctx context.Context) error {
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case leader != "":
+		case leader != "" && live:
+			// A session that worked ended with a Redirect: follow it at once.
+			redirects = 0
+			backoff = c.cfg.BackoffMin
 			c.cfg.Logf("session: %s redirects to leader %s", addr, leader)
 			redirect = leader
-			continue // follow a redirect at once
+			continue
+		case leader != "":
+			// Follow a redirect at once, but not forever: replicas that
+			// point at each other (an election in progress) get the backoff.
+			c.cfg.Logf("session: %s redirects to leader %s", addr, leader)
+			redirect = leader
+			if redirects++; redirects < maxRedirects {
+				continue
+			}
+			redirects = 0
 		case live:
+			redirects = 0
 			backoff = c.cfg.BackoffMin // the session worked; start over quickly
 		}
 		if err != nil {

@@ -155,3 +155,33 @@ func TestNewClientNeedsParentsAndHello(t *testing.T) {
 		t.Error("no Hello accepted")
 	}
 }
+
+// TestRedirectLoopBacksOff: two replicas that point at each other (an
+// election in progress) get three Hellos in all, then the client waits its
+// backoff (an hour here) instead of redialling as fast as it can (about 2,000
+// times a second before).
+func TestRedirectLoopBacksOff(t *testing.T) {
+	a, b := &fakeParent{}, &fakeParent{}
+	aa, ba := serve(t, a), serve(t, b)
+	a.mu.Lock()
+	a.redirectTo = ba
+	a.mu.Unlock()
+	b.mu.Lock()
+	b.redirectTo = aa
+	b.mu.Unlock()
+	c, err := NewClient(Config{Parents: []string{aa}, Hello: func() *wire.Hello { return &wire.Hello{ChildId: "h1", ProtocolVersion: 1} },
+		BackoffMin: time.Hour, BackoffMax: time.Hour}, &recorder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = c.Run(ctx)
+	a.mu.Lock()
+	b.mu.Lock()
+	defer a.mu.Unlock()
+	defer b.mu.Unlock()
+	if a.hellos+b.hellos != maxRedirects {
+		t.Errorf("%d + %d Hellos in a second of a redirect loop, want %d then the backoff", a.hellos, b.hellos, maxRedirects)
+	}
+}
