@@ -61,6 +61,22 @@ type Agent struct {
 
 	repMu  sync.Mutex
 	repSeq uint64
+
+	// A lease grant that arrives while an input holds mu (a slow driver stop
+	// or start) is parked here, with its receipt time, and applied by that
+	// input before it returns (or by the next one, first): renewals never
+	// wait for the driver, and the lease counts from receipt, as the parent
+	// counts it.
+	leaseMu      sync.Mutex
+	pendingLease *parkedLease
+	// running is the running shards as of the last input, for Report, which
+	// must not wait for the driver either.
+	running []interfaces.ShardID
+}
+
+type parkedLease struct {
+	now time.Time
+	ttl time.Duration
 }
 
 // Open opens the store and the ledger and loads the persisted state. Every
@@ -170,8 +186,25 @@ func (a *Agent) Revoke(ctx context.Context, now time.Time, shard interfaces.Shar
 
 // LeaseGrant handles a LeaseGrant of ttl received at local time now, with the
 // shards the parent re-confirms (see Core.LeaseGrant).
+//
+// A grant without confirmations that arrives while another input is being
+// carried out is parked and applied when that input is done (with now as its
+// receipt), so that a slow driver call never holds up a renewal; the error of
+// applying it then is logged by no one, as the session's renewals are not
+// answered anyway.
 func (a *Agent) LeaseGrant(ctx context.Context, now time.Time, ttl time.Duration, confirm []interfaces.Assignment) error {
-	return a.step(ctx, func(c *Core) ([]Effect, error) { return c.LeaseGrant(now, ttl, confirm) })
+	f := func(c *Core) ([]Effect, error) { return c.LeaseGrant(now, ttl, confirm) }
+	if len(confirm) > 0 {
+		return a.step(ctx, f)
+	}
+	if !a.mu.TryLock() {
+		a.leaseMu.Lock()
+		a.pendingLease = &parkedLease{now: now, ttl: ttl}
+		a.leaseMu.Unlock()
+		return nil
+	}
+	defer a.mu.Unlock()
+	return a.stepLocked(ctx, f)
 }
 
 // Tick advances the agent to now; when the lease has expired it self-fences.
@@ -183,14 +216,39 @@ func (a *Agent) Tick(ctx context.Context, now time.Time) error {
 func (a *Agent) step(ctx context.Context, f func(*Core) ([]Effect, error)) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.stepLocked(ctx, f)
+}
+
+// stepLocked is step with a.mu held.
+func (a *Agent) stepLocked(ctx context.Context, f func(*Core) ([]Effect, error)) error {
 	if a.closed {
 		return errClosed
 	}
+	a.applyParkedLease(ctx)
 	effs, err := f(a.core)
-	if xerr := a.execute(ctx, effs); xerr != nil {
+	xerr := a.execute(ctx, effs)
+	a.applyParkedLease(ctx) // one that arrived meanwhile
+	running := a.core.Running()
+	a.leaseMu.Lock()
+	a.running = running
+	a.leaseMu.Unlock()
+	if xerr != nil {
 		return errors.Join(err, xerr)
 	}
 	return err
+}
+
+// applyParkedLease applies a grant parked by LeaseGrant (a.mu held).
+func (a *Agent) applyParkedLease(ctx context.Context) {
+	a.leaseMu.Lock()
+	p := a.pendingLease
+	a.pendingLease = nil
+	a.leaseMu.Unlock()
+	if p == nil {
+		return
+	}
+	effs, _ := a.core.LeaseGrant(p.now, p.ttl, nil) // a ttl below the margin changes nothing but the expiry
+	_ = a.execute(ctx, effs)
 }
 
 // execute carries out effects in order. Persistence rules: a start is only ever
@@ -351,9 +409,12 @@ func (a *Agent) Run(ctx context.Context, onErr func(error)) error {
 // always, shed when used exceeds capacity (the shards with the largest
 // dominant share first, until the excess is covered).
 func (a *Agent) Report(now time.Time) interfaces.Report {
-	a.mu.Lock()
-	running := a.core.Running()
-	a.mu.Unlock()
+	// Not under a.mu: a report (which renews the lease at the parent) must
+	// not wait for a slow driver call; it lists the shards running as of the
+	// last input.
+	a.leaseMu.Lock()
+	running := a.running
+	a.leaseMu.Unlock()
 	measured := a.cfg.Driver.Measure()
 
 	a.repMu.Lock()

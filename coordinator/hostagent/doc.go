@@ -123,8 +123,11 @@
 //
 //   - Agent.Run: the one goroutine of the agent; calls Tick every TickInterval
 //     of the injected clock until its context ends. All decision inputs are
-//     serialised by Agent.mu; the caller's goroutine (the session client)
-//     executes them, except that when one input stops several shards (a
+//     serialised by Agent.mu, except that a lease grant arriving while an
+//     input holds it (a slow driver call) is parked and applied, from its
+//     receipt, when that input is done, and Report reads the running shards as
+//     of the last input: neither a renewal nor a report waits for a driver.
+//     The caller's goroutine (the session client) executes the inputs, except that when one input stops several shards (a
 //     fence) their driver stops run side by side, one short-lived goroutine
 //     each, so that the fence ends within one stop budget.
 //   - execdriver: one goroutine per running process, blocked in cmd.Wait.

@@ -225,3 +225,83 @@ func TestFenceStopsWithinOneBudget(t *testing.T) {
 		}
 	}
 }
+
+// blockingStop is the synthetic driver whose stop of one shard waits until
+// release is closed (a process slow to exit).
+type blockingStop struct {
+	*synthetic.Driver
+	shard   interfaces.ShardID
+	began   chan struct{}
+	release chan struct{}
+}
+
+func (d *blockingStop) Stop(id interfaces.ShardID) error {
+	if id == d.shard {
+		close(d.began)
+		<-d.release
+	}
+	return d.Driver.Stop(id)
+}
+
+// A slow stop holds up neither a lease renewal nor a report: the renewal is
+// parked and applied, from its receipt, when the stop is done, so the host's
+// other shards are not fenced on the deadline of the grant before it. Both
+// used to wait for the stop, and a 3s stop fenced the whole host (a review's
+// probe on hostd).
+func TestSlowStopHoldsUpNoRenewal(t *testing.T) {
+	r := newRig(t)
+	d := &blockingStop{Driver: r.synth, shard: "a", began: make(chan struct{}), release: make(chan struct{})}
+	ag := r.openWith(t, "h1", d)
+	defer ag.Close()
+	var once sync.Once
+	release := func() { once.Do(func() { close(d.release) }) }
+	defer release() // before Close, should the test fail with the stop held
+	ttl := 4 * time.Second
+	t0 := r.clock.Now()
+	if err := ag.LeaseGrant(ctx, t0, ttl, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"a", "b"} {
+		if err := ag.Assign(ctx, t0, spec(s), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	revoked := make(chan error, 1)
+	go func() { revoked <- ag.Revoke(ctx, t0, "a", 2) }()
+	<-d.began
+	// The renewal and a report, 3s later, while a's stop is still running.
+	t1 := t0.Add(3 * time.Second)
+	r.clock.Set(t1)
+	done := make(chan struct{})
+	go func() {
+		if err := ag.LeaseGrant(ctx, t1, ttl, nil); err != nil {
+			t.Error(err)
+		}
+		if rep := ag.Report(t1); len(rep.Shards) != 2 {
+			t.Errorf("report during the stop lists %d shards, want a and b", len(rep.Shards))
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		release()
+		t.Fatal("a lease renewal or a report waited for a driver stop")
+	}
+	// The stop ends after the first grant's deadline (t0 + 3.2s).
+	t2 := t0.Add(5 * time.Second)
+	r.clock.Set(t2)
+	release()
+	if err := <-revoked; err != nil {
+		t.Fatal(err)
+	}
+	if err := ag.Tick(ctx, t2); err != nil {
+		t.Fatal(err)
+	}
+	if run := ag.Running(); len(run) != 1 || run[0] != "b" {
+		t.Fatalf("running at t0+5s: %v; want b, under the renewal of t0+3s", run)
+	}
+	if dl, ok := ag.LeaseDeadline(t2); !ok || !dl.Equal(t1.Add(ttl-LeaseConfig{}.Margin(ttl))) {
+		t.Errorf("lease deadline %v (valid %v), want the renewal's %v", dl, ok, t1.Add(ttl-LeaseConfig{}.Margin(ttl)))
+	}
+}
