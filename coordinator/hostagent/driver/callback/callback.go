@@ -41,6 +41,20 @@ type placed struct {
 	spec   interfaces.Shard
 	epoch  interfaces.Epoch
 	worker string // "" while pending
+	// gone is the worker that held the shard when it detached, and until
+	// when it may still be running it: a worker stops its shards only once
+	// it notices the broken stream, so the shard is neither placed again
+	// nor reported stopped before until (AckTimeout after the detach), unless
+	// that worker attaches again (it drops everything first).
+	gone  string
+	until time.Time
+	// adding is closed when placePending's AddShard of the shard is answered
+	// (nil when none is in flight): a Stop waits for it, so that its
+	// DropShard never overtakes the AddShard.
+	adding chan struct{}
+	// stopping is set while a Stop of the shard is under way: it is not
+	// placed meanwhile.
+	stopping bool
 }
 
 type worker struct {
@@ -195,8 +209,11 @@ func (d *Driver) Start(ctx context.Context, spec interfaces.Shard, epoch interfa
 	return fmt.Errorf("callback: start %s@%d on worker %s: %w", spec.ID, epoch, w.id, err)
 }
 
-// Stop sends DropShard to the worker holding the shard and waits for its ack. A
-// pending shard, or one whose worker went away, is simply forgotten.
+// Stop sends DropShard to the worker holding the shard and waits for its ack.
+// A shard whose worker detached (or detaches during the stop) is stopped once
+// that worker cannot be running it any more: AckTimeout after the detach, or
+// when it attaches again. A pending shard is forgotten. A stop that fails
+// otherwise keeps the shard, so that a retried Stop sends the drop again.
 func (d *Driver) Stop(id interfaces.ShardID) error {
 	d.mu.Lock()
 	p, ok := d.shards[id]
@@ -204,25 +221,55 @@ func (d *Driver) Stop(id interfaces.ShardID) error {
 		d.mu.Unlock()
 		return fmt.Errorf("callback: shard %s: %w: not running", id, interfaces.ErrNotFound)
 	}
-	delete(d.shards, id)
-	delete(d.loads, id)
+	p.stopping = true
+	adding := p.adding
+	d.mu.Unlock()
+	if adding != nil {
+		<-adding // its AddShard first, then the drop
+	}
+	d.mu.Lock()
 	w := d.workers[p.worker]
 	d.mu.Unlock()
-	if w == nil {
-		return nil
+	if w != nil {
+		err := d.call(context.Background(), w, &wire.WorkerCommand{Cmd: &wire.WorkerCommand_Drop{Drop: &wire.DropShard{Shard: string(id), Epoch: uint64(p.epoch)}}})
+		if err == nil {
+			d.forget(id, p)
+			return nil
+		}
+		if !errors.Is(err, errDetached) {
+			d.mu.Lock()
+			p.stopping = false
+			d.mu.Unlock()
+			return fmt.Errorf("callback: stop %s@%d on worker %s: %w", id, p.epoch, w.id, err)
+		}
 	}
-	err := d.call(context.Background(), w, &wire.WorkerCommand{Cmd: &wire.WorkerCommand_Drop{Drop: &wire.DropShard{Shard: string(id), Epoch: uint64(p.epoch)}}})
-	if err == nil || errors.Is(err, errDetached) {
-		return nil
-	}
-	// The worker may still run it: keep it placed, so that a retried Stop
-	// sends the drop again (unless a new placement took its place).
+	d.waitGone(p)
+	d.forget(id, p)
+	return nil
+}
+
+// waitGone waits until the worker p was on when it detached cannot be running
+// it any more (p.until), if it detached.
+func (d *Driver) waitGone(p *placed) {
 	d.mu.Lock()
-	if _, ok := d.shards[id]; !ok {
-		d.shards[id] = p
-	}
+	gone, until := p.gone, p.until
 	d.mu.Unlock()
-	return fmt.Errorf("callback: stop %s@%d on worker %s: %w", id, p.epoch, w.id, err)
+	if gone == "" {
+		return
+	}
+	if wait := until.Sub(d.cfg.Clock.Now()); wait > 0 {
+		<-d.cfg.Clock.After(wait)
+	}
+}
+
+// forget drops p, the record of shard id, unless another took its place.
+func (d *Driver) forget(id interfaces.ShardID, p *placed) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.shards[id] == p {
+		delete(d.shards, id)
+		delete(d.loads, id)
+	}
 }
 
 // StopBudget is the longest Stop takes: AckTimeout for the worker's ack of
@@ -315,6 +362,11 @@ func (d *Driver) Connect(stream wire.Worker_ConnectServer) error {
 		return status.Errorf(codes.AlreadyExists, "worker: a worker with id %q is already attached", w.id)
 	}
 	d.workers[w.id] = w
+	for _, p := range d.shards {
+		if p.gone == w.id {
+			p.gone = "" // it dropped everything before attaching again
+		}
+	}
 	close(d.attach)
 	d.attach = make(chan struct{})
 	d.mu.Unlock()
@@ -396,18 +448,26 @@ func (d *Driver) takeLoad(w *worker, m *wire.WorkerLoad) error {
 
 // detach forgets w: its in-flight commands fail, its shards become pending and
 // are re-placed on the remaining workers.
+//
+// The worker may run them until it notices the broken stream, so they wait
+// AckTimeout (or for that worker to attach again) before they are placed
+// elsewhere, and a Stop of one waits as long (see placed.gone).
 func (d *Driver) detach(w *worker) {
 	d.mu.Lock()
 	close(w.done)
 	delete(d.workers, w.id)
+	until := d.cfg.Clock.Now().Add(d.cfg.AckTimeout)
 	for id, p := range d.shards {
 		if p.worker == w.id {
-			p.worker = ""
+			p.worker, p.gone, p.until = "", w.id, until
 			delete(d.loads, id)
 		}
 	}
 	d.mu.Unlock()
-	go d.placePending()
+	go func() {
+		<-d.cfg.Clock.After(d.cfg.AckTimeout)
+		d.placePending()
+	}()
 }
 
 // placePending sends every pending shard to a worker with room, one at a time.
@@ -420,8 +480,12 @@ func (d *Driver) placePending() {
 		}
 		var id interfaces.ShardID
 		var p *placed
+		now := d.cfg.Clock.Now()
 		for sid, sp := range d.shards {
-			if sp.worker == "" && (p == nil || sid < id) {
+			if sp.worker != "" || sp.stopping || (sp.gone != "" && now.Before(sp.until)) {
+				continue // placed, being stopped, or maybe still running on a detached worker
+			}
+			if p == nil || sid < id {
 				id, p = sid, sp
 			}
 		}
@@ -434,10 +498,16 @@ func (d *Driver) placePending() {
 			d.mu.Unlock()
 			return
 		}
-		p.worker = w.id
+		p.worker, p.gone = w.id, ""
+		added := make(chan struct{})
+		p.adding = added
 		spec, epoch := p.spec, p.epoch
 		d.mu.Unlock()
 		err := d.call(context.Background(), w, &wire.WorkerCommand{Cmd: &wire.WorkerCommand_Add{Add: &wire.AddShard{Shard: wire.ShardToWire(spec), Epoch: uint64(epoch)}}})
+		d.mu.Lock()
+		p.adding = nil
+		d.mu.Unlock()
+		close(added)
 		var rej *rejected
 		switch {
 		case err == nil, errors.Is(err, errDetached):

@@ -8,13 +8,18 @@
 // DropShard to the worker holding the shard and waits for its ack. Measure returns
 // the latest WorkerLoad figures of each shard.
 //
-// When a worker's stream ends, the worker has dropped its shards (the SDK does so
-// before reconnecting); the driver marks them pending and re-sends them, under
-// the same epoch, to another attached worker — now, or when one attaches. The
-// shards stay owned by this host throughout: this is placement onto local slots,
-// invisible to the parent.
+// When a worker's stream ends, the worker drops its shards once it notices (the
+// SDK does so before reconnecting) — which may take a while. The driver marks
+// them pending and re-sends them, under the same epoch, to another attached
+// worker after AckTimeout (or at once if that worker attaches again: it dropped
+// everything first); a Stop of such a shard returns only then too, so that the
+// agent's stop, and the parent's move that follows, never overlap the old
+// worker's run. A DropShard never overtakes the AddShard of a re-placement. The
+// shards stay owned by this host throughout: this is placement onto local
+// slots, invisible to the parent.
 //
 // Goroutines: per attached worker, the gRPC handler goroutine (receiving acks and
 // loads) and one sender goroutine (writing commands); one short-lived goroutine
-// per re-placement round of pending shards.
+// per re-placement round of pending shards, and per detach one that waits
+// AckTimeout and then runs a round.
 package callback
