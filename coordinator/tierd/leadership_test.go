@@ -503,3 +503,38 @@ func TestReconnectKeepsADrain(t *testing.T) {
 		t.Errorf("acknowledged drain lost: r1 is %s", c.State)
 	}
 }
+
+// TestCapacityUpdateHoldsUpNoRenewal: a child tier's report with a new
+// capacity renews its lease at once even while a decision holds the decide
+// lock (a long commit); the capacity is committed once the lock is free. The
+// receiver used to commit it itself, so the child's next reports, and their
+// renewals, waited for the lock.
+func TestCapacityUpdateHoldsUpNoRenewal(t *testing.T) {
+	ds := startGroup(t, 1, nil)
+	L := leaderOf(t, ds)
+	r1 := &fakeChild{id: "r1"}
+	connectChild(t, r1, L.GRPCAddr(), "L")
+	testutil.Until(t, "r1 registered", 10*time.Second, func() bool { _, ok := L.Tier().FSM.Child("r1"); return ok })
+	r1.report.Store(false) // reports sent by hand below
+	L.decide.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			L.decide.Unlock()
+		}
+	}()
+	before := len(r1.records("grant"))
+	for i := 0; i < 3; i++ {
+		rep := interfaces.Report{Child: "r1", Capacity: interfaces.Load{CPU: float64(200 + i)}}
+		if err := r1.send(&wire.ChildMessage{Msg: &wire.ChildMessage_Report{Report: wire.ReportToWire(rep)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.Until(t, "three renewals while decide is held", 5*time.Second, func() bool { return len(r1.records("grant")) >= before+3 })
+	L.decide.Unlock()
+	locked = false
+	testutil.Until(t, "the last capacity committed", 10*time.Second, func() bool {
+		c, _ := L.Tier().FSM.Child("r1")
+		return c.Capacity.CPU == 202
+	})
+}

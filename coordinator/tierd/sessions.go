@@ -27,6 +27,25 @@ type childSession struct {
 	senderDone chan struct{}
 	// term is the leader's term when the session opened: grants go only in it.
 	term uint64
+	// capacity carries the latest capacity a child tier reported that differs
+	// from its record, from the receiver to the worker, which commits it
+	// (under the decide lock, which the receiver must never wait for).
+	capacity chan interfaces.Load
+}
+
+// offerCapacity hands c to the session's worker, replacing one not yet taken.
+func (s *childSession) offerCapacity(c interfaces.Load) {
+	for {
+		select {
+		case s.capacity <- c:
+			return
+		default:
+		}
+		select {
+		case <-s.capacity:
+		default:
+		}
+	}
 }
 
 // sendWait queues m for the child, waiting for room: only the session's own
@@ -95,7 +114,7 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 	if err := d.registerChild(ctx, child); err != nil {
 		return wire.ToStatus(err)
 	}
-	s := &childSession{id: child.ID, out: make(chan *wire.ParentMessage, 8192), version: version, closed: make(chan struct{}), senderDone: make(chan struct{})}
+	s := &childSession{id: child.ID, out: make(chan *wire.ParentMessage, 8192), version: version, closed: make(chan struct{}), senderDone: make(chan struct{}), capacity: make(chan interfaces.Load, 1)}
 	d.mu.Lock()
 	if !d.leader {
 		// Leadership moved since the check above (the loop's stepDown takes
@@ -139,6 +158,8 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 			select {
 			case m := <-work:
 				d.onChildMessage(ctx, s, m)
+			case c := <-s.capacity:
+				d.updateCapacity(ctx, s.id, c)
 			case <-ctx.Done():
 				return
 			}
@@ -461,8 +482,8 @@ func (d *Daemon) onChildMessage(ctx context.Context, s *childSession, m *wire.Ch
 		d.grant(s) // every report renews the lease, before any commit below
 		// A child tier's capacity is the sum of its children's: it changes as
 		// they come and go, and its reports say so.
-		if known && !r.Capacity.IsZero() && !c.Capacity.Equal(r.Capacity) {
-			d.updateCapacity(ctx, s.id, r.Capacity)
+		if known && !r.Capacity.IsZero() && !c.Capacity.Equal(r.Capacity) && s.capacity != nil {
+			s.offerCapacity(r.Capacity) // committed by the worker: a renewal never waits for decide
 		}
 		if d.cfg.ChildTier == interfaces.TierHost {
 			d.reconcileReport(s, r)
