@@ -263,12 +263,10 @@ func submit(t *testing.T, d *Daemon, job string, n int) {
 	}
 }
 
-func margin(ttl time.Duration) time.Duration { return max(ttl/5, 100*time.Millisecond) }
-
-func TestDeposedLeaderGrantsNoLease(t *testing.T) {
-	ds := startGroup(t, 3, func(c *Config) { c.SolveTimeout = 5 * time.Second })
-	L := leaderOf(t, ds)
-	r1, r2 := &fakeChild{id: "r1"}, &fakeChild{id: "r2"}
+// twoChildrenWithShards connects children r1 and r2 to leader L and places a
+// job of six shards on them; it returns them and what r1 holds.
+func twoChildrenWithShards(t *testing.T, L *Daemon) (r1, r2 *fakeChild, r1held map[string]uint64) {
+	r1, r2 = &fakeChild{id: "r1"}, &fakeChild{id: "r2"}
 	connectChild(t, r1, L.GRPCAddr(), "L")
 	connectChild(t, r2, L.GRPCAddr(), "L")
 	testutil.Until(t, "children", 10*time.Second, func() bool { return len(L.Tier().FSM.Children()) == 2 })
@@ -276,7 +274,15 @@ func TestDeposedLeaderGrantsNoLease(t *testing.T) {
 	testutil.Until(t, "placed", 15*time.Second, func() bool {
 		return len(L.Tier().FSM.Assignments()) == 6 && len(r1.heldShards()) > 0 && len(r2.heldShards()) > 0
 	})
-	r1held := r1.heldShards()
+	return r1, r2, r1.heldShards()
+}
+
+func margin(ttl time.Duration) time.Duration { return max(ttl/5, 100*time.Millisecond) }
+
+func TestDeposedLeaderGrantsNoLease(t *testing.T) {
+	ds := startGroup(t, 3, func(c *Config) { c.SolveTimeout = 5 * time.Second })
+	L := leaderOf(t, ds)
+	r1, r2, r1held := twoChildrenWithShards(t, L)
 	t.Logf("r1 holds %v", r1held)
 
 	slowSolve.Store(true)
@@ -350,15 +356,7 @@ func TestRenewalWhileDeclaredLost(t *testing.T) {
 		c.Grace = 200 * time.Millisecond
 	})
 	L := leaderOf(t, ds)
-	r1, r2 := &fakeChild{id: "r1"}, &fakeChild{id: "r2"}
-	connectChild(t, r1, L.GRPCAddr(), "L")
-	connectChild(t, r2, L.GRPCAddr(), "L")
-	testutil.Until(t, "children", 10*time.Second, func() bool { return len(L.Tier().FSM.Children()) == 2 })
-	submit(t, L, "a", 6)
-	testutil.Until(t, "placed", 15*time.Second, func() bool {
-		return len(L.Tier().FSM.Assignments()) == 6 && len(r1.heldShards()) > 0 && len(r2.heldShards()) > 0
-	})
-	r1held := r1.heldShards()
+	r1, r2, r1held := twoChildrenWithShards(t, L)
 	var once sync.Once
 	hook := func(d *Daemon, id interfaces.ChildID) {
 		if id != "r1" {
