@@ -34,14 +34,6 @@ func buildPlugin(t *testing.T) string {
 	return bin
 }
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // startPlugin runs the plugin binary and waits until it answers.
 func startPlugin(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
@@ -96,7 +88,7 @@ func TestConfigErrors(t *testing.T) {
 // restarted, it is used again.
 func TestFallbackAndRecovery(t *testing.T) {
 	bin := buildPlugin(t)
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	proc := startPlugin(t, bin, addr)
 	pol, err := tiers.New(plugin.Name, interfaces.PolicyConfig{"address": addr, "retry": "100ms", "timeout": "1s"})
 	if err != nil {
@@ -150,7 +142,7 @@ func TestBadPlansAreRejected(t *testing.T) {
 		{"stale-epoch", balancer.RejectStaleEpoch},
 	} {
 		t.Run(tt.misbehave, func(t *testing.T) {
-			addr := freeAddr(t)
+			addr := testutil.FreeAddr(t)
 			startPlugin(t, bin, addr, "--misbehave", tt.misbehave)
 			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
@@ -190,7 +182,7 @@ func TestBadPlansAreRejected(t *testing.T) {
 // with the plugin killed it keeps placing through its fallback.
 func TestRegionPlansThroughPlugin(t *testing.T) {
 	bin := buildPlugin(t)
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	proc := startPlugin(t, bin, addr)
 	c, err := devcluster.Start(devcluster.Options{Dir: t.TempDir(), Regions: 1, HostsPerRegion: 2,
 		Interval: 200 * time.Millisecond, LeaseTTL: 3 * time.Second,

@@ -10,7 +10,6 @@ package tierd
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,19 +43,11 @@ func (s slowPolicy) Plan(ctx context.Context, v *interfaces.View) (interfaces.Pl
 	return s.Policy.Plan(ctx, v)
 }
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 func startGroup(t *testing.T, n int, mod func(*Config)) []*Daemon {
 	var peers []Peer
 	for i := 0; i < n; i++ {
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), Raft: freeAddr(t), GRPC: freeAddr(t)})
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), Raft: testutil.FreeAddr(t), GRPC: testutil.FreeAddr(t)})
 	}
 	ds := make([]*Daemon, n)
 	for i, p := range peers {
