@@ -34,7 +34,6 @@ func buildPlugin(t *testing.T) string {
 	return bin
 }
 
-
 // startPlugin runs the plugin binary and waits until it answers.
 func startPlugin(t *testing.T, bin, addr string, args ...string) *exec.Cmd {
 	t.Helper()

@@ -43,7 +43,6 @@ func (s slowPolicy) Plan(ctx context.Context, v *interfaces.View) (interfaces.Pl
 	return s.Policy.Plan(ctx, v)
 }
 
-
 func startGroup(t *testing.T, n int, mod func(*Config)) []*Daemon {
 	var peers []Peer
 	for i := 0; i < n; i++ {
