@@ -345,8 +345,8 @@ func validateDriver(f driverFile) error {
 		if f.Callback.Listen == "" {
 			return fmt.Errorf("driver.callback.listen: is required for driver kind callback: %w", interfaces.ErrInvalid)
 		}
-		if t := time.Duration(f.Callback.AckTimeout); t > driver.MaxStopTimeout {
-			return fmt.Errorf("driver.callback.ack_timeout: must be at most %v (the region waits this long for a silent host's shards to stop before moving them; got %v): %w", driver.MaxStopTimeout, t, interfaces.ErrInvalid)
+		if t := time.Duration(f.Callback.AckTimeout); t > callback.MaxAckTimeout {
+			return fmt.Errorf("driver.callback.ack_timeout: must be at most %v (the region waits three of them for a silent host's shards to stop before moving them; got %v): %w", callback.MaxAckTimeout, t, interfaces.ErrInvalid)
 		}
 	default:
 		return fmt.Errorf("driver.kind: must be synthetic, exec or callback (got %q): %w", f.Kind, interfaces.ErrInvalid)

@@ -59,7 +59,8 @@
 // refused). The parent must re-place a silent child's shards only after ttl +
 // x + grace measured from its own send time of the last grant, where x is the
 // driver's stop budget (exec: StopTimeout plus 500ms for the kill; callback:
-// AckTimeout; driver.StopBudget), which the agent announces in its Hello
+// 3 × AckTimeout — a pending add, the drop, a detach; driver.StopBudget),
+// which the agent announces in its Hello
 // (stop_budget_nanos) and the parent records with the child (label
 // strata.stop_budget) and adds to the lease. With send time s, delivery delay
 // d, child tick interval k and relative clock-rate error ρ, the child has

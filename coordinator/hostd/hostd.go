@@ -192,13 +192,10 @@ func (d *Daemon) report() *wire.Report {
 type handler struct{ d *Daemon }
 
 func (h handler) OnLease(g *wire.LeaseGrant, at time.Time) {
-	// The agent measures the lease from its own clock at receipt: a grant
-	// handled late (the agent was busy) counts from when it arrived, so that
-	// it does not outlive what the parent counts.
+	// The agent measures the lease from its own clock at receipt (the session
+	// client calls this as the grant arrives; a busy agent parks it with this
+	// time).
 	now := h.d.cfg.Clock.Now()
-	if late := time.Since(at); late > 0 {
-		now = now.Add(-late)
-	}
 	if err := h.d.agent.LeaseGrant(context.Background(), now, time.Duration(g.GetTtlNanos()), nil); err != nil {
 		h.d.logger.Printf("lease: %v", err)
 	}

@@ -279,3 +279,19 @@ func TestRefusedAssignToATierIsRetried(t *testing.T) {
 		t.Fatalf("after the wait: %v, want one Assign of j/0 at 1", msgs)
 	}
 }
+
+// TestGrantCappedAsItLeaves: a grant that waited in the outbox is cut, as it
+// leaves, to what the region's own lease has left, and dropped when nothing is.
+func TestGrantCappedAsItLeaves(t *testing.T) {
+	d := start(t, interfaces.TierRegion, []string{"127.0.0.1:1"})
+	g := &wire.LeaseGrant{TtlNanos: int64(4 * time.Second)}
+	if d.capGrant(g) {
+		t.Fatal("a grant left a region that holds no lease from its parent")
+	}
+	d.up.mu.Lock()
+	d.up.leaseUntil = time.Now().Add(time.Second)
+	d.up.mu.Unlock()
+	if !d.capGrant(g) || time.Duration(g.GetTtlNanos()) > time.Second {
+		t.Fatalf("grant ttl %v with 1s of the region's lease left", time.Duration(g.GetTtlNanos()))
+	}
+}

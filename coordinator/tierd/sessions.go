@@ -190,8 +190,10 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 		for {
 			select {
 			case m := <-s.out:
-				if m.GetLeaseGrant() != nil && !d.stampGrant(s) {
-					continue // not leader now, or the child is being declared lost
+				if g := m.GetLeaseGrant(); g != nil {
+					if !d.capGrant(g) || !d.stampGrant(s) {
+						continue // our own lease ran out, not leader now, or the child is being declared lost
+					}
 				}
 				if err := stream.Send(m); err != nil {
 					sendErr <- err
@@ -349,6 +351,23 @@ func (d *Daemon) grantMessage(s *childSession) *wire.ParentMessage {
 		ReportIntervalNanos: int64(d.cfg.ReportInterval),
 	}
 	return &wire.ParentMessage{Msg: &wire.ParentMessage_LeaseGrant{LeaseGrant: g}}
+}
+
+// capGrant shortens g, as it leaves, to what this tier's own lease from its
+// parent has left (it may have waited in the outbox behind a reconciliation);
+// false when nothing is left.
+func (d *Daemon) capGrant(g *wire.LeaseGrant) bool {
+	if d.up == nil {
+		return true
+	}
+	left := d.up.leaseLeft(time.Now())
+	if left <= 0 {
+		return false
+	}
+	if time.Duration(g.GetTtlNanos()) > left {
+		g.TtlNanos = int64(left)
+	}
+	return true
 }
 
 // stampGrant is called by s's sender just before it sends a LeaseGrant: it

@@ -91,8 +91,8 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Clock == nil {
 		return nil, &interfaces.FieldError{Field: "callback.clock", Rule: "is required"}
 	}
-	if cfg.AckTimeout < 0 || cfg.AckTimeout > driver.MaxStopTimeout {
-		return nil, &interfaces.FieldError{Field: "callback.ack_timeout", Rule: "must be in [0, " + driver.MaxStopTimeout.String() + "] (the parent waits for it before moving a silent host's shards)", Value: cfg.AckTimeout.String()}
+	if cfg.AckTimeout < 0 || cfg.AckTimeout > MaxAckTimeout {
+		return nil, &interfaces.FieldError{Field: "callback.ack_timeout", Rule: "must be in [0, " + MaxAckTimeout.String() + "] (the parent waits three of them before moving a silent host's shards)", Value: cfg.AckTimeout.String()}
 	}
 	if cfg.AckTimeout == 0 {
 		cfg.AckTimeout = 5 * time.Second
@@ -272,9 +272,14 @@ func (d *Driver) forget(id interfaces.ShardID, p *placed) {
 	}
 }
 
-// StopBudget is the longest Stop takes: AckTimeout for the worker's ack of
-// the drop (driver.StopBudgeter).
-func (d *Driver) StopBudget() time.Duration { return d.cfg.AckTimeout }
+// StopBudget is the longest Stop takes (driver.StopBudgeter): up to
+// AckTimeout for a re-placement's AddShard to be answered, AckTimeout for the
+// DropShard's ack, and AckTimeout more if the worker detaches meanwhile.
+func (d *Driver) StopBudget() time.Duration { return 3 * d.cfg.AckTimeout }
+
+// MaxAckTimeout bounds AckTimeout: three of them make the stop budget, which
+// stays within driver.MaxStopTimeout.
+const MaxAckTimeout = driver.MaxStopTimeout / 3
 
 // Measure returns the latest reported load of every placed shard that has
 // reported.

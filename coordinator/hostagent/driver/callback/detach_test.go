@@ -190,3 +190,19 @@ func TestNoOrphanWhenAWorkerLeavesDuringAStart(t *testing.T) {
 		}
 	}
 }
+
+// A Stop can wait for a re-placement's add, then for the drop, then out a
+// detach: the stop budget the host announces is three ack timeouts, and the
+// timeout is bounded so that the budget stays within the parent's limit.
+func TestStopBudgetCoversTheLongestStop(t *testing.T) {
+	d, err := callback.New(callback.Config{Clock: hostagent.WallClock{}, AckTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.StopBudget(); got != 6*time.Second {
+		t.Errorf("stop budget %v, want 3 × 2s", got)
+	}
+	if _, err := callback.New(callback.Config{Clock: hostagent.WallClock{}, AckTimeout: callback.MaxAckTimeout + time.Second}); err == nil {
+		t.Error("an ack timeout above MaxAckTimeout was accepted")
+	}
+}
