@@ -50,7 +50,10 @@
 // e.g. exec) is stopped and dropped the same way on the next Tick. A re-sent
 // Assign of a failed epoch is refused as stale and marked failed again, so the
 // parent's doctor control policy counts the failure and the parent places the
-// shard elsewhere.
+// shard elsewhere. The mark is kept in memory only; after a restart such an
+// Assign is refused as stale with Ack.revoked_at set (the tombstone is kept),
+// and the parent takes the shard off the host, to place it again under a new
+// epoch, instead of re-sending it.
 //
 // # Lease and fence timing
 //

@@ -305,3 +305,33 @@ func TestSlowStopHoldsUpNoRenewal(t *testing.T) {
 		t.Errorf("lease deadline %v (valid %v), want the renewal's %v", dl, ok, t1.Add(ttl-LeaseConfig{}.Margin(ttl)))
 	}
 }
+
+// After a failed start and a restart (the failure mark is in memory only),
+// the re-sent Assign of that epoch is refused as stale: its ack says the host
+// revoked the shard at that epoch, so the parent places it under a new one.
+func TestRefusedAssignSaysRevokedAt(t *testing.T) {
+	r := newRig(t)
+	a := r.open(t, "h1")
+	now := r.clock.Now()
+	if err := a.LeaseGrant(ctx, now, 10*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.synth.FailNextStart(errors.New("boom"))
+	if err := a.Assign(ctx, now, spec("s1"), 3); !errors.Is(err, ErrShardFailed) {
+		t.Fatalf("failed start: %v", err)
+	}
+	crash(a)
+	b := r.open(t, "h1")
+	defer b.Close()
+	if err := b.LeaseGrant(ctx, now, 10*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	err := b.Assign(ctx, now, spec("s1"), 3)
+	k := b.AssignAck("s1", 3, err).GetAck()
+	if k.GetOk() || k.GetRevokedAt() != 3 {
+		t.Fatalf("ack of the re-sent assign after a restart: %+v, want refused with revoked_at 3", k)
+	}
+	if k := b.AssignAck("s1", 4, b.Assign(ctx, now, spec("s1"), 4)).GetAck(); !k.GetOk() || k.GetRevokedAt() != 0 {
+		t.Fatalf("a new epoch: %+v", k)
+	}
+}

@@ -45,7 +45,7 @@ func (a *Agent) HandleParent(ctx context.Context, now time.Time, m *wire.ParentM
 		if err != nil {
 			return wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, interfaces.ShardID(x.Assign.GetShard().GetId()), interfaces.Epoch(x.Assign.GetEpoch()), err), nil
 		}
-		return AckToWire(wire.AckKind_ACK_KIND_ASSIGN, spec.ID, epoch, a.Assign(ctx, now, spec, epoch)), nil
+		return a.AssignAck(spec.ID, epoch, a.Assign(ctx, now, spec, epoch)), nil
 	case *wire.ParentMessage_Revoke:
 		shard, epoch, err := wire.RevokeFromWire(x.Revoke)
 		if err != nil {
@@ -68,6 +68,24 @@ func AckToWire(kind wire.AckKind, shard interfaces.ShardID, epoch interfaces.Epo
 	m := wire.AckToWire(kind, shard, epoch, err)
 	if errors.Is(err, ErrShardFailed) {
 		m.GetAck().Failed = true
+	}
+	return m
+}
+
+// AssignAck is the ack of an Assign of shard at epoch that returned err:
+// AckToWire's, with Ack.revoked_at set when the agent revoked the shard at
+// that epoch or a later one (its tombstone), so that the parent places it again
+// under a new epoch rather than re-send this one for ever (a failed-start mark
+// does not survive a restart; the tombstone does).
+func (a *Agent) AssignAck(shard interfaces.ShardID, epoch interfaces.Epoch, err error) *wire.ChildMessage {
+	m := AckToWire(wire.AckKind_ACK_KIND_ASSIGN, shard, epoch, err)
+	if err != nil && errors.Is(err, interfaces.ErrStaleEpoch) {
+		a.mu.Lock()
+		t, ok := a.core.Tombstone(shard)
+		a.mu.Unlock()
+		if ok && epoch <= t {
+			m.GetAck().RevokedAt = uint64(t)
+		}
 	}
 	return m
 }

@@ -209,7 +209,7 @@ func (h handler) OnAssign(a *wire.Assign) *wire.Ack {
 	if err != nil {
 		h.d.logger.Printf("assign %s@%d: %v", a.GetShard().GetId(), a.GetEpoch(), err)
 	}
-	return hostagent.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, interfaces.ShardID(a.GetShard().GetId()), interfaces.Epoch(a.GetEpoch()), err).GetAck()
+	return h.d.agent.AssignAck(interfaces.ShardID(a.GetShard().GetId()), interfaces.Epoch(a.GetEpoch()), err).GetAck()
 }
 
 func (h handler) OnRevoke(r *wire.Revoke) *wire.Ack {

@@ -295,3 +295,26 @@ func TestGrantCappedAsItLeaves(t *testing.T) {
 		t.Fatalf("grant ttl %v with 1s of the region's lease left", time.Duration(g.GetTtlNanos()))
 	}
 }
+
+// TestAssignRefusedAsRevokedIsPlacedAgain: a host that refuses an Assign
+// because it revoked the shard at that epoch (a failed start, then a restart
+// that forgot the failure) will never run it under it; the shard is taken off
+// the host, to be placed again under a new epoch, instead of re-sent for ever.
+// A refusal of an older Assign changes nothing.
+func TestAssignRefusedAsRevokedIsPlacedAgain(t *testing.T) {
+	d, _ := revokeRegion(t, "h1")
+	ctx := context.Background()
+	s1 := fakeSession(d, "h1")
+	must(t, d, &fsm.Assign{Shard: "j/0", Child: "h1"}) // local 1, wire w(5,1)
+	refused := func(e uint64) *wire.Ack {
+		return &wire.Ack{Shard: "j/0", Epoch: e, Kind: wire.AckKind_ACK_KIND_ASSIGN, Error: "stale epoch", RevokedAt: e}
+	}
+	d.onAck(ctx, s1, refused(w(4, 1))) // an older Assign's refusal
+	if st, _ := d.Tier().FSM.Shard("j/0"); st.Owner != "h1" {
+		t.Fatalf("a refusal of an older epoch unassigned it: %+v", st)
+	}
+	d.onAck(ctx, s1, refused(w(5, 1)))
+	if st, _ := d.Tier().FSM.Shard("j/0"); st.Owner != "" || st.Epoch != 1 {
+		t.Fatalf("after the refusal: %+v, want unassigned at epoch 1", st)
+	}
+}

@@ -616,6 +616,9 @@ func (d *Daemon) onAck(ctx context.Context, s *childSession, ack *wire.Ack) {
 		if ack.GetFailed() {
 			d.noteFailure(shard, s.id, ack.GetError(), time.Now()) // evidence for the doctor
 		}
+		if ack.GetKind() == wire.AckKind_ACK_KIND_ASSIGN && ack.GetRevokedAt() >= ack.GetEpoch() && ack.GetRevokedAt() > 0 && d.IsLeader() {
+			d.unassignRevoked(ctx, s, shard, ack.GetEpoch())
+		}
 		return
 	}
 	if ack.GetKind() != wire.AckKind_ACK_KIND_REVOKE {
@@ -639,6 +642,28 @@ func (d *Daemon) onAck(ctx context.Context, s *childSession, ack *wire.Ack) {
 	if d.up != nil {
 		d.up.childRevoked(ctx, shard, s.id, ack.GetEpoch())
 	}
+}
+
+// unassignRevoked takes shard off child s when s refused its Assign at wire
+// epoch we because it revoked the shard at that epoch or later: s will never
+// run it under that epoch (a failed-start mark lost in a restart leaves only
+// the tombstone), so re-sending it would wait for ever. Unassigned, the next
+// round places it again under a new epoch, on s or elsewhere.
+func (d *Daemon) unassignRevoked(ctx context.Context, s *childSession, shard interfaces.ShardID, we uint64) {
+	d.decide.Lock()
+	defer d.decide.Unlock()
+	st, ok := d.tier.FSM.Shard(shard)
+	if !ok || st.Owner != s.id || st.InFlight != nil {
+		return
+	}
+	if cur, known := d.wireEpoch(shard, st.Epoch); !known || cur != we {
+		return // the refusal is of an older Assign
+	}
+	if _, err := d.commit(ctx, &fsm.Unassign{Shard: shard, Epoch: st.Epoch, Reason: fmt.Sprintf("%s refused it at epoch %d, which it had revoked", s.id, we)}); err != nil {
+		d.logger.Printf("unassigning %s off %s: %v", shard, s.id, err)
+		return
+	}
+	d.poke()
 }
 
 // ackCovers reports whether a child's revoke ack at wire epoch ack is for the

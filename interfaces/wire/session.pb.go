@@ -467,7 +467,11 @@ type Ack struct {
 	// failed is set when ok is false because the shard's process failed on the
 	// child (its start failed), not because the message was refused: evidence
 	// for the parent's doctor control policy.
-	Failed        bool `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
+	Failed bool `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
+	// revoked_at is set on a refused Assign when the child revoked the shard
+	// at that epoch or a later one (a host's tombstone): it will never run the
+	// shard under that epoch, so the parent places it again under a new one.
+	RevokedAt     uint64 `protobuf:"varint,7,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -542,6 +546,13 @@ func (x *Ack) GetFailed() bool {
 		return x.Failed
 	}
 	return false
+}
+
+func (x *Ack) GetRevokedAt() uint64 {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return 0
 }
 
 // Assign gives a shard to the child at an epoch. A child ignores an Assign whose
@@ -1015,14 +1026,16 @@ const file_session_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
 	"\x0fHeldEpochsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\x97\x01\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xb6\x01\n" +
 	"\x03Ack\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12&\n" +
 	"\x04kind\x18\x03 \x01(\x0e2\x12.strata.v1.AckKindR\x04kind\x12\x0e\n" +
 	"\x02ok\x18\x04 \x01(\bR\x02ok\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x16\n" +
-	"\x06failed\x18\x06 \x01(\bR\x06failed\"F\n" +
+	"\x06failed\x18\x06 \x01(\bR\x06failed\x12\x1d\n" +
+	"\n" +
+	"revoked_at\x18\a \x01(\x04R\trevokedAt\"F\n" +
 	"\x06Assign\x12&\n" +
 	"\x05shard\x18\x01 \x01(\v2\x10.strata.v1.ShardR\x05shard\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"4\n" +
