@@ -78,6 +78,7 @@ type Driver struct {
 	nextID  uint64
 	closed  bool
 	attach  chan struct{} // closed and replaced on every attach (for waiters)
+	done    chan struct{} // closed by Close: ends the goroutines waiting out a detach
 }
 
 var (
@@ -98,7 +99,7 @@ func New(cfg Config) (*Driver, error) {
 		cfg.AckTimeout = 5 * time.Second
 	}
 	return &Driver{cfg: cfg, workers: map[string]*worker{}, shards: map[interfaces.ShardID]*placed{},
-		loads: map[interfaces.ShardID]interfaces.ShardLoad{}, attach: make(chan struct{})}, nil
+		loads: map[interfaces.ShardID]interfaces.ShardLoad{}, attach: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
 // Workers lists the attached workers and the shards each runs, sorted.
@@ -299,7 +300,10 @@ func (d *Driver) Measure() map[interfaces.ShardID]interfaces.ShardLoad {
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.closed = true
+	if !d.closed {
+		d.closed = true
+		close(d.done)
+	}
 	return nil
 }
 
@@ -470,8 +474,11 @@ func (d *Driver) detach(w *worker) {
 	}
 	d.mu.Unlock()
 	go func() {
-		<-d.cfg.Clock.After(d.cfg.AckTimeout)
-		d.placePending()
+		select {
+		case <-d.cfg.Clock.After(d.cfg.AckTimeout):
+			d.placePending()
+		case <-d.done:
+		}
 	}()
 }
 
