@@ -225,7 +225,7 @@ when its lease expires. SIGTERM or SIGINT stops it gracefully.
 }
 
 // hostDriver builds the driver a host file names; stop releases what it holds.
-func hostDriver(f driverFile, cpu float64) (drv driver.Driver, stop func(), err error) {
+func hostDriver(f driverFile, host string, cpu float64) (drv driver.Driver, stop func(), err error) {
 	if err := validateDriver(f); err != nil {
 		return nil, nil, err
 	}
@@ -241,8 +241,15 @@ func hostDriver(f driverFile, cpu float64) (drv driver.Driver, stop func(), err 
 			Period: time.Duration(f.Synthetic.Period), Noise: f.Synthetic.Noise, BaseLatency: time.Duration(f.Synthetic.BaseLatency),
 			Cores: cores, Discipline: f.Synthetic.Discipline})
 	case "exec":
-		drv, err = execdriver.New(execdriver.Config{Command: f.Exec.Command, Env: f.Exec.Env, Dir: f.Exec.Dir,
-			StopTimeout: time.Duration(f.Exec.StopTimeout), Clock: clock, Output: os.Stderr})
+		var ed *execdriver.Driver
+		ed, err = execdriver.New(execdriver.Config{Command: f.Exec.Command, Env: f.Exec.Env, Dir: f.Exec.Dir,
+			StopTimeout: time.Duration(f.Exec.StopTimeout), Clock: clock, Output: os.Stderr, Host: host})
+		if err == nil {
+			if ed.Reaped > 0 {
+				fmt.Fprintf(os.Stderr, "strata: killed %d process group(s) a previous run of host %s left running\n", ed.Reaped, host)
+			}
+			drv = ed
+		}
 	case "callback":
 		cb, cerr := callback.New(callback.Config{AckTimeout: time.Duration(f.Callback.AckTimeout), Clock: clock})
 		if cerr != nil {
@@ -265,7 +272,7 @@ func runHost(ctx context.Context, g *globalOptions, f hostFile) error {
 	if err != nil {
 		return err
 	}
-	drv, stopDriver, err := hostDriver(f.Driver, cfg.Capacity.CPU)
+	drv, stopDriver, err := hostDriver(f.Driver, string(cfg.Host), cfg.Capacity.CPU)
 	if err != nil {
 		return err
 	}

@@ -118,8 +118,9 @@
 // "start" just before the driver starts the shard, "stop" just after the driver
 // stopped it, so recorded intervals cover real ones. On Open, starts left
 // without a stop get a recovered stop at min(now, persisted lease deadline) —
-// drivers' work dies with the agent (exec children carry a parent-death
-// SIGKILL), and would have been fenced at the deadline anyway. ledger.Check
+// drivers' work dies with the agent (an exec shard's group leader carries a
+// parent-death SIGKILL, and the restarted driver kills what is left of its
+// groups), and would have been fenced at the deadline anyway. ledger.Check
 // merges the files of all hosts and reports overlaps, epoch regressions, order
 // errors and (with ExpectRunning) shards not running at the end.
 //

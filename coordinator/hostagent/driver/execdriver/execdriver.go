@@ -2,12 +2,14 @@ package execdriver
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +25,8 @@ const (
 	EnvShardID    = "STRATA_SHARD_ID"
 	EnvShardEpoch = "STRATA_SHARD_EPOCH"
 	EnvJob        = "STRATA_JOB"
+	// EnvHost names the host whose driver started the process (Config.Host).
+	EnvHost = "STRATA_HOST"
 )
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times on Linux.
@@ -45,6 +49,11 @@ type Config struct {
 	Clock interfaces.Clock
 	// ProcRoot is where /proc is mounted (tests); default "/proc".
 	ProcRoot string
+	// Host is the host's ID. Every process gets it as STRATA_HOST, and New
+	// kills the process groups of processes that carry it: those a previous
+	// run of this host left when it was killed (the kernel's parent-death
+	// signal reaches a group's leader only). "" turns both off.
+	Host string
 }
 
 type proc struct {
@@ -65,6 +74,9 @@ type Driver struct {
 	mu    sync.Mutex
 	procs map[interfaces.ShardID]*proc
 	kills int
+	// Reaped is how many process groups a previous run of this host left
+	// that New killed (Config.Host).
+	Reaped int
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -92,7 +104,43 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.ProcRoot == "" {
 		cfg.ProcRoot = "/proc"
 	}
-	return &Driver{cfg: cfg, procs: map[interfaces.ShardID]*proc{}}, nil
+	d := &Driver{cfg: cfg, procs: map[interfaces.ShardID]*proc{}}
+	if cfg.Host != "" {
+		d.Reaped = d.reapOrphans()
+	}
+	return d, nil
+}
+
+// reapOrphans kills the process group of every process whose environment
+// says it was started for this host (STRATA_HOST), other than this process's
+// own group, and returns how many groups it killed. Processes it cannot read
+// (another user's) are skipped.
+func (d *Driver) reapOrphans() int {
+	entries, err := os.ReadDir(d.cfg.ProcRoot)
+	if err != nil {
+		return 0
+	}
+	mark := []byte(EnvHost + "=" + d.cfg.Host + "\x00")
+	self := syscall.Getpgrp()
+	killed := map[int]bool{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join(d.cfg.ProcRoot, e.Name(), "environ"))
+		if err != nil || !bytes.Contains(append([]byte{0}, env...), append([]byte{0}, mark...)) {
+			continue
+		}
+		pgid, err := syscall.Getpgid(pid)
+		if err != nil || pgid == self || killed[pgid] {
+			continue
+		}
+		if syscall.Kill(-pgid, syscall.SIGKILL) == nil {
+			killed[pgid] = true
+		}
+	}
+	return len(killed)
 }
 
 // Start starts the command for spec under epoch.
@@ -116,6 +164,9 @@ func (d *Driver) Start(_ context.Context, spec interfaces.Shard, epoch interface
 		EnvShardID+"="+string(spec.ID),
 		EnvShardEpoch+"="+strconv.FormatUint(uint64(epoch), 10),
 		EnvJob+"="+spec.Job)
+	if d.cfg.Host != "" {
+		cmd.Env = append(cmd.Env, EnvHost+"="+d.cfg.Host)
+	}
 	if d.cfg.Output != nil {
 		cmd.Stdout, cmd.Stderr = d.cfg.Output, d.cfg.Output
 	}

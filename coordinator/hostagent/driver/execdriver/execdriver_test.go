@@ -3,7 +3,9 @@ package execdriver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -195,4 +197,38 @@ func TestStopTakesTheWholeGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the group gone", func() bool { return syscall.Kill(-pgid, 0) != nil })
+}
+
+// TestNewReapsAPreviousRunsGroups: a shard process group a killed agent left
+// (the parent-death signal reaches only its leader; here no one reaps it) is
+// killed when the host's driver starts again; another host's is not.
+func TestNewReapsAPreviousRunsGroups(t *testing.T) {
+	host := fmt.Sprintf("reap-test-%d", os.Getpid())
+	start := func(h string) int {
+		cmd := exec.Command("sh", "-c", "sleep 30 & exec sleep 30")
+		cmd.Env = append(os.Environ(), EnvHost+"="+h)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go cmd.Wait() //nolint:errcheck // reaped when killed
+		return cmd.Process.Pid
+	}
+	mine, other := start(host), start(host+"-other")
+	defer syscall.Kill(-other, syscall.SIGKILL) //nolint:errcheck
+	defer syscall.Kill(-mine, syscall.SIGKILL)  //nolint:errcheck
+	waitFor(t, "both groups running", func() bool {
+		return syscall.Kill(-mine, 0) == nil && syscall.Kill(-other, 0) == nil
+	})
+	d, err := New(Config{Command: []string{"true"}, Clock: hostagent.WallClock{}, Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Reaped != 1 {
+		t.Errorf("reaped %d groups, want 1", d.Reaped)
+	}
+	waitFor(t, "this host's leftover group gone", func() bool { return syscall.Kill(-mine, 0) != nil })
+	if syscall.Kill(-other, 0) != nil {
+		t.Error("another host's group was killed")
+	}
 }
