@@ -165,12 +165,12 @@ func (d *Daemon) runPolicies(ctx context.Context, now time.Time, view *interface
 				continue
 			}
 			deleted, err := d.resize(ctx, r)
+			for _, id := range deleted {
+				gone[id] = true // deleted even when a later step failed
+			}
 			if err != nil {
 				d.logger.Printf("autoscale %s %d → %d: %v", r.Job, r.Current, r.Target, err)
 				continue
-			}
-			for _, id := range deleted {
-				gone[id] = true
 			}
 			d.logger.Printf("autoscale: job %s resized %d → %d shards (%s)", r.Job, r.Current, r.Target, r.Reason)
 		}
@@ -229,11 +229,17 @@ func explainEvictions(moves []interfaces.Move, ev map[interfaces.ShardID]control
 // declared input rate is spread evenly over the new count. It returns the
 // shards it deleted. Called with d.decide held, on the top tier.
 func (d *Daemon) resize(ctx context.Context, r control.Resize) ([]interfaces.ShardID, error) {
+	// The job's shards as the policy counted them: not the quarantined ones,
+	// which are out of placement (and never deleted or copied here).
 	var shards []interfaces.Shard
 	for _, s := range d.tier.FSM.View(d.cfg.Tier, d.cfg.Instance).Shards {
-		if s.Job == r.Job {
-			shards = append(shards, s)
+		if s.Job != r.Job {
+			continue
 		}
+		if st, ok := d.tier.FSM.Shard(s.ID); ok && st.Quarantined != "" {
+			continue
+		}
+		shards = append(shards, s)
 	}
 	if len(shards) != r.Current {
 		return nil, fmt.Errorf("the job has %d shards now, not %d: %w", len(shards), r.Current, interfaces.ErrConflict)

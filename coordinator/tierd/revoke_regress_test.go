@@ -18,6 +18,7 @@ import (
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
 	"github.com/strata-sched/strata/internal/testutil"
+	"github.com/strata-sched/strata/tiers/control"
 )
 
 // revokeRegion: a region whose parent is unreachable (no lease: rounds do nothing),
@@ -316,5 +317,35 @@ func TestAssignRefusedAsRevokedIsPlacedAgain(t *testing.T) {
 	d.onAck(ctx, s1, refused(w(5, 1)))
 	if st, _ := d.Tier().FSM.Shard("j/0"); st.Owner != "" || st.Epoch != 1 {
 		t.Fatalf("after the refusal: %+v, want unassigned at epoch 1", st)
+	}
+}
+
+// TestResizeLeavesQuarantinedShardsAlone: autoscale counts a job's shards
+// without the quarantined ones (they are out of placement); resize must count
+// them the same way, or every resize of such a job fails as a conflict (a
+// review's probe). Neither a grow nor a shrink touches the quarantined shard.
+func TestResizeLeavesQuarantinedShardsAlone(t *testing.T) {
+	d := start(t, interfaces.TierGlobal, nil)
+	var ss []interfaces.Shard
+	for i := 0; i < 4; i++ {
+		ss = append(ss, interfaces.Shard{ID: interfaces.ShardID("j/" + strconv.Itoa(i)), Job: "j", Load: interfaces.Load{CPU: 1}, InputRate: 10})
+	}
+	must(t, d, &fsm.PutShards{Shards: ss})
+	must(t, d, &fsm.Quarantine{Shard: "j/3", Reason: "poison"})
+	d.decide.Lock()
+	defer d.decide.Unlock()
+	ctx := context.Background()
+	if _, err := d.resize(ctx, control.Resize{Job: "j", Current: 3, Target: 4, Apply: true}); err != nil {
+		t.Fatalf("grow 3 → 4 with j/3 quarantined: %v", err)
+	}
+	if _, ok := d.Tier().FSM.Shard("j/4"); !ok {
+		t.Error("the grow did not add j/4 (j/3 is taken, quarantined)")
+	}
+	deleted, err := d.resize(ctx, control.Resize{Job: "j", Current: 4, Target: 2, Apply: true})
+	if err != nil {
+		t.Fatalf("shrink 4 → 2: %v", err)
+	}
+	if st, ok := d.Tier().FSM.Shard("j/3"); !ok || st.Quarantined == "" {
+		t.Errorf("the shrink touched the quarantined j/3 (deleted %v)", deleted)
 	}
 }
