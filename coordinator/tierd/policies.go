@@ -269,6 +269,14 @@ func (d *Daemon) resize(ctx context.Context, r control.Resize) ([]interfaces.Sha
 			if _, taken := d.tier.FSM.Shard(id); taken {
 				continue
 			}
+			// Not an ID deleted here before: its epochs would start again
+			// below what hosts hold (tombstones) for the old shard.
+			d.mu.Lock()
+			_, deleted := d.deleted[id]
+			d.mu.Unlock()
+			if deleted {
+				continue
+			}
 			s := tmpl
 			s.ID, s.InputRate = id, per
 			add = append(add, s)

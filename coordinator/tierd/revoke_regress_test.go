@@ -349,3 +349,39 @@ func TestResizeLeavesQuarantinedShardsAlone(t *testing.T) {
 		t.Errorf("the shrink touched the quarantined j/3 (deleted %v)", deleted)
 	}
 }
+
+// TestGrowDoesNotReuseDeletedIDs: a shrink then a grow names the new shards
+// after the deleted ones: a re-used ID would start its epochs again at 1,
+// below what hosts keep for the old shard (a review's probe). (The deleted
+// IDs are known to this leader only; docs/operations.md says so.)
+func TestGrowDoesNotReuseDeletedIDs(t *testing.T) {
+	d := start(t, interfaces.TierGlobal, nil)
+	must(t, d, &fsm.PutChild{Child: interfaces.Child{ID: "r1", Tier: interfaces.TierRegion, Capacity: interfaces.Load{CPU: 100}}})
+	var ss []interfaces.Shard
+	for i := 0; i < 4; i++ {
+		ss = append(ss, interfaces.Shard{ID: interfaces.ShardID("j/" + strconv.Itoa(i)), Job: "j", Load: interfaces.Load{CPU: 1}})
+	}
+	must(t, d, &fsm.PutShards{Shards: ss})
+	for _, s := range ss {
+		must(t, d, &fsm.Assign{Shard: s.ID, Child: "r1"})
+	}
+	d.decide.Lock()
+	defer d.decide.Unlock()
+	ctx := context.Background()
+	if _, err := d.resize(ctx, control.Resize{Job: "j", Current: 4, Target: 2, Apply: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.resize(ctx, control.Resize{Job: "j", Current: 2, Target: 4, Apply: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []interfaces.ShardID{"j/2", "j/3"} {
+		if _, ok := d.Tier().FSM.Shard(id); ok {
+			t.Errorf("%s deleted by the shrink came back with the grow", id)
+		}
+	}
+	for _, id := range []interfaces.ShardID{"j/4", "j/5"} {
+		if _, ok := d.Tier().FSM.Shard(id); !ok {
+			t.Errorf("the grow did not add %s", id)
+		}
+	}
+}
