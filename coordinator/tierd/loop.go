@@ -13,6 +13,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/plugin"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/tiers/control"
+	"github.com/strata-sched/strata/tiers/coop"
 )
 
 // loop is the control loop: every Interval (or when poked) the leader runs one
@@ -90,7 +91,13 @@ func (d *Daemon) stepDown() {
 	sessions := d.sessions
 	d.sessions = map[interfaces.ChildID]*childSession{}
 	d.lastGrant = map[interfaces.ChildID]time.Time{}
+	// Reports and what was derived from them are this term's: a replica that
+	// leads again waits for fresh ones rather than act on old hints.
+	d.reports = map[interfaces.ChildID]interfaces.Report{}
 	d.mu.Unlock()
+	d.coop.mu.Lock()
+	d.coop.mem, d.coop.last, d.coop.sent = coop.Memory{}, nil, nil
+	d.coop.mu.Unlock()
 	for _, s := range sessions {
 		close(s.closed)
 	}
@@ -264,6 +271,9 @@ func (d *Daemon) declareFailed(ctx context.Context, view *interfaces.View, ids [
 			d.logger.Printf("marking %s failed: %v", id, err)
 			continue
 		}
+		d.mu.Lock()
+		delete(d.reports, id) // history now: its shards move
+		d.mu.Unlock()
 		d.scope.Counter("lease_expiries_total").Inc(1)
 		d.logger.Printf("child %s lost (lease expired, grace passed); its shards will move", id)
 		d.mu.Lock()

@@ -385,3 +385,33 @@ func TestGrowDoesNotReuseDeletedIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestReportsAreOfLiveChildrenAndThisTerm: a region's report to its parent
+// counts only its live children's reports (a failed host's last one, with its
+// shards and its p99, stayed in forever), and a step-down forgets reports and
+// what was derived from them (a replica that leads again acted on its
+// children's hints from its earlier term). A review's probes.
+func TestReportsAreOfLiveChildrenAndThisTerm(t *testing.T) {
+	d, _ := revokeRegion(t, "h1", "h2")
+	d.mu.Lock()
+	d.reports["h1"] = interfaces.Report{Child: "h1", Used: interfaces.Load{CPU: 7}, LatencyP99: 9 * time.Second,
+		Shards: []interfaces.ShardLoad{{Shard: "j/0", Load: interfaces.Load{CPU: 7}}}}
+	d.reports["h2"] = interfaces.Report{Child: "h2", Used: interfaces.Load{CPU: 1}, LatencyP99: time.Millisecond,
+		Shards: []interfaces.ShardLoad{{Shard: "j/0", Load: interfaces.Load{CPU: 1}}}}
+	d.mu.Unlock()
+	must(t, d, &fsm.PutChild{Child: interfaces.Child{ID: "h1", Tier: interfaces.TierHost, Capacity: interfaces.Load{CPU: 8}, State: interfaces.ChildFailed}})
+	r, err := wire.ReportFromWire(d.up.report())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Used.CPU != 1 || r.LatencyP99 != time.Millisecond || len(r.Shards) != 1 {
+		t.Errorf("the region's report counts the failed h1: used %v, p99 %v, shards %v", r.Used, r.LatencyP99, r.Shards)
+	}
+	d.stepDown()
+	d.mu.Lock()
+	n := len(d.reports)
+	d.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d children's reports survive a step-down", n)
+	}
+}

@@ -123,6 +123,7 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 		return status.Error(codes.Unavailable, "this replica is no longer the leader; reconnect")
 	}
 	s.term = d.leaderTerm
+	delete(d.reports, child.ID) // the last session's: the new one reports afresh
 	if old := d.sessions[child.ID]; old != nil {
 		close(old.closed) // a newer session replaces it
 	}

@@ -149,9 +149,20 @@ func (u *uplink) report() *wire.Report {
 	var r interfaces.Report
 	r.Child = interfaces.ChildID(d.cfg.Instance)
 	r.Capacity = u.capacity()
+	// Only the children that count now: a failed or removed child's last
+	// report is history (its shards run elsewhere).
+	live := map[interfaces.ChildID]bool{}
+	for _, cu := range d.tier.FSM.Children() {
+		if cu.Child.State != interfaces.ChildFailed {
+			live[cu.Child.ID] = true
+		}
+	}
 	d.mu.Lock()
 	var shards []interfaces.ShardLoad
-	for _, cr := range d.reports {
+	for id, cr := range d.reports {
+		if !live[id] {
+			continue
+		}
 		r.Used = r.Used.Add(cr.Used)
 		r.Throughput += cr.Throughput
 		if cr.LatencyP99 > r.LatencyP99 {
