@@ -109,11 +109,7 @@ func (s *state) apply(idx uint64, at int64, c Command) *Result {
 	case *ApplyPlan:
 		r.Ops = make([]OpResult, len(c.Moves))
 		for i, m := range c.Moves {
-			if m.From == "" {
-				r.Ops[i] = s.assign(idx, c.Tier, m)
-			} else {
-				r.Ops[i] = s.move(idx, c.Tier, m, c.Begin)
-			}
+			r.Ops[i] = s.planMove(idx, c.Tier, m, c.Begin)
 		}
 	case *DropShards:
 		r.Ops = s.dropShards(idx, c)
@@ -481,12 +477,16 @@ func (s *state) planBatch(idx uint64, c *PlanBatch) []OpResult {
 		}
 	}
 	for i, m := range c.Moves {
-		k := len(c.Drain) + i
-		if m.From == "" {
-			ops[k] = s.assign(idx, c.Tier, m)
-		} else {
-			ops[k] = s.move(idx, c.Tier, m, c.Begin[i])
-		}
+		ops[len(c.Drain)+i] = s.planMove(idx, c.Tier, m, c.Begin[i])
 	}
 	return ops
+}
+
+// planMove applies one move of a plan (ApplyPlan, PlanBatch): a first
+// placement when it has no source, else a move, begun when begin is set.
+func (s *state) planMove(idx uint64, tier string, m interfaces.Move, begin bool) OpResult {
+	if m.From == "" {
+		return s.assign(idx, tier, m)
+	}
+	return s.move(idx, tier, m, begin)
 }

@@ -37,6 +37,12 @@ func (d *Daemon) wireEpoch(shard interfaces.ShardID, e interfaces.Epoch) (uint64
 	d.up.mu.Lock()
 	g := d.up.epochs[shard]
 	d.up.mu.Unlock()
+	return compose(g, e)
+}
+
+// compose is the wire epoch of parent epoch g and local epoch e; unknown
+// when g is (0).
+func compose(g, e interfaces.Epoch) (uint64, bool) {
 	if g == 0 {
 		return 0, false
 	}
@@ -54,8 +60,5 @@ func (d *Daemon) revokeEpoch(shard interfaces.ShardID, e interfaces.Epoch) (uint
 	d.up.mu.Lock()
 	g := d.up.lastKnown[shard]
 	d.up.mu.Unlock()
-	if g == 0 {
-		return 0, false
-	}
-	return uint64(g)<<localBits | uint64(e), true
+	return compose(g, e)
 }

@@ -192,15 +192,22 @@ func (d *Daemon) silent(now time.Time) map[interfaces.ChildID]time.Time {
 		if cu.Child.State == interfaces.ChildFailed {
 			continue
 		}
-		from := d.lastGrant[cu.Child.ID]
-		if from.Before(d.leaderSince) {
-			from = d.leaderSince
-		}
-		if exp := from.Add(d.cfg.LeaseTTL + stopBudget(cu.Child)); now.After(exp) {
+		if exp := d.leaseEnd(cu.Child); now.After(exp) {
 			out[cu.Child.ID] = exp
 		}
 	}
 	return out
+}
+
+// leaseEnd is when child c's lease ends from this leader's view: its last
+// grant (or this leader's start, if later) plus LeaseTTL and the stop budget
+// it announced. Called with d.mu held.
+func (d *Daemon) leaseEnd(c interfaces.Child) time.Time {
+	from := d.lastGrant[c.ID]
+	if from.Before(d.leaderSince) {
+		from = d.leaderSince
+	}
+	return from.Add(d.cfg.LeaseTTL + stopBudget(c))
 }
 
 // retryRefused sends again, after twice the interval, the Assigns a child tier
@@ -231,11 +238,7 @@ func (d *Daemon) retryRefused(now time.Time) {
 func (d *Daemon) startDeclaring(c interfaces.Child, now time.Time) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	from := d.lastGrant[c.ID]
-	if from.Before(d.leaderSince) {
-		from = d.leaderSince
-	}
-	if now.Before(from.Add(d.cfg.LeaseTTL + stopBudget(c) + d.cfg.Grace)) {
+	if now.Before(d.leaseEnd(c).Add(d.cfg.Grace)) {
 		d.logger.Printf("child %s renewed its lease while being declared lost: kept", c.ID)
 		return false
 	}
@@ -266,19 +269,17 @@ func (d *Daemon) declareFailed(ctx context.Context, view *interfaces.View, ids [
 		_, err := d.exec(ctx, &fsm.PutChild{Child: c})
 		d.mu.Lock()
 		delete(d.declaring, id)
+		if err == nil {
+			delete(d.reports, id) // history now: its shards move
+		}
+		s := d.sessions[id]
 		d.mu.Unlock()
 		if err != nil {
 			d.logger.Printf("marking %s failed: %v", id, err)
 			continue
 		}
-		d.mu.Lock()
-		delete(d.reports, id) // history now: its shards move
-		d.mu.Unlock()
 		d.scope.Counter("lease_expiries_total").Inc(1)
 		d.logger.Printf("child %s lost (lease expired, grace passed); its shards will move", id)
-		d.mu.Lock()
-		s := d.sessions[id]
-		d.mu.Unlock()
 		if s != nil {
 			d.dropSession(s, "lease expired") // it must come back with a Hello
 		}

@@ -22,8 +22,8 @@ type childSession struct {
 	out     chan *wire.ParentMessage
 	version uint32
 	closed  chan struct{}
-	// senderDone is closed when the session's sender stops (nil: no sender
-	// yet), so that a blocked send gives up.
+	// senderDone is closed when the session's sender stops, so that a
+	// waiting send (sendWait) gives up.
 	senderDone chan struct{}
 	// term is the leader's term when the session opened: grants go only in it.
 	term uint64
@@ -208,9 +208,7 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 		}
 	}()
 	wait := func(m *wire.ParentMessage) bool { return s.sendWait(ctx, m) }
-	if g := d.grantMessage(s); g != nil {
-		wait(g)
-	}
+	wait(d.grantMessage(s))
 	d.reconcileHeld(s, hello.GetHeldEpochs(), wait)
 	d.poke()
 
@@ -321,31 +319,16 @@ func stopBudget(c interfaces.Child) time.Duration {
 	return b
 }
 
-// grant queues a LeaseGrant for s (its sender records when it leaves). A tier
-// with a parent offers no more than what its own lease has left.
-func (d *Daemon) grant(s *childSession) {
-	if g := d.grantMessage(s); g != nil {
-		s.send(g)
-	}
-}
+// grant queues a LeaseGrant for s. Its sender decides, as it leaves, whether
+// it may go, how long it runs and when it was granted (capGrant, stampGrant).
+func (d *Daemon) grant(s *childSession) { s.send(d.grantMessage(s)) }
 
-// grantMessage is the LeaseGrant to send s now, or nil when this tier's own
-// lease has run out.
+// grantMessage is a LeaseGrant of LeaseTTL for s.
 func (d *Daemon) grantMessage(s *childSession) *wire.ParentMessage {
-	ttl := d.cfg.LeaseTTL
-	if d.up != nil {
-		left := d.up.leaseLeft(time.Now())
-		if left <= 0 {
-			return nil // our own lease has run out: let the children fence
-		}
-		if left < ttl {
-			ttl = left
-		}
-	}
 	_, leaderID := d.leaderGRPC()
 	g := &wire.LeaseGrant{
 		LeaseId:             fmt.Sprintf("%s/%s", d.cfg.Instance, s.id),
-		TtlNanos:            int64(ttl),
+		TtlNanos:            int64(d.cfg.LeaseTTL),
 		Term:                d.tier.Raft().CurrentTerm(),
 		LeaderId:            leaderID,
 		ProtocolVersion:     s.version,
@@ -355,8 +338,9 @@ func (d *Daemon) grantMessage(s *childSession) *wire.ParentMessage {
 }
 
 // capGrant shortens g, as it leaves, to what this tier's own lease from its
-// parent has left (it may have waited in the outbox behind a reconciliation);
-// false when nothing is left.
+// parent has left (a tier grants no more than it holds; the grant may have
+// waited in the outbox behind a reconciliation); false when nothing is left:
+// then the children fence with it.
 func (d *Daemon) capGrant(g *wire.LeaseGrant) bool {
 	if d.up == nil {
 		return true

@@ -334,15 +334,21 @@ func (h uplinkHandler) OnRevoke(r *wire.Revoke) *wire.Ack {
 			return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, interfaces.ShardID(r.GetShard()), interfaces.Epoch(r.GetEpoch()), nil).GetAck()
 		}
 	}
-	owner := st.Owner
-	if owner == "" {
+	if u.ownerGone(st) {
 		return u.finishRevoke(context.Background(), shard)
 	}
-	if c, ok := d.tier.FSM.Child(owner); ok && c.State == interfaces.ChildFailed {
-		return u.finishRevoke(context.Background(), shard)
-	}
-	d.sendRevoke(owner, shard, st.Epoch)
+	d.sendRevoke(st.Owner, shard, st.Epoch)
 	return nil // acked when the child acks (childRevoked)
+}
+
+// ownerGone reports whether no child runs shard st for us: it has no owner,
+// or its owner was declared failed. A parent's revoke of it is then done.
+func (u *uplink) ownerGone(st fsm.ShardState) bool {
+	if st.Owner == "" {
+		return true
+	}
+	c, ok := u.d.tier.FSM.Child(st.Owner)
+	return ok && c.State == interfaces.ChildFailed
 }
 
 // childRevoked is called (with d.decide held) when a child acked a revoke that
@@ -432,12 +438,7 @@ func (u *uplink) resendRevokes(ctx context.Context, now time.Time) {
 		if ok && st.InFlight != nil {
 			continue // OnRevoke aborted it; a move begun since is the loop's
 		}
-		failed := false
-		if ok && st.Owner != "" {
-			c, known := d.tier.FSM.Child(st.Owner)
-			failed = known && c.State == interfaces.ChildFailed
-		}
-		if !ok || st.Owner == "" || failed {
+		if !ok || u.ownerGone(st) {
 			if a := u.finishRevoke(ctx, id); a != nil {
 				u.client.SendAck(a)
 			}

@@ -81,38 +81,37 @@ func explainOne(name string, root *yaml.Node, t reflect.Type, m string, syntax b
 	if syntax && strings.HasPrefix(m, "yaml: ") {
 		return fmt.Sprintf("%s:%d: not valid YAML: %s", name, line, rest)
 	}
+	// Which node the message is about (h), and the rule once its path and
+	// Go type are known (explain); other messages (a custom unmarshaler's)
+	// keep their text and may quote the value.
 	var h hint
-	rule := rest
-	switch {
-	case unknownField.MatchString(rest):
-		h.key = unknownField.FindStringSubmatch(rest)[1]
-	case badValue.MatchString(rest):
-		s := badValue.FindStringSubmatch(rest)
-		h.value = s[2]
-	case badNode.MatchString(rest):
-		h.kind = badNode.FindStringSubmatch(rest)[1]
-	case duplicate.MatchString(rest):
-		s := duplicate.FindStringSubmatch(rest)
+	explain := func(path []any) string { return rest }
+	if s := unknownField.FindStringSubmatch(rest); s != nil {
 		h.key = s[1]
-		rule = "is given twice (first at line " + s[2] + ")"
-	default:
-		if q := quoted.FindStringSubmatch(rest); q != nil {
-			h.value = q[1]
+		explain = func(path []any) string {
+			if keys := keysOf(typeAt(t, path[:max(len(path)-1, 0)])); len(keys) > 0 {
+				return "unknown key (known here: " + strings.Join(keys, ", ") + ")"
+			}
+			return "unknown key"
 		}
+	} else if s := badValue.FindStringSubmatch(rest); s != nil {
+		h.value = s[2]
+		explain = func(path []any) string {
+			return fmt.Sprintf("must be %s, got %q", want(typeAt(t, path), rest), h.value)
+		}
+	} else if s := badNode.FindStringSubmatch(rest); s != nil {
+		h.kind = s[1]
+		explain = func(path []any) string {
+			return fmt.Sprintf("must be %s, got a %s", want(typeAt(t, path), rest), map[string]string{"seq": "list", "map": "mapping"}[h.kind])
+		}
+	} else if s := duplicate.FindStringSubmatch(rest); s != nil {
+		h.key = s[1]
+		explain = func([]any) string { return "is given twice (first at line " + s[2] + ")" }
+	} else if q := quoted.FindStringSubmatch(rest); q != nil {
+		h.value = q[1]
 	}
 	path := find(root, line, h)
-	ft := typeAt(t, path)
-	switch {
-	case unknownField.MatchString(rest):
-		rule = "unknown key"
-		if keys := keysOf(typeAt(t, path[:max(len(path)-1, 0)])); len(keys) > 0 {
-			rule += " (known here: " + strings.Join(keys, ", ") + ")"
-		}
-	case badValue.MatchString(rest):
-		rule = fmt.Sprintf("must be %s, got %q", want(ft, rest), h.value)
-	case badNode.MatchString(rest):
-		rule = fmt.Sprintf("must be %s, got a %s", want(ft, rest), map[string]string{"seq": "list", "map": "mapping"}[h.kind]+"")
-	}
+	rule := explain(path)
 	if len(path) == 0 {
 		return fmt.Sprintf("%s:%d: %s", name, line, rule)
 	}
