@@ -253,6 +253,17 @@ func submit(t *testing.T, d *Daemon, job string, n int) {
 	}
 }
 
+// registeredAndGone connects child r1 to leader L until L has registered it,
+// then ends its session: r1 is known, and about to reconnect.
+func registeredAndGone(t *testing.T, L *Daemon) *fakeChild {
+	r1 := &fakeChild{id: "r1"}
+	connectChild(t, r1, L.GRPCAddr(), "L")
+	testutil.Until(t, "r1 registered", 10*time.Second, func() bool { _, ok := L.Tier().FSM.Child("r1"); return ok })
+	r1.cancel()
+	<-r1.ended
+	return r1
+}
+
 // twoChildrenWithShards connects children r1 and r2 to leader L and places a
 // job of six shards on them; it returns them and what r1 holds.
 func twoChildrenWithShards(t *testing.T, L *Daemon) (r1, r2 *fakeChild, r1held map[string]uint64) {
@@ -388,11 +399,7 @@ func TestRenewalWhileDeclaredLost(t *testing.T) {
 func TestNoSessionOnAReplicaThatStoppedLeading(t *testing.T) {
 	ds := startGroup(t, 3, nil)
 	L := leaderOf(t, ds)
-	r1 := &fakeChild{id: "r1"}
-	connectChild(t, r1, L.GRPCAddr(), "L")
-	testutil.Until(t, "r1 registered", 10*time.Second, func() bool { _, ok := L.Tier().FSM.Child("r1"); return ok })
-	r1.cancel()
-	<-r1.ended
+	r1 := registeredAndGone(t, L)
 	done := make(chan struct{})
 	var once sync.Once
 	hook := func(d *Daemon) {
@@ -446,11 +453,7 @@ func TestNoSessionOnAReplicaThatStoppedLeading(t *testing.T) {
 func TestReconnectKeepsADrain(t *testing.T) {
 	ds := startGroup(t, 1, nil)
 	L := leaderOf(t, ds)
-	r1 := &fakeChild{id: "r1"}
-	connectChild(t, r1, L.GRPCAddr(), "L")
-	testutil.Until(t, "r1", 10*time.Second, func() bool { _, ok := L.Tier().FSM.Child("r1"); return ok })
-	r1.cancel()
-	<-r1.ended
+	registeredAndGone(t, L)
 	a := wire.NewAdminClient(dial(t, L.GRPCAddr()))
 	var once sync.Once
 	drained := make(chan error, 1)
