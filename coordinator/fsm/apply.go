@@ -112,7 +112,9 @@ func (s *state) apply(idx uint64, at int64, c Command) *Result {
 			r.Ops[i] = s.planMove(idx, c.Tier, m, c.Begin)
 		}
 	case *DropShards:
-		r.Ops = s.dropShards(idx, c)
+		r.Ops = s.dropShards(idx, c, false)
+	case *RetireShards:
+		r.Ops = s.dropShards(idx, &c.DropShards, true)
 	case *PlanBatch:
 		r.Ops = s.planBatch(idx, c)
 	default:
@@ -152,6 +154,8 @@ func (s *state) putShard(spec *interfaces.Shard) OpResult {
 		eff := old.effective()
 		s.charge(eff, old.load, -1)
 		s.charge(eff, r.load, +1)
+	} else {
+		r.epoch = s.floor // above every epoch a retired shard of this ID had
 	}
 	s.put(r)
 	return OpResult{ID: string(spec.ID), Epoch: r.epoch}
@@ -414,8 +418,9 @@ func (s *state) quarantine(idx uint64, c *Quarantine) OpResult {
 	return res
 }
 
-// dropShards applies DropShards: every shard must exist, or nothing changes.
-func (s *state) dropShards(idx uint64, c *DropShards) []OpResult {
+// dropShards applies DropShards (with retire, RetireShards): every shard must
+// exist, or nothing changes.
+func (s *state) dropShards(idx uint64, c *DropShards, retire bool) []OpResult {
 	ops := make([]OpResult, len(c.IDs))
 	missing := 0
 	for i, id := range c.IDs {
@@ -444,6 +449,9 @@ func (s *state) dropShards(idx uint64, c *DropShards) []OpResult {
 			}
 		}
 		ops[i] = s.deleteShard(id)
+		if retire && ops[i].Err == nil && ops[i].Epoch > s.floor {
+			s.floor = ops[i].Epoch
+		}
 	}
 	return ops
 }

@@ -636,3 +636,63 @@ func TestPlanBatch(t *testing.T) {
 	}
 	checkInvariants(t, f)
 }
+
+// TestRetiredEpochsOnlyGrow: a shard re-created under the ID of a shard
+// retired with RetireShards starts above every epoch the old one had, on this
+// replica and on one restored from a snapshot; DropShards (a region's drop)
+// leaves the floor alone, and a refused batch retires nothing.
+func TestRetiredEpochsOnlyGrow(t *testing.T) {
+	f := fixture(t)
+	idx := uint64(fixtureNext)
+	next := func() uint64 { idx++; return idx - 1 }
+	for range 3 { // s1 reaches epoch 4 on h1 or h2
+		st, _ := f.Shard("s1")
+		to := interfaces.ChildID("h2")
+		if st.Owner == "h2" {
+			to = "h1"
+		}
+		mustApply(t, f, next(), &Move{Move: interfaces.Move{Shard: "s1", From: st.Owner, To: to, Epoch: st.Epoch}})
+	}
+	old, _ := f.Shard("s1")
+	if old.Epoch != 4 {
+		t.Fatalf("s1 at epoch %d, want 4", old.Epoch)
+	}
+	rs := applyAll(t, f, next(), &RetireShards{DropShards{IDs: []interfaces.ShardID{"s1", "nope"}, Reason: "job deleted"}})
+	if rs[0].Err() == nil {
+		t.Fatal("a batch with a missing shard was applied")
+	}
+	if b := snapshotBytes(t, f); b[len(snapMagic)] == snapVersion4 {
+		t.Error("a refused RetireShards raised the floor (snapshot version 4)")
+	}
+	mustApply(t, f, next(), &RetireShards{DropShards{IDs: []interfaces.ShardID{"s1", "s2"}, Reason: "job deleted"}})
+	b := snapshotBytes(t, f)
+	if v := b[len(snapMagic)]; v != snapVersion4 {
+		t.Errorf("snapshot with a floor has version %d, want %d", v, snapVersion4)
+	}
+	g := restore(t, b)
+	for name, fsm := range map[string]*FSM{"this replica": f, "a restored replica": g} {
+		i := idx
+		mustApply(t, fsm, i, &PutShards{Shards: []interfaces.Shard{{ID: "s1", Job: "j", Load: cpu(1)}, {ID: "s9", Job: "k", Load: cpu(1)}}})
+		mustApply(t, fsm, i+1, &Assign{Shard: "s1", Child: "h2"})
+		if st, _ := fsm.Shard("s1"); st.Epoch <= old.Epoch {
+			t.Errorf("%s: the re-created s1 placed at epoch %d, not above the retired one's %d", name, st.Epoch, old.Epoch)
+		}
+	}
+	if f.Hash() != g.Hash() {
+		t.Error("the restored replica diverged")
+	}
+	// A region's drop (DropShards) does not retire: its local epochs restart.
+	mustApply(t, f, idx+2, &DropShards{IDs: []interfaces.ShardID{"s1"}, Reason: "revoked by the parent tier"})
+	mustApply(t, f, idx+3, &PutShards{Shards: []interfaces.Shard{{ID: "s1", Job: "j", Load: cpu(1)}}})
+	if st, _ := f.Shard("s1"); st.Epoch != old.Epoch {
+		t.Errorf("after a DropShards the re-created s1 is at epoch %d, want the floor %d (unchanged)", st.Epoch, old.Epoch)
+	}
+	checkInvariants(t, f)
+}
+
+func mustApply(t tb, f *FSM, idx uint64, c Command) {
+	t.Helper()
+	if err := applyAll(t, f, idx, c)[0].Err(); err != nil {
+		t.Fatalf("%s at %d: %v", c.Type(), idx, err)
+	}
+}

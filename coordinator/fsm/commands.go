@@ -29,12 +29,13 @@ const (
 	CmdQuarantine                  // quarantine a shard (never placed again) or release it
 	CmdDropShards                  // delete shards, aborting their in-flight moves (all or none)
 	CmdPlanBatch                   // drain children and apply a plan's moves in one entry
+	CmdRetireShards                // DropShards, and no epoch of theirs is given again
 	cmdEnd                         // one past the last valid type
 )
 
 var cmdNames = [...]string{"invalid", "put_child", "remove_child", "put_shards", "delete_shards",
 	"assign", "unassign", "move", "begin_move", "complete_move", "abort_move", "apply_plan", "quarantine",
-	"drop_shards", "plan_batch"}
+	"drop_shards", "plan_batch", "retire_shards"}
 
 func (t CmdType) String() string {
 	if int(t) < len(cmdNames) {
@@ -152,6 +153,19 @@ type DropShards struct {
 	Reason string
 }
 
+// RetireShards is DropShards that also raises the state's epoch floor to the
+// largest epoch the dropped shards had: a shard later created under one of
+// their IDs starts above it, so a shard ID's epochs only ever grow — across a
+// delete and a re-create, on every replica, after any leader change. The top
+// tier deletes shards with it (a job's, or an autoscale shrink's): hosts keep
+// tombstones of the epochs a shard was revoked at, and a re-created shard must
+// not start below them. Below the top tier a shard's wire epoch carries its
+// parent's epoch (which grows), so a region drops shards with DropShards and
+// keeps its local epochs small. Same payload as DropShards.
+type RetireShards struct {
+	DropShards
+}
+
 // PlanBatch carries out an operator's plan in one entry: it marks the Drain
 // children draining (all or none: when one is missing nothing of the batch is
 // applied), then applies the moves in order as ApplyPlan does, each atomic on
@@ -181,6 +195,7 @@ var (
 	_ Command = (*Quarantine)(nil)
 	_ Command = (*DropShards)(nil)
 	_ Command = (*PlanBatch)(nil)
+	_ Command = (*RetireShards)(nil)
 )
 
 func (*PutChild) Type() CmdType     { return CmdPutChild }
@@ -197,6 +212,7 @@ func (*ApplyPlan) Type() CmdType    { return CmdApplyPlan }
 func (*Quarantine) Type() CmdType   { return CmdQuarantine }
 func (*DropShards) Type() CmdType   { return CmdDropShards }
 func (*PlanBatch) Type() CmdType    { return CmdPlanBatch }
+func (*RetireShards) Type() CmdType { return CmdRetireShards }
 
 // Encode validates c and returns its log-entry bytes: the one-byte type, then the
 // canonical payload. Invalid commands return an error wrapping ErrInvalid and are
@@ -298,15 +314,9 @@ func Decode(b []byte) (Command, error) {
 			Release: d.boolean("release", ""),
 		}
 	case CmdDropShards:
-		n := d.count("ids", "", 2)
-		ds := &DropShards{IDs: make([]interfaces.ShardID, 0, n)}
-		for i := 0; i < n && d.err == nil; i++ {
-			d.item = i
-			ds.IDs = append(ds.IDs, interfaces.ShardID(d.str("ids[]", "")))
-		}
-		d.item = -1
-		ds.Reason = d.str("reason", "")
-		c = ds
+		c = d.dropShards()
+	case CmdRetireShards:
+		c = &RetireShards{DropShards: *d.dropShards()}
 	case CmdPlanBatch:
 		pb := &PlanBatch{Tier: d.str("tier", "")}
 		n := d.count("drain", "", 2)
@@ -625,6 +635,19 @@ func validateIDs(ids []interfaces.ShardID) error {
 		seen[id] = struct{}{}
 	}
 	return nil
+}
+
+// dropShards reads DropShards' payload (also RetireShards').
+func (d *dec) dropShards() *DropShards {
+	n := d.count("ids", "", 2)
+	ds := &DropShards{IDs: make([]interfaces.ShardID, 0, n)}
+	for i := 0; i < n && d.err == nil; i++ {
+		d.item = i
+		ds.IDs = append(ds.IDs, interfaces.ShardID(d.str("ids[]", "")))
+	}
+	d.item = -1
+	ds.Reason = d.str("reason", "")
+	return ds
 }
 
 func (c *DropShards) validate() error {

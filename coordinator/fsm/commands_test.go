@@ -42,6 +42,7 @@ func sampleCommands() []Command {
 		}},
 		&Quarantine{Shard: "s1", Reason: "doctor: failed on 3 hosts within 10m"},
 		&DropShards{IDs: []interfaces.ShardID{"s1", "s2"}, Reason: "job deleted"},
+		&RetireShards{DropShards: DropShards{IDs: []interfaces.ShardID{"s1", "s2"}, Reason: "job deleted"}},
 		&PlanBatch{Tier: "region", Drain: []interfaces.ChildID{"h1", "h3"}, Moves: []interfaces.Move{
 			{Shard: "s1", To: "h2", Reason: "place"},
 			{Shard: "s2", From: "h1", To: "h2", Epoch: 2, Goal: "drain", Delta: 1.5},
@@ -86,7 +87,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 func TestCmdTypeValuesAreStable(t *testing.T) {
 	want := map[CmdType]uint8{CmdPutChild: 1, CmdRemoveChild: 2, CmdPutShards: 3, CmdDeleteShards: 4,
 		CmdAssign: 5, CmdUnassign: 6, CmdMove: 7, CmdBeginMove: 8, CmdCompleteMove: 9, CmdAbortMove: 10, CmdApplyPlan: 11, CmdQuarantine: 12,
-		CmdDropShards: 13, CmdPlanBatch: 14}
+		CmdDropShards: 13, CmdPlanBatch: 14, CmdRetireShards: 15}
 	for ty, v := range want {
 		if uint8(ty) != v {
 			t.Errorf("%s = %d, want %d", ty, uint8(ty), v)

@@ -11,10 +11,17 @@
 // key/value lists). Types are only ever appended; changing the encoding of a
 // command means adding a new type. Build a command value (PutChild, RemoveChild,
 // PutShards, DeleteShards, Assign, Unassign, Move, BeginMove, CompleteMove,
-// AbortMove, ApplyPlan, Quarantine, DropShards, PlanBatch), call Encode, and
-// pass the bytes to raft.Apply. DropShards (delete shards, aborting their
-// in-flight moves) and PlanBatch (drain children and apply a plan's moves) are
-// one entry each so that an operator's request is never half applied.
+// AbortMove, ApplyPlan, Quarantine, DropShards, PlanBatch, RetireShards), call
+// Encode, and pass the bytes to raft.Apply. DropShards (delete shards, aborting
+// their in-flight moves) and PlanBatch (drain children and apply a plan's moves)
+// are one entry each so that an operator's request is never half applied.
+// RetireShards is DropShards that also raises the state's epoch floor to the
+// dropped shards' largest epoch: every shard record created afterwards starts
+// there, so a deleted shard ID that comes back (a job re-submitted, an
+// autoscale grow after a shrink) only ever sees larger epochs — hosts keep
+// tombstones of the old ones. The top tier deletes with it; a region drops
+// shards its parent took back with DropShards, as its wire epochs carry the
+// parent's.
 //
 // Decode is strict: unknown types, truncation, trailing bytes, non-minimal
 // varints, unsorted map keys, out-of-range enums, over-long strings or counts
@@ -71,7 +78,8 @@
 // holds the state, so older binaries read what they can: 1 without quarantined
 // shards or stamped log entries, 2 with quarantined shards, 3 once a log entry
 // carries the time its Raft entry was appended (raft.Log.AppendedAt, the leader's
-// clock replicated with the entry — data, not a clock read, so replicas agree). Nothing else is copied and the encoding of the whole state is never
+// clock replicated with the entry — data, not a clock read, so replicas agree), 4
+// once the epoch floor is above 0. Nothing else is copied and the encoding of the whole state is never
 // held in memory. We chose this over a persistent (HAMT/radix) map because it
 // keeps reads and applies at plain slice/map speed and costs one small allocation
 // per changed shard; the price is the O(n) pointer copy in Snapshot, a few

@@ -17,7 +17,7 @@ import (
 	"github.com/strata-sched/strata/interfaces"
 )
 
-// Snapshot stream format, version 1, 2 or 3 (see doc.go):
+// Snapshot stream format, version 1, 2, 3 or 4 (see doc.go):
 //
 //	magic "STRATA-FSM" | uvarint version
 //	records, each: uvarint length | kind byte | payload
@@ -26,16 +26,18 @@ import (
 //	end (5): CRC-32C (Castagnoli) of every byte before the end record, 4 bytes LE
 //
 // Version 3 log entries end with the time the leader appended them (varint Unix
-// nanoseconds). Children and shards are sorted by ID, log entries oldest first,
+// nanoseconds). A version 4 meta record ends with the epoch floor (uvarint; see
+// RetireShards). Children and shards are sorted by ID, log entries oldest first,
 // so the same state always gives the same bytes. The oldest version that can
 // hold the state is written, so older binaries read what they can: version 1
 // without quarantined shards or stamped log entries, 2 with quarantined shards
-// only, 3 once a log entry carries a time.
+// only, 3 once a log entry carries a time, 4 once the epoch floor is above 0.
 const (
 	snapMagic    = "STRATA-FSM"
 	snapVersion  = 1
 	snapVersion2 = 2 // adds quarantine records
 	snapVersion3 = 3 // adds the append time of log entries
+	snapVersion4 = 4 // adds the epoch floor to the meta record
 
 	recQuarantine byte = 6
 
@@ -60,6 +62,7 @@ type snapshot struct {
 	applied  uint64
 	logCap   int
 	inflight int
+	floor    interfaces.Epoch
 	children []childRec
 	shards   []*shardRec
 	log      []LogEntry
@@ -96,6 +99,7 @@ func (f *FSM) snapshot() *snapshot {
 		applied:  s.applied,
 		logCap:   f.logCap,
 		inflight: s.inflight,
+		floor:    s.floor,
 		children: s.sortedChildren(),
 		shards:   buf,
 		log:      s.log.entries(),
@@ -171,6 +175,9 @@ func (s *snapshot) writeTo(w io.Writer) (int64, error) {
 			break
 		}
 	}
+	if s.floor > 0 {
+		version = snapVersion4
+	}
 	e.uvarint(version)
 	if _, err := bw.Write(e.b); err != nil {
 		return cw.n, err
@@ -183,6 +190,9 @@ func (s *snapshot) writeTo(w io.Writer) (int64, error) {
 	e.uvarint(uint64(len(s.shards)))
 	e.uvarint(uint64(len(s.log)))
 	e.uvarint(uint64(s.inflight))
+	if version >= snapVersion4 {
+		e.uvarint(uint64(s.floor))
+	}
 	if err := put(); err != nil {
 		return cw.n, err
 	}
@@ -351,8 +361,8 @@ func readSnapshot(r io.Reader) (*state, int, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("version: %w", err)
 	}
-	if v < snapVersion || v > snapVersion3 {
-		return nil, 0, fmt.Errorf("snapshot version %d is not supported (this binary reads %d to %d): %w", v, snapVersion, snapVersion3, interfaces.ErrInvalid)
+	if v < snapVersion || v > snapVersion4 {
+		return nil, 0, fmt.Errorf("snapshot version %d is not supported (this binary reads %d to %d): %w", v, snapVersion, snapVersion4, interfaces.ErrInvalid)
 	}
 
 	buf := make([]byte, 0, 512)
@@ -394,6 +404,10 @@ func readSnapshot(r io.Reader) (*state, int, error) {
 	nShards := d.uvarint("shards", "")
 	nLog := d.uvarint("log", "")
 	nFlight := d.uvarint("inflight", "")
+	var floor uint64
+	if v >= snapVersion4 {
+		floor = d.uvarint("floor", "")
+	}
 	d.end()
 	if d.err == nil && (logCap > 1<<30 || nShards > 1<<31-1 || nLog > logCap) {
 		d.fail("counts out of range")
@@ -407,6 +421,7 @@ func readSnapshot(r io.Reader) (*state, int, error) {
 	}
 	st := newState(int(logCap), hint)
 	st.applied = applied
+	st.floor = interfaces.Epoch(floor)
 	jobs := map[string]string{} // interned job names
 
 	var prevChild interfaces.ChildID

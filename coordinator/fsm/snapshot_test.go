@@ -105,7 +105,7 @@ func genCommand(t *rapid.T) Command {
 		}
 		return m
 	}
-	switch rapid.IntRange(1, int(cmdEnd)-1).Draw(t, "type") {
+	switch ty := rapid.IntRange(1, int(cmdEnd)-1).Draw(t, "type"); ty {
 	case 1:
 		c := interfaces.Child{ID: child("id"), Tier: "host", Capacity: load("cap").Add(cpu(1)),
 			State: interfaces.ChildState(rapid.IntRange(0, 2).Draw(t, "state"))}
@@ -148,6 +148,15 @@ func genCommand(t *rapid.T) Command {
 		return &CompleteMove{Shard: shard("shard"), Epoch: epoch("epoch")}
 	case 10:
 		return &AbortMove{Shard: shard("shard"), Epoch: epoch("epoch"), Reason: reason()}
+	case 13, 15:
+		ds := DropShards{IDs: []interfaces.ShardID{shard("id")}, Reason: reason()}
+		if id := shard("id2"); id != ds.IDs[0] {
+			ds.IDs = append(ds.IDs, id)
+		}
+		if CmdType(ty) == CmdRetireShards {
+			return &RetireShards{DropShards: ds}
+		}
+		return &ds
 	default:
 		n := rapid.IntRange(1, 5).Draw(t, "moves")
 		ap := &ApplyPlan{Tier: "region", Begin: rapid.Bool().Draw(t, "begin")}

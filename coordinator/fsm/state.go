@@ -168,6 +168,9 @@ type state struct {
 	index    map[interfaces.ShardID]int32 // shard → position in shards
 	inflight int                          // shards with a move in flight
 	log      ring
+	// floor is the largest epoch of any shard deleted with RetireShards:
+	// a shard record created from nothing starts at it.
+	floor interfaces.Epoch
 }
 
 func newState(logCap, shardHint int) *state {

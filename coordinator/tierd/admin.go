@@ -215,7 +215,7 @@ func (d *Daemon) DeleteJob(ctx context.Context, req *wire.DeleteJobRequest) (*wi
 	}
 	// One entry: the shards' in-flight moves are aborted and the shards
 	// deleted together, or nothing changes.
-	res, err := d.commit(ctx, &fsm.DropShards{IDs: ids, Reason: "job deleted"})
+	res, err := d.commit(ctx, &fsm.RetireShards{DropShards: fsm.DropShards{IDs: ids, Reason: "job deleted"}})
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}

@@ -16,7 +16,8 @@ import "github.com/strata-sched/strata/interfaces"
 // back starts above anything it had before; within one stay the local epoch
 // grows. With 16 local bits a shard can change owner 65,535 times within one
 // stay, and two nested tiers below the global one still leave 32 bits for the
-// global epoch. The top tier sends its epochs as they are.
+// global epoch. The top tier sends its epochs as they are; its FSM deletes
+// shards with RetireShards, so a deleted ID that comes back starts above them.
 //
 // A tier that does not know its parent's epoch for a shard (a new leader, before
 // its parent re-sent the shard's Assign) sends nothing about that shard.

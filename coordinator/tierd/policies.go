@@ -269,14 +269,8 @@ func (d *Daemon) resize(ctx context.Context, r control.Resize) ([]interfaces.Sha
 			if _, taken := d.tier.FSM.Shard(id); taken {
 				continue
 			}
-			// Not an ID deleted here before: its epochs would start again
-			// below what hosts hold (tombstones) for the old shard.
-			d.mu.Lock()
-			_, deleted := d.deleted[id]
-			d.mu.Unlock()
-			if deleted {
-				continue
-			}
+			// An ID deleted before is fine: RetireShards left the epoch
+			// floor above its epochs, so the new shard starts above them.
 			s := tmpl
 			s.ID, s.InputRate = id, per
 			add = append(add, s)
@@ -305,7 +299,7 @@ func (d *Daemon) resize(ctx context.Context, r control.Resize) ([]interfaces.Sha
 	}
 	// One entry aborts the victims' in-flight moves and deletes them, or
 	// changes nothing.
-	if _, err := d.commit(ctx, &fsm.DropShards{IDs: ids, Reason: "autoscale: removed"}); err != nil {
+	if _, err := d.commit(ctx, &fsm.RetireShards{DropShards: fsm.DropShards{IDs: ids, Reason: "autoscale: removed"}}); err != nil {
 		return nil, err
 	}
 	// They are gone: stop them where they run, whatever happens to the

@@ -350,13 +350,15 @@ func TestResizeLeavesQuarantinedShardsAlone(t *testing.T) {
 	}
 }
 
-// TestGrowDoesNotReuseDeletedIDs: a shrink then a grow names the new shards
-// after the deleted ones: a re-used ID would start its epochs again at 1,
-// below what hosts keep for the old shard (a review's probe). (The deleted
-// IDs are known to this leader only; docs/operations.md says so.)
-func TestGrowDoesNotReuseDeletedIDs(t *testing.T) {
+// TestGrownIDsStartAboveTheirDeletedEpochs: an autoscale shrink then grow
+// re-creates the IDs the shrink deleted (j/2, j/3); their epochs must start
+// above the ones the deleted shards had (hosts keep tombstones of those), and
+// this must hold on any leader: it is the FSM's epoch floor (RetireShards),
+// not this daemon's memory. Re-submitting a deleted job is the same.
+func TestGrownIDsStartAboveTheirDeletedEpochs(t *testing.T) {
 	d := start(t, interfaces.TierGlobal, nil)
 	must(t, d, &fsm.PutChild{Child: interfaces.Child{ID: "r1", Tier: interfaces.TierRegion, Capacity: interfaces.Load{CPU: 100}}})
+	must(t, d, &fsm.PutChild{Child: interfaces.Child{ID: "r2", Tier: interfaces.TierRegion, Capacity: interfaces.Load{CPU: 100}}})
 	var ss []interfaces.Shard
 	for i := 0; i < 4; i++ {
 		ss = append(ss, interfaces.Shard{ID: interfaces.ShardID("j/" + strconv.Itoa(i)), Job: "j", Load: interfaces.Load{CPU: 1}})
@@ -365,23 +367,23 @@ func TestGrowDoesNotReuseDeletedIDs(t *testing.T) {
 	for _, s := range ss {
 		must(t, d, &fsm.Assign{Shard: s.ID, Child: "r1"})
 	}
+	must(t, d, &fsm.Move{Move: interfaces.Move{Shard: "j/3", From: "r1", To: "r2", Epoch: 1}}) // j/3 at epoch 2
 	d.decide.Lock()
 	defer d.decide.Unlock()
 	ctx := context.Background()
 	if _, err := d.resize(ctx, control.Resize{Job: "j", Current: 4, Target: 2, Apply: true}); err != nil {
 		t.Fatal(err)
 	}
+	d.mu.Lock()
+	clear(d.deleted) // what a new leader knows of them: nothing
+	d.mu.Unlock()
 	if _, err := d.resize(ctx, control.Resize{Job: "j", Current: 2, Target: 4, Apply: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []interfaces.ShardID{"j/2", "j/3"} {
-		if _, ok := d.Tier().FSM.Shard(id); ok {
-			t.Errorf("%s deleted by the shrink came back with the grow", id)
-		}
-	}
-	for _, id := range []interfaces.ShardID{"j/4", "j/5"} {
-		if _, ok := d.Tier().FSM.Shard(id); !ok {
-			t.Errorf("the grow did not add %s", id)
+		must(t, d, &fsm.Assign{Shard: id, Child: "r1"})
+		if st, ok := d.Tier().FSM.Shard(id); !ok || st.Epoch <= 2 {
+			t.Errorf("%s re-created by the grow is at epoch %d (exists %v), not above the deleted j/3's 2", id, st.Epoch, ok)
 		}
 	}
 }
