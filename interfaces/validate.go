@@ -85,8 +85,18 @@ func checkNumber(field string, v float64) error {
 	if v < 0 {
 		return fieldErr(field, "must be ≥ 0", v)
 	}
+	if v > MaxQuantity {
+		return fieldErr(field, "must be at most 1e24", v)
+	}
 	return nil
 }
+
+// MaxQuantity bounds every load, capacity and rate: far above any real machine
+// or fleet (1e24 bytes is a million exabytes), and low enough that sums over
+// any number of shards a tier can hold (2³¹) — a child's used load, a region's
+// capacity — and their squares stay finite. Without it two finite loads could
+// add up to +Inf, which a snapshot cannot hold and a controller reads as NaN.
+const MaxQuantity = 1e24
 
 // ValidateLoad checks a load vector: every dimension finite and non-negative, extra
 // dimension names non-empty and not shadowing a built-in one.

@@ -32,6 +32,8 @@ func TestValidateShard(t *testing.T) {
 		{"negative cpu", func(s *Shard) { s.Load.CPU = -1 }, "shard.load.cpu: must be ≥ 0 (got -1)"},
 		{"NaN mem", func(s *Shard) { s.Load.Mem = math.NaN() }, "shard.load.mem: must be a finite number (got NaN)"},
 		{"infinite net", func(s *Shard) { s.Load.Net = math.Inf(1) }, "shard.load.net: must be a finite number (got +Inf)"},
+		{"huge cpu", func(s *Shard) { s.Load.CPU = 1.5e308 }, "shard.load.cpu: must be at most 1e24 (got 1.5e+308)"},
+		{"huge input rate", func(s *Shard) { s.InputRate = 1e25 }, "shard.input_rate: must be at most 1e24 (got 1e+25)"},
 		{"negative tasks", func(s *Shard) { s.Load.Tasks = -2 }, "shard.load.tasks: must be ≥ 0 (got -2)"},
 		{"negative extra", func(s *Shard) { s.Load.Extra = map[string]float64{"gpu": -1} }, "shard.load.gpu: must be ≥ 0 (got -1)"},
 		{"extra shadows builtin", func(s *Shard) { s.Load.Extra = map[string]float64{"cpu": 1} }, "shard.load.cpu: is a built-in dimension and must not be set as extra"},

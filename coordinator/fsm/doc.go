@@ -76,7 +76,8 @@
 // one per shard, one per log entry, one per quarantined shard, and an end record
 // with a CRC-32C of all that came before. The format version is the oldest that
 // holds the state, so older binaries read what they can: 1 without quarantined
-// shards or stamped log entries, 2 with quarantined shards, 3 once a log entry
+// shards, stamped log entries or quarantine and release entries in the plan log,
+// 2 with quarantined shards or those entries, 3 once a log entry
 // carries the time its Raft entry was appended (raft.Log.AppendedAt, the leader's
 // clock replicated with the entry — data, not a clock read, so replicas agree), 4
 // once the epoch floor is above 0. Nothing else is copied and the encoding of the whole state is never

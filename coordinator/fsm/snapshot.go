@@ -30,8 +30,9 @@ import (
 // RetireShards). Children and shards are sorted by ID, log entries oldest first,
 // so the same state always gives the same bytes. The oldest version that can
 // hold the state is written, so older binaries read what they can: version 1
-// without quarantined shards or stamped log entries, 2 with quarantined shards
-// only, 3 once a log entry carries a time, 4 once the epoch floor is above 0.
+// without quarantined shards, stamped log entries or quarantine and release log
+// entries, 2 with quarantined shards or such entries, 3 once a log entry
+// carries a time, 4 once the epoch floor is above 0.
 const (
 	snapMagic    = "STRATA-FSM"
 	snapVersion  = 1
@@ -166,14 +167,17 @@ func (s *snapshot) writeTo(w io.Writer) (int64, error) {
 		}
 	}
 	version := uint64(snapVersion)
-	if len(quarantined) > 0 {
-		version = snapVersion2
-	}
 	for i := range s.log {
 		if s.log[i].At != 0 {
 			version = snapVersion3
 			break
 		}
+		if s.log[i].Change >= ChangeQuarantine {
+			version = snapVersion2 // version 1 readers know no such change
+		}
+	}
+	if len(quarantined) > 0 {
+		version = max(version, snapVersion2)
 	}
 	if s.floor > 0 {
 		version = snapVersion4

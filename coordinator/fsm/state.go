@@ -128,21 +128,24 @@ type LogEntry struct {
 	Delta  float64
 }
 
-// ring is the bounded applied-plan log: the newest cap entries, oldest first.
+// ring is the bounded applied-plan log: the newest limit entries, oldest first.
+// Its buffer grows as entries arrive, so a large limit (a configured one, or a
+// corrupt snapshot's, before its checksum is checked) allocates nothing ahead.
 type ring struct {
 	buf   []LogEntry
-	start int // index of the oldest entry
+	limit int
+	start int // index of the oldest entry (0 until the buffer is full)
 	n     int
 }
 
-func newRing(capacity int) ring { return ring{buf: make([]LogEntry, capacity)} }
+func newRing(capacity int) ring { return ring{limit: capacity} }
 
 func (g *ring) add(e LogEntry) {
-	if len(g.buf) == 0 {
+	if g.limit == 0 {
 		return
 	}
-	if g.n < len(g.buf) {
-		g.buf[(g.start+g.n)%len(g.buf)] = e
+	if len(g.buf) < g.limit {
+		g.buf = append(g.buf, e)
 		g.n++
 		return
 	}

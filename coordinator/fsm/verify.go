@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"fmt"
+
 	"github.com/strata-sched/strata/balancer"
 	"github.com/strata-sched/strata/interfaces"
 )
@@ -57,7 +59,52 @@ func (p planState) Used(id interfaces.ChildID) interfaces.Load {
 func (f *FSM) VerifyPlan(moves []interfaces.Move) balancer.Verdict {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return balancer.Verify(planState{f.st}, moves)
+	return f.st.verify(planState{f.st}, moves)
+}
+
+// verify is balancer.Verify on st, which also rejects the moves of quarantined
+// shards (constraint), as Apply would: the rejections stay in plan order, and
+// the other moves are verified as if those were not in the plan.
+func (s *state) verify(st balancer.PlanState, moves []interfaces.Move) balancer.Verdict {
+	quarantined := func(m interfaces.Move) string {
+		if r := s.shard(m.Shard); r != nil {
+			return r.quarantine
+		}
+		return ""
+	}
+	rest := moves
+	for i, m := range moves {
+		if quarantined(m) != "" {
+			rest = make([]interfaces.Move, 0, len(moves))
+			rest = append(rest, moves[:i]...)
+			for _, m := range moves[i:] {
+				if quarantined(m) == "" {
+					rest = append(rest, m)
+				}
+			}
+			break
+		}
+	}
+	v := balancer.Verify(st, rest)
+	if len(rest) == len(moves) {
+		return v
+	}
+	// Merge the quarantined moves' rejections in, in plan order: Verify
+	// answers every move of rest, in order, accepted or rejected.
+	out := balancer.Verdict{Accepted: v.Accepted}
+	next := 0
+	for _, m := range moves {
+		if why := quarantined(m); why != "" {
+			out.Rejected = append(out.Rejected, balancer.Rejection{Move: m, Code: balancer.RejectConstraint,
+				Reason: fmt.Sprintf("shard %q is quarantined (%s); release it first", m.Shard, why)})
+			continue
+		}
+		if next < len(v.Rejected) && v.Rejected[next].Move == m {
+			out.Rejected = append(out.Rejected, v.Rejected[next])
+			next++
+		}
+	}
+	return out
 }
 
 // Pending is a move the plan applier has proposed to the log and whose outcome it
@@ -106,7 +153,7 @@ func (f *FSM) VerifyPlanPending(pending []Pending, moves []interfaces.Move) (bal
 	if len(pending) > 0 {
 		st = newPendingState(planState{f.st}, pending)
 	}
-	v := balancer.Verify(st, moves)
+	v := f.st.verify(st, moves)
 	accepted := make([]Pending, len(v.Accepted))
 	for i, m := range v.Accepted {
 		accepted[i].Move = m

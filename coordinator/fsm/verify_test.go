@@ -30,11 +30,32 @@ func TestVerifiedPlansApplyCleanly(t *testing.T) {
 			}
 		}
 		got := f.VerifyPlan(moves)
-		want, err := balancer.VerifyView(v, moves)
+		// The view knows nothing of quarantine: VerifyPlan rejects those
+		// shards' moves itself and verifies the rest as if they were not there.
+		q := f.Quarantined()
+		var others []interfaces.Move
+		for _, m := range moves {
+			if q[m.Shard] == "" {
+				others = append(others, m)
+			}
+		}
+		want, err := balancer.VerifyView(v, others)
 		if err != nil {
 			rt.Fatal(err)
 		}
-		if !reflect.DeepEqual(got, want) {
+		var rejected []balancer.Rejection
+		for _, r := range got.Rejected {
+			switch {
+			case q[r.Move.Shard] == "":
+				rejected = append(rejected, r)
+			case r.Code != balancer.RejectConstraint:
+				rt.Fatalf("quarantined %s's move rejected as %s", r.Move.Shard, r.Code)
+			}
+		}
+		if len(got.Accepted)+len(got.Rejected) != len(moves) {
+			rt.Fatalf("%d moves answered, %d in the plan", len(got.Accepted)+len(got.Rejected), len(moves))
+		}
+		if got := (balancer.Verdict{Accepted: got.Accepted, Rejected: rejected}); !reflect.DeepEqual(got, want) {
 			rt.Fatalf("VerifyPlan and VerifyView disagree:\n fsm  %+v\n view %+v", got, want)
 		}
 		if len(got.Accepted) == 0 {
@@ -48,4 +69,27 @@ func TestVerifiedPlansApplyCleanly(t *testing.T) {
 		}
 		checkInvariants(rt, f)
 	})
+}
+
+// TestVerifyRejectsQuarantinedShards: verification answers a quarantined
+// shard's move as Apply does (refused), in plan order, and verifies the other
+// moves as if it were not there. Before, VerifyPlan accepted it and the commit
+// refused it (found by TestVerifyPlanPendingOverlappingRounds once its
+// generator drew Quarantine).
+func TestVerifyRejectsQuarantinedShards(t *testing.T) {
+	f := fixture(t)
+	mustApply(t, f, fixtureNext, &Quarantine{Shard: "s2", Reason: "doctor"})
+	moves := []interfaces.Move{
+		{Shard: "s4", To: "h3"},                       // target draining: rejected by Verify
+		{Shard: "s2", To: "h2"},                       // quarantined
+		{Shard: "s1", From: "h1", To: "h2", Epoch: 1}, // fine
+	}
+	for name, v := range map[string]balancer.Verdict{"VerifyPlan": f.VerifyPlan(moves), "VerifyPlanPending": func() balancer.Verdict { v, _ := f.VerifyPlanPending(nil, moves); return v }()} {
+		if len(v.Accepted) != 1 || v.Accepted[0].Shard != "s1" {
+			t.Errorf("%s accepted %v, want s1's move only", name, v.Accepted)
+		}
+		if len(v.Rejected) != 2 || v.Rejected[0].Move.Shard != "s4" || v.Rejected[1].Move.Shard != "s2" || v.Rejected[1].Code != balancer.RejectConstraint {
+			t.Errorf("%s rejected %+v, want s4 then s2 (constraint)", name, v.Rejected)
+		}
+	}
 }

@@ -163,6 +163,8 @@ func signedLoadFromWire(field string, m *Load) (interfaces.Load, error) {
 	for _, r := range interfaces.BuiltinResources {
 		if v := l.Get(r); math.IsNaN(v) || math.IsInf(v, 0) {
 			return interfaces.Load{}, fieldErr(field+"."+r, "must be a finite number", v)
+		} else if math.Abs(v) > interfaces.MaxQuantity {
+			return interfaces.Load{}, fieldErr(field+"."+r, "must be within ±1e24", v)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(l.Extra)) {
@@ -174,6 +176,8 @@ func signedLoadFromWire(field string, m *Load) (interfaces.Load, error) {
 		}
 		if v := l.Extra[k]; math.IsNaN(v) || math.IsInf(v, 0) {
 			return interfaces.Load{}, fieldErr(field+"."+k, "must be a finite number", v)
+		} else if math.Abs(v) > interfaces.MaxQuantity {
+			return interfaces.Load{}, fieldErr(field+"."+k, "must be within ±1e24", v)
 		}
 	}
 	return l, nil

@@ -40,8 +40,8 @@ var (
 		return s
 	})
 	genLabelKey = rapid.StringMatching(`[a-z][a-z0-9./-]{0,6}`)
-	genNonNeg   = rapid.OneOf(rapid.Just(0.0), rapid.Float64Range(0, 1e6), rapid.Float64Range(0, math.MaxFloat64))
-	genFinite   = rapid.OneOf(rapid.Just(0.0), rapid.Float64Range(-1e6, 1e6), rapid.Float64Range(-math.MaxFloat64, math.MaxFloat64))
+	genNonNeg   = rapid.OneOf(rapid.Just(0.0), rapid.Float64Range(0, 1e6), rapid.Float64Range(0, interfaces.MaxQuantity))
+	genFinite   = rapid.OneOf(rapid.Just(0.0), rapid.Float64Range(-1e6, 1e6), rapid.Float64Range(-interfaces.MaxQuantity, interfaces.MaxQuantity))
 	// genNumber is any float but NaN.
 	genNumber   = rapid.OneOf(genFinite, rapid.Just(math.Inf(1)), rapid.Just(math.Inf(-1)))
 	genDuration = rapid.Map(rapid.Int64Min(0), func(n int64) time.Duration { return time.Duration(n) })
