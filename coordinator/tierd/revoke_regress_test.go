@@ -395,6 +395,7 @@ func TestGrownIDsStartAboveTheirDeletedEpochs(t *testing.T) {
 // children's hints from its earlier term). A review's probes.
 func TestReportsAreOfLiveChildrenAndThisTerm(t *testing.T) {
 	d, _ := revokeRegion(t, "h1", "h2")
+	must(t, d, &fsm.ApplyPlan{Tier: d.cfg.Tier, Moves: []interfaces.Move{{Shard: "j/0", To: "h2"}}})
 	d.mu.Lock()
 	d.reports["h1"] = interfaces.Report{Child: "h1", Used: interfaces.Load{CPU: 7}, LatencyP99: 9 * time.Second,
 		Shards: []interfaces.ShardLoad{{Shard: "j/0", Load: interfaces.Load{CPU: 7}}}}
@@ -415,5 +416,74 @@ func TestReportsAreOfLiveChildrenAndThisTerm(t *testing.T) {
 	d.mu.Unlock()
 	if n != 0 {
 		t.Errorf("%d children's reports survive a step-down", n)
+	}
+}
+
+// TestRegionReportsEachShardOnceFromItsOwner: a region's report to its parent
+// carries each shard's load once, as its owner reports it (a former owner's
+// last report still named a shard that moved: it went up twice, with two
+// rates, and the parent's straggler policy counted both), and numbers its
+// reports (they all went up as 0, and the parent's controller sampled only
+// the first). A review's probes.
+func TestRegionReportsEachShardOnceFromItsOwner(t *testing.T) {
+	d, _ := revokeRegion(t, "h1", "h2")
+	must(t, d, &fsm.ApplyPlan{Tier: d.cfg.Tier, Moves: []interfaces.Move{{Shard: "j/0", To: "h2"}}})
+	d.mu.Lock()
+	d.reports["h1"] = interfaces.Report{Child: "h1", Used: interfaces.Load{CPU: 1},
+		Shards: []interfaces.ShardLoad{{Shard: "j/0", Load: interfaces.Load{CPU: 1}, Rate: 5}}}
+	d.reports["h2"] = interfaces.Report{Child: "h2", Used: interfaces.Load{CPU: 1},
+		Shards: []interfaces.ShardLoad{{Shard: "j/0", Load: interfaces.Load{CPU: 1}, Rate: 100}}}
+	d.mu.Unlock()
+	var seqs []uint64
+	for range 2 {
+		r, err := wire.ReportFromWire(d.up.report())
+		if err != nil {
+			t.Fatal(err) // a shard twice is refused at the parent
+		}
+		if len(r.Shards) != 1 || r.Shards[0].Rate != 100 {
+			t.Errorf("the region reports %+v, want j/0 once, at its owner h2's rate", r.Shards)
+		}
+		seqs = append(seqs, r.Epoch)
+	}
+	if seqs[0] == 0 || seqs[1] <= seqs[0] {
+		t.Errorf("the region's reports are numbered %v, want increasing from 1", seqs)
+	}
+}
+
+// TestReportsOfThisSessionInOrder: a report from a session that is no longer
+// the child's (closed by a step-down, or replaced) is dropped, as is one not
+// newer than the session's last (a report from a closed session came back
+// after a step-down forgot the reports; an older one was sampled again).
+func TestReportsOfThisSessionInOrder(t *testing.T) {
+	d, _ := revokeRegion(t, "h1")
+	report := func(s *childSession, seq uint64, cpu float64) {
+		rep := wire.ReportToWire(interfaces.Report{Child: "h1", Epoch: seq, Used: interfaces.Load{CPU: cpu}})
+		d.onChildMessage(context.Background(), s, &wire.ChildMessage{Msg: &wire.ChildMessage_Report{Report: rep}})
+	}
+	stored := func() (interfaces.Report, bool) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		r, ok := d.reports["h1"]
+		return r, ok
+	}
+	s := fakeSession(d, "h1")
+	report(s, 5, 5)
+	report(s, 4, 4)
+	if r, _ := stored(); r.Epoch != 5 {
+		t.Errorf("stored report %d after reports 5 then 4, want 5", r.Epoch)
+	}
+	newer := fakeSession(d, "h1") // replaces s
+	report(s, 6, 6)
+	if r, _ := stored(); r.Epoch != 5 {
+		t.Errorf("a replaced session's report was stored (report %d)", r.Epoch)
+	}
+	report(newer, 1, 1) // a new session numbers from 1 again
+	if r, _ := stored(); r.Epoch != 1 {
+		t.Errorf("the new session's first report was not stored (have %d)", r.Epoch)
+	}
+	d.stepDown()
+	report(newer, 2, 2)
+	if _, kept := stored(); kept {
+		t.Error("a report processed after a step-down was stored")
 	}
 }

@@ -31,6 +31,10 @@ type childSession struct {
 	// from its record, from the receiver to the worker, which commits it
 	// (under the decide lock, which the receiver must never wait for).
 	capacity chan interfaces.Load
+	// lastSeq is the sequence number (Report.Epoch) of the last report taken
+	// from this session (under Daemon.mu): an older or repeated one is
+	// dropped, so the controller samples each report once.
+	lastSeq uint64
 }
 
 // offerCapacity hands c to the session's worker, replacing one not yet taken.
@@ -474,6 +478,18 @@ func (d *Daemon) onChildMessage(ctx context.Context, s *childSession, m *wire.Ch
 		}
 		r.Child = s.id
 		d.mu.Lock()
+		if !d.leader || d.sessions[s.id] != s {
+			// Processed after a step-down or after a newer session took
+			// over: this session's reports are history.
+			d.mu.Unlock()
+			return
+		}
+		if r.Epoch != 0 && r.Epoch <= s.lastSeq {
+			d.mu.Unlock()
+			d.logger.Printf("session %s: report %d after report %d is dropped", s.id, r.Epoch, s.lastSeq)
+			return
+		}
+		s.lastSeq = r.Epoch
 		d.reports[s.id] = r
 		d.mu.Unlock()
 		c, known := d.tier.FSM.Child(s.id)
@@ -501,9 +517,12 @@ func (d *Daemon) onChildMessage(ctx context.Context, s *childSession, m *wire.Ch
 			return
 		}
 		d.mu.Lock()
-		r := d.reports[s.id]
-		r.Hints = append(r.Hints[:0:0], h)
-		d.reports[s.id] = r
+		if r, ok := d.reports[s.id]; ok && d.leader && d.sessions[s.id] == s {
+			// Onto this session's last report; a hint before any report
+			// waits for the next one (it would stand for a report of zeros).
+			r.Hints = append(r.Hints[:0:0], h)
+			d.reports[s.id] = r
+		}
 		d.mu.Unlock()
 	case *wire.ChildMessage_Hello:
 		d.logger.Printf("session %s: a second Hello is ignored", s.id)

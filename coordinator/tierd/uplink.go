@@ -32,6 +32,7 @@ type uplink struct {
 	revoking  map[interfaces.ShardID]interfaces.Epoch // revokes asked by the parent, not yet acked
 	cancel    context.CancelFunc
 	done      chan struct{}
+	seq       uint64 // reports sent (Report.Epoch of the last), under mu
 }
 
 type uplinkHandler struct{ u *uplink }
@@ -158,7 +159,7 @@ func (u *uplink) report() *wire.Report {
 		}
 	}
 	d.mu.Lock()
-	var shards []interfaces.ShardLoad
+	var reported []interfaces.Report
 	for id, cr := range d.reports {
 		if !live[id] {
 			continue
@@ -171,9 +172,19 @@ func (u *uplink) report() *wire.Report {
 		if cr.LatencyP50 > r.LatencyP50 {
 			r.LatencyP50 = cr.LatencyP50
 		}
-		shards = append(shards, cr.Shards...)
+		reported = append(reported, cr)
 	}
 	d.mu.Unlock()
+	// Each shard's load as its owner reports it, once: a former owner's last
+	// report may still name a shard that moved.
+	var shards []interfaces.ShardLoad
+	for _, cr := range reported {
+		for _, sl := range cr.Shards {
+			if st, ok := d.tier.FSM.Shard(sl.Shard); ok && st.Owner == cr.Child {
+				shards = append(shards, sl)
+			}
+		}
+	}
 	r.Headroom = r.Capacity.Sub(r.Used)
 	sort.Slice(shards, func(i, j int) bool {
 		_, a := shards[i].Load.Div(r.Capacity).MaxDim()
@@ -191,6 +202,10 @@ func (u *uplink) report() *wire.Report {
 		r.Capacity = interfaces.Load{Tasks: 1}
 	}
 	r.Hints = d.childHints() // collaborative mode: hints derived from this tier's own view
+	u.mu.Lock()
+	u.seq++
+	r.Epoch = u.seq // numbered, so the parent's controller samples each report once
+	u.mu.Unlock()
 	return wire.ReportToWire(r)
 }
 

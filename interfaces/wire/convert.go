@@ -93,8 +93,16 @@ func durationFromWire(field string, n int64) (time.Duration, error) {
 	if n < 0 {
 		return 0, fieldErr(field, "must be ≥ 0", n)
 	}
+	if n > int64(MaxLatency) {
+		return 0, fieldErr(field, "must be at most 24h", time.Duration(n))
+	}
 	return time.Duration(n), nil
 }
+
+// MaxLatency bounds a reported latency: no measurement window comes near it,
+// and a value near the int64 limit would wrap when smoothed in floating point
+// and read as "no latency" (the worst p99 hidden as the best).
+const MaxLatency = 24 * time.Hour
 
 // ids converts between string-like identifier slices; empty gives nil.
 func ids[To, From ~string](in []From) []To {
@@ -772,10 +780,17 @@ func ReportFromWire(m *Report) (interfaces.Report, error) {
 	r.Throughput = m.GetThroughput()
 	if n := len(m.GetShards()); n > 0 {
 		r.Shards = make([]interfaces.ShardLoad, n)
+		seen := make(map[interfaces.ShardID]struct{}, n)
 		for i, s := range m.GetShards() {
 			if r.Shards[i], err = ShardLoadFromWire(s); err != nil {
 				return interfaces.Report{}, reroot(err, "shard_load", fmt.Sprintf("%s.shards[%d]", field, i))
 			}
+			// One entry per shard: repeated entries would count as many
+			// shards (a straggler's peers, a region's sums).
+			if _, dup := seen[r.Shards[i].Shard]; dup {
+				return interfaces.Report{}, fieldErr(fmt.Sprintf("%s.shards[%d].shard", field, i), "must appear once in a report", r.Shards[i].Shard)
+			}
+			seen[r.Shards[i].Shard] = struct{}{}
 		}
 	}
 	if n := len(m.GetHints()); n > 0 {

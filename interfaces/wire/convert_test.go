@@ -285,6 +285,21 @@ func TestFromWireErrors(t *testing.T) {
 			_, err := wire.ReportFromWire(&wire.Report{Child: "h1", Shards: []*wire.ShardLoad{{Shard: "s1"}, {Shard: "s2", Rate: -1}}})
 			return err
 		}, "report.shards[1].rate", "must be ≥ 0"},
+		// A repeated shard counted as many shards: one child got its honest
+		// peers evicted as stragglers (a review's probe).
+		{"report shard twice", func() error {
+			_, err := wire.ReportFromWire(&wire.Report{Child: "h1", Shards: []*wire.ShardLoad{{Shard: "s1"}, {Shard: "s2"}, {Shard: "s1"}}})
+			return err
+		}, "report.shards[2].shard", "must appear once in a report"},
+		// MaxInt64 ns wrapped negative once smoothed and read as no latency.
+		{"report huge p99", func() error {
+			_, err := wire.ReportFromWire(&wire.Report{Child: "h1", LatencyP99Nanos: math.MaxInt64})
+			return err
+		}, "report.latency_p99", "must be at most 24h"},
+		{"report shard huge p99", func() error {
+			_, err := wire.ReportFromWire(&wire.Report{Child: "h1", Shards: []*wire.ShardLoad{{Shard: "s1", LatencyP99Nanos: int64(25 * time.Hour)}}})
+			return err
+		}, "report.shards[0].latency_p99", "must be at most 24h"},
 		{"report hint", func() error {
 			_, err := wire.ReportFromWire(&wire.Report{Child: "h1", Hints: []*wire.Hint{{Kind: 9}}})
 			return err

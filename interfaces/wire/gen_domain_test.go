@@ -12,11 +12,17 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/interfaces/wire"
 )
 
 // optSlice draws nil, an empty slice, or 1..max elements.
 func optSlice[T any](g *rapid.Generator[T], max int) *rapid.Generator[[]T] {
 	return rapid.OneOf(rapid.Just([]T(nil)), rapid.Just([]T{}), rapid.SliceOfN(g, 1, max))
+}
+
+// optSliceOfDistinct is optSlice with distinct keys.
+func optSliceOfDistinct[T any, K comparable](g *rapid.Generator[T], key func(T) K, max int) *rapid.Generator[[]T] {
+	return rapid.OneOf(rapid.Just([]T(nil)), rapid.Just([]T{}), rapid.SliceOfNDistinct(g, 1, max, key))
 }
 
 // optMap draws nil, an empty map, or 1..max entries.
@@ -45,7 +51,9 @@ var (
 	// genNumber is any float but NaN.
 	genNumber   = rapid.OneOf(genFinite, rapid.Just(math.Inf(1)), rapid.Just(math.Inf(-1)))
 	genDuration = rapid.Map(rapid.Int64Min(0), func(n int64) time.Duration { return time.Duration(n) })
-	genLabels   = optMap(genLabelKey, genText, 3)
+	// genLatency is a reported latency: at most MaxLatency.
+	genLatency = rapid.Map(rapid.Int64Range(0, int64(wire.MaxLatency)), func(n int64) time.Duration { return time.Duration(n) })
+	genLabels  = optMap(genLabelKey, genText, 3)
 )
 
 func genLoadWith(v *rapid.Generator[float64]) *rapid.Generator[interfaces.Load] {
@@ -164,7 +172,7 @@ var genShardLoad = rapid.Custom(func(t *rapid.T) interfaces.ShardLoad {
 		Load:       genLoad.Draw(t, "load"),
 		Rate:       genNonNeg.Draw(t, "rate"),
 		InputRate:  genNonNeg.Draw(t, "input_rate"),
-		LatencyP99: genDuration.Draw(t, "p99"),
+		LatencyP99: genLatency.Draw(t, "p99"),
 	}
 })
 
@@ -176,10 +184,10 @@ func genReportFor(child interfaces.ChildID) *rapid.Generator[interfaces.Report] 
 			Capacity:   genLoad.Draw(t, "capacity"),
 			Used:       genLoad.Draw(t, "used"),
 			Headroom:   genSignedLoad.Draw(t, "headroom"),
-			LatencyP50: genDuration.Draw(t, "p50"),
-			LatencyP99: genDuration.Draw(t, "p99"),
+			LatencyP50: genLatency.Draw(t, "p50"),
+			LatencyP99: genLatency.Draw(t, "p99"),
 			Throughput: genNonNeg.Draw(t, "throughput"),
-			Shards:     optSlice(genShardLoad, 3).Draw(t, "shards"),
+			Shards:     optSliceOfDistinct(genShardLoad, func(l interfaces.ShardLoad) interfaces.ShardID { return l.Shard }, 3).Draw(t, "shards"),
 			Hints:      optSlice(genHint, 2).Draw(t, "hints"),
 		}
 	})

@@ -7,6 +7,7 @@ package wire_test
 
 import (
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -125,6 +126,9 @@ func drawValue(t *rapid.T, fd protoreflect.FieldDescriptor, parent protoreflect.
 		if signedIntFields[rule] {
 			return protoreflect.ValueOfInt64(rapid.Int64().Draw(t, label))
 		}
+		if strings.HasPrefix(string(name), "latency_") {
+			return protoreflect.ValueOfInt64(rapid.Int64Range(0, int64(wire.MaxLatency)).Draw(t, label))
+		}
 		return protoreflect.ValueOfInt64(rapid.Int64Min(0).Draw(t, label))
 	case protoreflect.Uint64Kind:
 		return protoreflect.ValueOfUint64(rapid.Uint64().Draw(t, label))
@@ -196,6 +200,16 @@ func fixup(t *rapid.T, m proto.Message) {
 		if m.Kind == wire.HintKind_HINT_KIND_CONSTRAINT && m.Constraint == nil {
 			m.Constraint = drawMessage(t, (&wire.Constraint{}).ProtoReflect().Descriptor()).Interface().(*wire.Constraint)
 		}
+	case *wire.Report:
+		seen := map[string]bool{}
+		kept := m.Shards[:0]
+		for _, sl := range m.Shards {
+			if !seen[sl.GetShard()] {
+				seen[sl.GetShard()] = true
+				kept = append(kept, sl)
+			}
+		}
+		m.Shards = kept
 	case *wire.View:
 		for k, r := range m.Reports {
 			r.Child = k

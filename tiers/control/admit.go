@@ -62,7 +62,7 @@ func (d *Decision) Admit(v *interfaces.View, plan interfaces.Plan) (accepted []i
 		case !evac[m.Shard] && slices.Contains(d.bounce[m.Shard], m.To):
 			why = fmt.Sprintf("anti-bounce: %s recently left %s", m.Shard, m.To)
 		case d.Mode == ModePeriodic && m.From != "":
-			if (d.MaxMoves > 0 && moved+1 > d.MaxMoves) || (d.MaxBytes > 0 && movedBytes+bytes[m.Shard] > d.MaxBytes) {
+			if (d.MaxMoves > 0 && moved+1 > d.MaxMoves) || (d.MaxBytes > 0 && bytes[m.Shard] > d.MaxBytes-movedBytes) {
 				why = fmt.Sprintf("over the round's budget (%d moves, %d bytes)", d.MaxMoves, d.MaxBytes)
 			} else {
 				moved++

@@ -255,7 +255,9 @@ func (c *Controller) Status() Status {
 // SmoothedP99 returns a child's EWMA-smoothed p99 (0 when it never reported one).
 func (c *Controller) SmoothedP99(id interfaces.ChildID) time.Duration {
 	if s, ok := c.reports[id]; ok {
-		return time.Duration(s.p99)
+		// Within what a Duration holds: a float at the int64 limit would
+		// convert to a negative Duration, read as "no latency".
+		return time.Duration(math.Min(s.p99, math.MaxInt64/2))
 	}
 	return 0
 }
@@ -459,7 +461,8 @@ func (c *Controller) Step(in Input) (Decision, error) {
 		c.integrator = math.Min(cfg.IntegralMax, c.integrator+need)
 		out = cfg.Kp*need + cfg.Ki*c.integrator
 	}
-	budget := int(math.Ceil(out - 1e-9))
+	// Clamped as a float first: a large gain converts to an int out of range.
+	budget := int(math.Ceil(math.Min(out, float64(cfg.MaxMoves)) - 1e-9))
 	budget = max(cfg.MinMoves, min(cfg.MaxMoves, budget))
 	avail := c.concurrency - len(view.InFlight)
 	if avail <= 0 {

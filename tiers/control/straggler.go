@@ -99,11 +99,13 @@ func (p *Straggler) Detect(in *PolicyInput) []Symptom {
 		children = append(children, c)
 	}
 	sort.Slice(children, func(i, j int) bool { return children[i] < children[j] })
+	counted := map[interfaces.ShardID]bool{} // one rate per shard, however often listed
 	for _, c := range children {
 		for _, sl := range v.Reports[c].Shards {
-			if own[sl.Shard] != c || fl[sl.Shard] || !(sl.Rate >= 0) {
+			if own[sl.Shard] != c || fl[sl.Shard] || !(sl.Rate >= 0) || counted[sl.Shard] {
 				continue
 			}
+			counted[sl.Shard] = true
 			j, ok := job[sl.Shard]
 			if !ok {
 				continue

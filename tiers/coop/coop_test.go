@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -436,5 +437,45 @@ func TestDeriveSLOAtRiskAndTargets(t *testing.T) {
 	}
 	if d.Down[0].Target != 0.63 || d.Down[0].MaxMoves != 3 || d.Down[1].Target != 0.7 || d.Down[1].MaxMoves != 1 {
 		t.Fatalf("down %+v", d.Down)
+	}
+}
+
+// TestProposalsAboutOthersShardsAreRefused: a child may propose keeping only
+// its own shards apart (r-a proposed anti-affinity over r-b's shards, and three
+// such rules were accepted: a review's probe); and a report's hints are read up
+// to maxHints.
+func TestProposalsAboutOthersShardsAreRefused(t *testing.T) {
+	v := &interfaces.View{Tier: interfaces.TierGlobal, Instance: "g", Now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Reports: map[interfaces.ChildID]interfaces.Report{}}
+	for _, id := range []string{"r-a", "r-b"} {
+		v.Children = append(v.Children, interfaces.Child{ID: interfaces.ChildID(id), Tier: interfaces.TierRegion, Capacity: interfaces.Load{CPU: 100}})
+	}
+	for _, s := range []string{"a-0", "a-1", "b-0", "b-1", "b-2"} {
+		v.Shards = append(v.Shards, interfaces.Shard{ID: interfaces.ShardID(s), Job: s[:1], Load: interfaces.Load{CPU: 1}})
+		v.Assignments = append(v.Assignments, interfaces.Assignment{Shard: interfaces.ShardID(s), Child: interfaces.ChildID("r-" + s[:1]), Epoch: 1})
+	}
+	aa := func(a, b string) interfaces.Hint {
+		return interfaces.Hint{Kind: interfaces.HintConstraint, Reason: "x", Constraint: &interfaces.Constraint{
+			Kind: interfaces.ConstraintAntiAffinity, Shards: []interfaces.ShardID{interfaces.ShardID(a), interfaces.ShardID(b)}, Max: 1}}
+	}
+	hints := []interfaces.Hint{aa("b-0", "b-1"), aa("a-0", "b-2"), aa("a-0", "a-1")}
+	for range 100 {
+		hints = append(hints, aa("b-1", "b-2"))
+	}
+	v.Reports["r-a"] = interfaces.Report{Child: "r-a", Epoch: 1, Hints: hints}
+	d, err := Derive(v, Config{}, Memory{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept [][]interfaces.ShardID
+	for _, c := range d.Constraints {
+		if c.Kind == interfaces.ConstraintAntiAffinity {
+			kept = append(kept, c.Shards)
+		}
+	}
+	if len(kept) != 1 || !slices.Equal(kept[0], []interfaces.ShardID{"a-0", "a-1"}) {
+		t.Errorf("accepted anti-affinity rules %v, want r-a's own [a-0 a-1] only", kept)
+	}
+	if n := len(d.Refused); n > 64+1 {
+		t.Errorf("%d refusals for one report: its hints beyond the first 64 were read", n)
 	}
 }

@@ -257,6 +257,10 @@ func (d *deriver) readHints() {
 		}
 		for k, h := range rep.Hints {
 			field := fmt.Sprintf("reports[%s].hints[%d]", id, k)
+			if k == maxHints {
+				d.refuse("%s: only the first %d hints of a report are read (%d sent)", field, maxHints, len(rep.Hints))
+				break
+			}
 			switch h.Kind {
 			case interfaces.HintShed:
 				d.shedHint(field, c, h)
@@ -546,6 +550,9 @@ func (st *state) owned(ids []interfaces.ShardID, c int, max int) []interfaces.Sh
 	return out
 }
 
+// maxHints bounds the hints of one child's report the parent reads per round.
+const maxHints = 64
+
 // ownedInOrder returns the shards of ids that exist in the view and are owned
 // by child c (not in flight), in the order of ids without repeats, at most max.
 func (st *state) ownedInOrder(ids []interfaces.ShardID, c int, max int) []interfaces.ShardID {
@@ -646,6 +653,10 @@ func (d *deriver) proposal(field string, c int, h interfaces.Hint) (interfaces.C
 		}
 		return cons, ok
 	case interfaces.ConstraintAntiAffinity:
+		if own := st.ownedInOrder(shards, c, len(shards)); len(own) != len(shards) {
+			d.refuse("%s (constraint anti_affinity): a child may only propose rules about its own shards (%d of the %d named are not on %s)", field, len(shards)-len(own), len(shards), id)
+			return interfaces.Constraint{}, false
+		}
 		if len(shards) < 2 {
 			d.refuse("%s (constraint anti_affinity): needs at least two shards of the view", field)
 			return interfaces.Constraint{}, false
