@@ -134,7 +134,11 @@ func newRaftJoinCmd(g *globalOptions, call raftCall) *cobra.Command {
 		Use:   "join ID RAFT_ADDR",
 		Short: "Add a replica (server ID, raft host:port) to the group as a voter",
 		Long: `Add a replica to the group as a voter. The replica must be running with the
-given ID and listening for Raft at RAFT_ADDR. Joining a member again is harmless.`,
+given ID and listening for Raft at RAFT_ADDR: the leader first connects to
+RAFT_ADDR and, with --admin-addr, asks the replica's admin endpoint for its ID
+and raft address, and refuses the join (exit code 1, naming the address) when it
+cannot reach it or the replica is another one. Joining a member again is
+harmless.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, raftAddr := args[0], args[1]

@@ -48,6 +48,16 @@ func TestRaftCLIPeersJoinRemove(t *testing.T) {
 	}
 	b := startRaftNode(t, "b")
 
+	// A join naming a replica that does not answer is refused, naming the
+	// address, and changes nothing.
+	code, _, errOut := runCLI("raft", "join", "b", a.RaftAddr(), "--admin-addr", b.AdminAddr(), "--addr", a.AdminAddr())
+	if code != 1 || !strings.Contains(errOut, "has raft address "+b.RaftAddr()+", not "+a.RaftAddr()) {
+		t.Fatalf("join with b's admin address and a's raft address: exit %d, stderr %q", code, errOut)
+	}
+	if ps, err := a.Peers(); err != nil || len(ps) != 1 {
+		t.Fatalf("peers after a refused join: %+v %v", ps, err)
+	}
+
 	code, out, errOut := runCLI("raft", "join", "b", b.RaftAddr(), "--admin-addr", b.AdminAddr(), "--addr", a.AdminAddr())
 	if code != 0 {
 		t.Fatalf("join: exit %d: %s", code, errOut)

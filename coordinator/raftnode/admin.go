@@ -90,7 +90,7 @@ func (n *Node) registerAdmin() {
 				return
 			}
 		}
-		err := n.AddVoter(r.Context(), req.ID, req.RaftAddr)
+		err := n.AddVoter(r.Context(), req.ID, req.RaftAddr, req.AdminAddr)
 		if n.forwardIfNotLeader(w, r, err, "/v1/raft/join", req) {
 			return
 		}

@@ -329,7 +329,14 @@ func (n *Node) Peers() ([]Peer, error) {
 }
 
 // AddVoter adds (or keeps) a voter. Leader only; followers return *NotLeaderError.
-func (n *Node) AddVoter(ctx context.Context, id, raftAddr string) error {
+//
+// A server that is not a member yet must answer first (checkJoiner): at its
+// admin address, when adminAddr is given, as the server id with raftAddr, and
+// at raftAddr through the transport. A voter that cannot be reached would count
+// towards the quorum at once, so a typo could cost the group its quorum for
+// good. Joining a member again (same id, address, voter) is a no-op and checks
+// nothing.
+func (n *Node) AddVoter(ctx context.Context, id, raftAddr, adminAddr string) error {
 	if id == "" {
 		return fmt.Errorf("join: id: must not be empty: %w", interfaces.ErrInvalid)
 	}
@@ -345,8 +352,72 @@ func (n *Node) AddVoter(ctx context.Context, id, raftAddr string) error {
 			return nil // already a member: joining twice is harmless
 		}
 	}
+	if n.raft.State() != raft.Leader {
+		return n.notLeader()
+	}
+	if err := n.checkJoiner(ctx, id, raftAddr, adminAddr); err != nil {
+		return err
+	}
 	err = n.wait(ctx, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.timeout(ctx)))
 	return mapRaftErr(err, n.notLeader)
+}
+
+// joinProbeTimeout bounds each check checkJoiner makes.
+const joinProbeTimeout = 2 * time.Second
+
+// checkJoiner checks that the replica a join names is running where the join
+// says: its admin endpoint (when adminAddr is set and names a host, not
+// 0.0.0.0 or ::) reports the same id and raft
+// address, and its raft address accepts a transport connection (with the
+// stream layer's hello, wrapper and blocked list; skipped on an in-process
+// transport). A replica that reports another id or raft address is an
+// ErrInvalid; one that cannot be reached is an error without a sentinel, so
+// that Join, which retries those, rides out a replica still starting.
+func (n *Node) checkJoiner(ctx context.Context, id, raftAddr, adminAddr string) error {
+	if adminAddr != "" && !unspecifiedHost(adminAddr) {
+		pctx, cancel := context.WithTimeout(ctx, joinProbeTimeout)
+		c := NewClient(adminAddr)
+		c.HTTP = n.client
+		st, err := c.Status(pctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("join %s: cannot reach its admin address %s (%v); start the replica first, or fix the address", id, adminAddr, err)
+		}
+		if st.ID != id {
+			return fmt.Errorf("join %s: the replica at admin address %s reports ID %q, not %q: %w", id, adminAddr, st.ID, id, interfaces.ErrInvalid)
+		}
+		if !sameTCPAddr(st.RaftAddr, raftAddr) {
+			return fmt.Errorf("join %s: the replica at admin address %s has raft address %s, not %s: %w", id, adminAddr, st.RaftAddr, raftAddr, interfaces.ErrInvalid)
+		}
+	}
+	if n.stream != nil {
+		conn, err := n.stream.Dial(raft.ServerAddress(raftAddr), joinProbeTimeout)
+		if err != nil {
+			return fmt.Errorf("join %s: cannot reach its raft address %s (%v); start the replica first, or fix the address", id, raftAddr, err)
+		}
+		_ = conn.Close()
+	}
+	return nil
+}
+
+// unspecifiedHost says whether addr's host is 0.0.0.0 or :: (a replica whose
+// admin endpoint binds every interface announces that; dialling it would reach
+// the dialler itself).
+func unspecifiedHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsUnspecified()
+}
+
+// sameTCPAddr says whether two host:port addresses are the same, by text or
+// once resolved (a host name and the address it resolves to).
+func sameTCPAddr(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ta, err1 := net.ResolveTCPAddr("tcp", a)
+	tb, err2 := net.ResolveTCPAddr("tcp", b)
+	return err1 == nil && err2 == nil && ta.Port == tb.Port && ta.IP.Equal(tb.IP)
 }
 
 // RemoveServer removes a server from the group. Leader only. Removing an unknown ID
