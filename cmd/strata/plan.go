@@ -20,13 +20,16 @@ func init() { commands = append(commands, newPlanCmd) }
 
 // planJSON is the output of "strata plan".
 type planJSON struct {
-	Tier        string             `json:"tier"`
-	Instance    string             `json:"instance"`
-	Token       string             `json:"token"`
-	StateIndex  uint64             `json:"state_index"`
-	Status      string             `json:"status"`
-	Moves       []planMoveJSON     `json:"moves"`
-	Infeasible  int                `json:"infeasible"`
+	Tier       string         `json:"tier"`
+	Instance   string         `json:"instance"`
+	Token      string         `json:"token"`
+	StateIndex uint64         `json:"state_index"`
+	Status     string         `json:"status"`
+	Moves      []planMoveJSON `json:"moves"`
+	Infeasible int            `json:"infeasible"`
+	// Applicable: "plan apply" accepts the token (every shard placed); a
+	// plan that could not place some is shown but refused.
+	Applicable  bool               `json:"applicable"`
 	MaxOverLB   map[string]float64 `json:"max_over_lb"`
 	MaxOverMean map[string]float64 `json:"max_over_mean"`
 	BytesMoved  int64              `json:"bytes_moved"`
@@ -56,7 +59,10 @@ resource). Nothing is applied.
 
 The plan comes with a token bound to the state it saw: "strata plan apply TOKEN"
 carries out exactly that plan, and refuses (exit code 1) once the state has
-changed; plan again then. Tokens live 10 minutes on the leader that made them.
+changed; plan again then. A plan that could not place every shard (status
+infeasible, e.g. --fail of the last region with room) is shown without an apply
+hint, and "plan apply" refuses its token. Tokens live 10 minutes on the leader
+that made them.
 
 --scenario FILE simulates a what-if on the live state. The cluster's hosts
 (capacities, labels, states), its shards (loads as their hosts measured them,
@@ -164,6 +170,7 @@ func planOutput(n *tierNode, addr string, resp *wire.AdminPlanResponse) planJSON
 		Status: strings.TrimPrefix(strings.ToLower(p.GetStatus().String()), "plan_status_"), Infeasible: len(p.GetInfeasible()),
 		MaxOverLB: p.GetSummary().GetMaxOverLb(), MaxOverMean: p.GetSummary().GetMaxOverMean(), BytesMoved: p.GetSummary().GetBytesMoved(),
 	}
+	res.Applicable = p.GetStatus() != wire.PlanStatus_PLAN_STATUS_INFEASIBLE && res.Infeasible == 0
 	for _, m := range p.GetMoves() {
 		res.Moves = append(res.Moves, planMoveJSON{Shard: m.GetShard(), From: m.GetFrom(), To: m.GetTo(), Reason: m.GetReason(), Delta: m.GetDelta()})
 	}
@@ -196,6 +203,10 @@ func printPlan(w io.Writer, p planJSON) error {
 	}
 	if p.Infeasible > 0 {
 		fmt.Fprintf(w, "%d shards could not be placed\n", p.Infeasible)
+	}
+	if !p.Applicable {
+		fmt.Fprintf(w, "Nothing was applied. This plan cannot be applied, as it leaves shards unplaced: make room (undrain, add capacity) and plan again.\n")
+		return nil
 	}
 	fmt.Fprintf(w, "Nothing was applied. To apply exactly this plan: strata plan apply %s\n", p.Token)
 	return nil

@@ -22,10 +22,14 @@ import (
 const planTTL = 10 * time.Minute
 
 type pendingPlan struct {
-	index   uint64
-	drain   []interfaces.ChildID
-	moves   []interfaces.Move
-	created time.Time
+	index uint64
+	drain []interfaces.ChildID
+	moves []interfaces.Move
+	// status and infeasible are the plan's outcome: a plan that could not
+	// place every shard (StatusInfeasible) is shown but never applied.
+	status     interfaces.Status
+	infeasible int
+	created    time.Time
 	// used says how ApplyPlan used the token ("" while unused): a token is
 	// applied at most once, and a second try says what became of the first.
 	used string
@@ -98,7 +102,7 @@ func (d *Daemon) Plan(ctx context.Context, req *wire.AdminPlanRequest) (*wire.Ad
 			delete(d.plans, t)
 		}
 	}
-	d.plans[token] = pendingPlan{index: index, drain: drain, moves: plan.Moves, created: time.Now()}
+	d.plans[token] = pendingPlan{index: index, drain: drain, moves: plan.Moves, status: plan.Status, infeasible: len(plan.Infeasible), created: time.Now()}
 	d.mu.Unlock()
 	return &wire.AdminPlanResponse{Plan: wire.PlanToWire(plan), Token: token, StateIndex: index}, nil
 }
@@ -120,6 +124,9 @@ func (d *Daemon) ApplyPlan(ctx context.Context, req *wire.ApplyPlanRequest) (*wi
 	}
 	if p.used != "" {
 		return nil, wire.ToStatus(fmt.Errorf("plan token %q was used already: %s; a token applies once, plan again: %w", tok, p.used, interfaces.ErrConflict))
+	}
+	if p.status == interfaces.StatusInfeasible || p.infeasible > 0 {
+		return nil, wire.ToStatus(fmt.Errorf("plan token %q: %s could not be placed (plan status infeasible), so the plan is not applied: its drains would leave shards with nowhere to go; make room (undrain, add capacity) and plan again: %w", tok, shardCount(p.infeasible), interfaces.ErrConflict))
 	}
 	if now := d.tier.FSM.AppliedIndex(); now != p.index {
 		return nil, wire.ToStatus(fmt.Errorf("the state changed since the plan was made (index %d, now %d); plan again: %w", p.index, now, interfaces.ErrConflict))
@@ -148,6 +155,14 @@ func (d *Daemon) ApplyPlan(ctx context.Context, req *wire.ApplyPlanRequest) (*wi
 	markUsed(fmt.Sprintf("applied at %s, %d moves committed, %d refused (state index %d)", time.Now().UTC().Format(time.RFC3339), len(applied), rejected, d.tier.FSM.AppliedIndex()))
 	d.poke()
 	return &wire.ApplyPlanResponse{MovesCommitted: int64(len(applied)), MovesRefused: int64(len(p.moves) - len(applied)), StateIndex: d.tier.FSM.AppliedIndex()}, nil
+}
+
+// shardCount is "1 shard" or "N shards".
+func shardCount(n int) string {
+	if n == 1 {
+		return "1 shard"
+	}
+	return fmt.Sprintf("%d shards", n)
 }
 
 func newToken() (string, error) {
