@@ -212,7 +212,7 @@ latency_slo: 50ms
 	if drained == nil || drained.State != "draining" || drained.Shards != 0 {
 		t.Errorf("drained host in status: %+v", drained)
 	}
-	var undrain hostStateJSON
+	var undrain childStateJSON
 	cliJSON(t, &undrain, "host", "undrain", busiest, "--addr", addr, "-o", "json")
 	if undrain.State != "active" || undrain.Instance != c.HostRegion[busiest] || undrain.StateIndex == 0 {
 		t.Errorf("undrain: %+v", undrain)

@@ -111,15 +111,27 @@ SIGTERM or SIGINT stops it gracefully.`,
 		},
 	}
 	o.register(cmd, tier != interfaces.TierGlobal)
+	if tier == interfaces.TierRegion {
+		cmd.Use = "region --config FILE | region drain|undrain REGION"
+		cmd.Long += `
+
+"strata region drain REGION" and "strata region undrain REGION" act on a running
+cluster (see their --help).`
+		addDrainCommands(g, cmd, interfaces.TierRegion)
+	}
 	return cmd
 }
 
 func newTierCmd(g *globalOptions) *cobra.Command {
 	var o tierOverrides
 	cmd := &cobra.Command{
-		Use:   "tier --config FILE",
-		Short: "Run a replica of any tier named in its config (global, region or a custom tier)",
-		Args:  cobra.NoArgs,
+		Use:   "tier --config FILE | tier drain|undrain CHILD",
+		Short: "Run a replica of any tier named in its config (global, region or a custom tier), or drain and undrain a child of any tier",
+		Long: `Run a replica of any tier named in its config (global, region or a custom tier).
+
+"strata tier drain CHILD" and "strata tier undrain CHILD" act on a running
+cluster: CHILD is a child of any tier instance (a region, a host, a rack).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var f tierFile
 			if err := readConfig(o.config, &f); err != nil {
@@ -133,6 +145,7 @@ func newTierCmd(g *globalOptions) *cobra.Command {
 		},
 	}
 	o.register(cmd, true)
+	addDrainCommands(g, cmd, "")
 	return cmd
 }
 
@@ -220,7 +233,7 @@ when its lease expires. SIGTERM or SIGINT stops it gracefully.
 	fl.StringSliceVar(&o.parent, "parent", nil, "override parent (the region's gRPC addresses, comma-separated)")
 	fl.BoolVar(&o.checkConfig, "check-config", false, "check the configuration and exit: 0 when it is valid; binds nothing, opens nothing")
 	_ = cmd.MarkFlagRequired("config")
-	addHostAdminCommands(g, cmd)
+	addDrainCommands(g, cmd, interfaces.TierHost)
 	return cmd
 }
 

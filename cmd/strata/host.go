@@ -17,49 +17,81 @@ import (
 
 // "strata host" is also the host daemon ("strata host --config FILE", in
 // daemons.go). Cobra routes "host drain"/"host undrain" to subcommands and
-// "host --config" to the daemon only when they are one command, so init adds
-// drain and undrain to an already registered "host" command (files initialise
-// in name order: daemons.go before host.go) and registers a "host" of its own
-// only when there is none. TestHostCommandIsOne checks the result.
-// addHostAdminCommands adds "drain" and "undrain" to a "host" command.
-func addHostAdminCommands(g *globalOptions, host *cobra.Command) {
-	host.AddCommand(newHostStateCmd(g, true), newHostStateCmd(g, false))
+// "host --config" to the daemon only when they are one command, so the daemon
+// commands add drain and undrain to themselves (addDrainCommands):
+// "strata host" for hosts, "strata region" for regions and "strata tier" for a
+// child of any tier. TestHostCommandIsOne checks the result for hosts.
+
+// addDrainCommands adds "drain" and "undrain" of a child of tier (any tier
+// when tier is "") to a daemon command.
+func addDrainCommands(g *globalOptions, cmd *cobra.Command, tier string) {
+	cmd.AddCommand(newChildStateCmd(g, tier, true), newChildStateCmd(g, tier, false))
 }
 
-// hostStateJSON is the output of "host drain" and "host undrain".
-type hostStateJSON struct {
-	Host     string `json:"host"`
+// childStateJSON is the output of "host|region|tier drain" and "… undrain".
+type childStateJSON struct {
+	Child string `json:"child"`
+	// Host repeats Child for "host drain|undrain" (its output named it so).
+	Host     string `json:"host,omitempty"`
 	Tier     string `json:"tier"`
 	Instance string `json:"instance"`
 	State    string `json:"state"`
-	// ShardsToMove is the number of shards the host held when drained.
+	// ShardsToMove is the number of shards the child held when drained.
 	ShardsToMove int64  `json:"shards_to_move,omitempty"`
 	StateIndex   uint64 `json:"state_index"`
-	// Waited is set with --wait: the host held no shards when the command ended.
+	// Waited is set with --wait: the child held no shards when the command ended.
 	Waited bool `json:"waited,omitempty"`
 }
 
-func newHostStateCmd(g *globalOptions, drain bool) *cobra.Command {
+// childNoun names a child of tier in messages and usage: "host", "region",
+// or "child" for any tier.
+func childNoun(tier string) string {
+	if tier == "" {
+		return "child"
+	}
+	return tier
+}
+
+func newChildStateCmd(g *globalOptions, tier string, drain bool) *cobra.Command {
 	var cf clientFlags
 	var out outputFlag
 	var wait time.Duration
-	use, short, long := "undrain HOST", "Make a draining host take shards again",
-		`Make a draining host active again: it takes new shards from the next round.
-A failed host cannot be undrained; it becomes active when it reconnects.`
+	noun := childNoun(tier)
+	arg := strings.ToUpper(noun)
+	whose := map[string]string{
+		interfaces.TierHost:   "its region (or other parent tier)",
+		interfaces.TierRegion: "the global tier",
+	}[tier]
+	if whose == "" {
+		whose = "its parent tier instance"
+	}
+	use, short, long := "undrain "+arg, "Make a draining "+noun+" take shards again",
+		`Make a draining `+noun+` active again: `+whose+` gives it new shards from the
+next round. A failed `+noun+` cannot be undrained; it becomes active when it
+reconnects.`
 	if drain {
-		use, short, long = "drain HOST", "Drain a host: move its shards away and give it no new ones",
-			`Drain a host: its region marks it draining, gives it no new shards and moves
-its shards to other hosts over the next rounds. With --wait the command then
-waits until the host holds no shards (exit code 1 if it still does when --wait
-runs out).`
+		use, short, long = "drain "+arg, "Drain a "+noun+": move its shards away and give it no new ones",
+			`Drain a `+noun+`: `+whose+` marks it draining, gives it no new shards and
+moves its shards to its other children over the next rounds. With --wait the
+command then waits until the `+noun+` holds no shards (exit code 1 if it still
+does when --wait runs out).`
+	}
+	where := arg + ` is a child of tier "` + tier + `" somewhere in the tree.`
+	if tier == "" {
+		where = arg + ` is a child of any tier instance in the tree (a region, a host, a rack of a custom tier).`
+	}
+	if tier == interfaces.TierRegion {
+		long += `
+
+Applying the token of "strata plan --fail REGION" drains the region the same
+way; "strata region undrain REGION" undoes it.`
 	}
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Long: long + `
 
-HOST is a child of tier "host" somewhere in the tree. An unknown host is an
-error that names it (exit code 1).`,
+` + where + ` An unknown ` + noun + ` is an error that names it (exit code 1).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.check(); err != nil {
@@ -68,8 +100,8 @@ error that names it (exit code 1).`,
 			if err := cf.check(); err != nil {
 				return err
 			}
-			host := args[0]
-			if err := interfaces.ValidateID("HOST", host); err != nil {
+			child := args[0]
+			if err := interfaces.ValidateID(arg, child); err != nil {
 				return usageErr(err)
 			}
 			if wait < 0 {
@@ -81,7 +113,7 @@ error that names it (exit code 1).`,
 			if err != nil {
 				return err
 			}
-			parent, err := findHostParent(roots, host)
+			parent, err := findChildParent(roots, child, tier)
 			if err != nil {
 				return &exitError{code: 1, err: err}
 			}
@@ -89,15 +121,18 @@ error that names it (exit code 1).`,
 			if err != nil {
 				return err
 			}
-			res := hostStateJSON{Host: host, Tier: parent.Tier, Instance: parent.Instance}
+			res := childStateJSON{Child: child, Tier: parent.Tier, Instance: parent.Instance}
+			if tier == interfaces.TierHost {
+				res.Host = child
+			}
 			if drain {
-				resp, err := c.Drain(ctx, &wire.DrainRequest{Tier: parent.Tier, Instance: parent.Instance, Child: host})
+				resp, err := c.Drain(ctx, &wire.DrainRequest{Tier: parent.Tier, Instance: parent.Instance, Child: child})
 				if err != nil {
 					return remoteCallErr(parent.Address, err)
 				}
 				res.State, res.ShardsToMove, res.StateIndex = childStateName(resp.GetState()), resp.GetShardsToMove(), resp.GetStateIndex()
 			} else {
-				resp, err := c.Undrain(ctx, &wire.UndrainRequest{Tier: parent.Tier, Instance: parent.Instance, Child: host})
+				resp, err := c.Undrain(ctx, &wire.UndrainRequest{Tier: parent.Tier, Instance: parent.Instance, Child: child})
 				if err != nil {
 					return remoteCallErr(parent.Address, err)
 				}
@@ -105,17 +140,17 @@ error that names it (exit code 1).`,
 			}
 			var waitErr error
 			if drain && wait > 0 {
-				waitErr = waitHostEmpty(conns, parent.Address, host, wait)
+				waitErr = waitChildEmpty(conns, parent.Address, noun, child, wait)
 				res.Waited = waitErr == nil
 			}
 			if err := out.print(g.stdout, res, func(w io.Writer) error {
-				fmt.Fprintf(w, "host %s (child of %s/%s) is %s", res.Host, res.Tier, res.Instance, res.State)
+				fmt.Fprintf(w, "%s %s (child of %s/%s) is %s", noun, res.Child, res.Tier, res.Instance, res.State)
 				if drain {
 					fmt.Fprintf(w, ": %d shards to move", res.ShardsToMove)
 				}
 				fmt.Fprintf(w, ", committed at state index %d\n", res.StateIndex)
 				if res.Waited {
-					fmt.Fprintf(w, "host %s holds no shards\n", res.Host)
+					fmt.Fprintf(w, "%s %s holds no shards\n", noun, res.Child)
 				}
 				return nil
 			}); err != nil {
@@ -127,25 +162,35 @@ error that names it (exit code 1).`,
 	cf.register(cmd)
 	out.register(cmd)
 	if drain {
-		cmd.Flags().DurationVar(&wait, "wait", 0, "after draining, wait up to this long until the host holds no shards (0: do not wait)")
+		cmd.Flags().DurationVar(&wait, "wait", 0, "after draining, wait up to this long until the "+noun+" holds no shards (0: do not wait)")
 	}
 	return cmd
 }
 
 // findHostParent returns the tier instance that has host as a child of tier
-// "host". Not found is an ErrNotFound naming the host; a name that is a child
-// of another tier, or that more than one instance has, is ErrInvalid.
+// "host" (findChildParent).
 func findHostParent(roots []*tierNode, host string) (*tierNode, error) {
+	return findChildParent(roots, host, interfaces.TierHost)
+}
+
+// findChildParent returns the tier instance that has id as a child of tier
+// (of any tier when tier is ""). Not found is an ErrNotFound naming the
+// child; a name that is a child of another tier, or that more than one
+// instance has, is ErrInvalid.
+func findChildParent(roots []*tierNode, id, tier string) (*tierNode, error) {
+	noun := childNoun(tier)
 	var parents []*tierNode
 	var otherTier []string
+	var otherTiers []string
 	searched := 0
 	eachInstance(roots, func(n *tierNode, _ *childNode) {
 		searched++
-		if ch := n.findChild(host); ch != nil {
-			if ch.Tier == interfaces.TierHost {
+		if ch := n.findChild(id); ch != nil {
+			if tier == "" || ch.Tier == tier {
 				parents = append(parents, n)
 			} else {
 				otherTier = append(otherTier, fmt.Sprintf("a %s child of %s/%s", ch.Tier, n.Tier, n.Instance))
+				otherTiers = append(otherTiers, ch.Tier)
 			}
 		}
 	})
@@ -157,20 +202,24 @@ func findHostParent(roots []*tierNode, host string) (*tierNode, error) {
 		for _, p := range parents {
 			names = append(names, p.Tier+"/"+p.Instance)
 		}
-		return nil, fmt.Errorf("host %q is a child of %d tier instances (%s); refusing to guess: %w", host, len(parents), strings.Join(names, ", "), interfaces.ErrInvalid)
+		return nil, fmt.Errorf("%s %q is a child of %d tier instances (%s); refusing to guess: %w", noun, id, len(parents), strings.Join(names, ", "), interfaces.ErrInvalid)
 	case len(otherTier) > 0:
-		return nil, fmt.Errorf("%q is not a host: it is %s: %w", host, strings.Join(otherTier, " and "), interfaces.ErrInvalid)
+		cmd := "tier"
+		if t := otherTiers[0]; t == interfaces.TierHost || t == interfaces.TierRegion {
+			cmd = t
+		}
+		return nil, fmt.Errorf("%q is not a %s: it is %s (use 'strata %s drain|undrain %s'): %w", id, noun, strings.Join(otherTier, " and "), cmd, id, interfaces.ErrInvalid)
 	}
-	msg := fmt.Sprintf("host %q: no tier instance has it as a child (searched %d instances)", host, searched)
+	msg := fmt.Sprintf("%s %q: no tier instance has it as a child (searched %d instances)", noun, id, searched)
 	if u := unreachable(roots); len(u) > 0 {
 		msg += "; it may be under an unreachable one: " + strings.Join(u, "; ")
 	}
 	return nil, fmt.Errorf("%s: %w", msg, interfaces.ErrNotFound)
 }
 
-// waitHostEmpty polls the status of the instance at addr until host holds no
-// shards, for up to wait.
-func waitHostEmpty(conns *adminConns, addr, host string, wait time.Duration) error {
+// waitChildEmpty polls the status of the instance at addr until its child
+// (a noun: host, region, …) holds no shards, for up to wait.
+func waitChildEmpty(conns *adminConns, addr, noun, host string, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -205,9 +254,9 @@ func waitHostEmpty(conns *adminConns, addr, host string, wait time.Duration) err
 				return remoteCallErr(addr, err)
 			}
 			if last < 0 {
-				return &exitError{code: 1, err: fmt.Errorf("host %q: no status of its shards arrived within --wait %v", host, wait)}
+				return &exitError{code: 1, err: fmt.Errorf("%s %q: no status of its shards arrived within --wait %v", noun, host, wait)}
 			}
-			return &exitError{code: 1, err: fmt.Errorf("host %q still holds %d shards after --wait %v", host, last, wait)}
+			return &exitError{code: 1, err: fmt.Errorf("%s %q still holds %d shards after --wait %v", noun, host, last, wait)}
 		case <-tick.C:
 		}
 	}

@@ -59,7 +59,9 @@ resource). Nothing is applied.
 
 The plan comes with a token bound to the state it saw: "strata plan apply TOKEN"
 carries out exactly that plan, and refuses (exit code 1) once the state has
-changed; plan again then. A plan that could not place every shard (status
+changed; plan again then. Applying the token of --drain HOST or --fail REGION
+leaves that child draining until "strata host undrain HOST" or "strata region
+undrain REGION". A plan that could not place every shard (status
 infeasible, e.g. --fail of the last region with room) is shown without an apply
 hint, and "plan apply" refuses its token. Tokens live 10 minutes on the leader
 that made them.

@@ -171,7 +171,7 @@ func TestShardsStatesFromFakeTree(t *testing.T) {
 
 func TestHostDrainFindsTheRegion(t *testing.T) {
 	global, a, c := fakeTree(t)
-	var res hostStateJSON
+	var res childStateJSON
 	cliJSON(t, &res, "host", "drain", "h2", "--addr", global.addr, "-o", "json")
 	if res.Instance != "region-a" || res.Tier != interfaces.TierRegion || res.State != "draining" || res.ShardsToMove != 7 || res.StateIndex != 41 {
 		t.Errorf("drain h2: %+v", res)
