@@ -108,6 +108,15 @@ simulator: "strata sim run FILE".`,
 			if err := cf.check(); err != nil {
 				return err
 			}
+			// A given --drain or --fail must name a child: an empty one used to
+			// plan a global rebalance without a word.
+			for _, f := range []struct{ flag, id string }{{"drain", drain}, {"fail", fail}} {
+				if cmd.Flags().Changed(f.flag) {
+					if err := interfaces.ValidateID("--"+f.flag, f.id); err != nil {
+						return usageErr(err)
+					}
+				}
+			}
 			if drain != "" && fail != "" {
 				return usageErr(fmt.Errorf("--drain and --fail: give one of them"))
 			}

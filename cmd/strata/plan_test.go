@@ -411,3 +411,24 @@ func TestPlanPrintsTheApplyHintOnlyWhenApplicable(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanRefusesAnEmptyOrInvalidTarget: an empty --drain or --fail used to
+// plan a global rebalance and print a token; an empty or invalid ID is a usage
+// error (exit 2) naming the flag, found before anything is asked.
+func TestPlanRefusesAnEmptyOrInvalidTarget(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "--drain", ""}, "--drain: is required"},
+		{[]string{"plan", "--fail", ""}, "--fail: is required"},
+		{[]string{"plan", "--fail=", "--policy", "greedy"}, "--fail: is required"},
+		{[]string{"plan", "--drain", "bad host"}, "--drain: must be"},
+		{[]string{"plan", "--fail", "-x"}, "--fail: must be"},
+	} {
+		args := append(tt.args, "--addr", "127.0.0.1:1", "--timeout", "2s")
+		if code, out, errOut := runCLI(args...); code != 2 || !strings.Contains(errOut, tt.want) || out != "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 saying %q", args, code, out, errOut, tt.want)
+		}
+	}
+}
