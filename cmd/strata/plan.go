@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
@@ -229,7 +233,17 @@ func newPlanApplyCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply TOKEN",
 		Short: "Apply exactly the plan a 'strata plan' printed, if the state has not changed since",
-		Args:  cobra.ExactArgs(1),
+		Long: `Apply exactly the plan a 'strata plan' printed, if the state of the tier
+instance that made it has not changed since. TOKEN is the TOKEN@ADDRESS it
+printed; ADDRESS is where that instance's leader answered.
+
+With --addr or STRATA_ADDR set, that address is asked first (any replica of the
+instance forwards to its leader; useful when ADDRESS is not reachable from here).
+When the instance there does not know the token — it was made by another tier
+instance, e.g. a region's plan asked through the global tier's address — ADDRESS
+is asked. Without either, ADDRESS is asked. A malformed TOKEN is a usage error
+(exit code 2).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.check(); err != nil {
 				return usageErr(err)
@@ -237,18 +251,40 @@ func newPlanApplyCmd(g *globalOptions) *cobra.Command {
 			if err := cf.check(); err != nil {
 				return err
 			}
-			token, addr, ok := strings.Cut(args[0], "@")
-			if !ok || token == "" || addr == "" {
+			token, tokAddr, ok := strings.Cut(args[0], "@")
+			if !ok || token == "" || tokAddr == "" {
 				return usageErr(fmt.Errorf("TOKEN: must be the TOKEN@ADDRESS that 'strata plan' printed (got %q)", args[0]))
+			}
+			if _, _, err := net.SplitHostPort(tokAddr); err != nil {
+				return usageErr(fmt.Errorf("TOKEN %q: the address after @ must be host:port (got %q): %w", args[0], tokAddr, interfaces.ErrInvalid))
+			}
+			// --addr or STRATA_ADDR, when given, is asked first: the token's
+			// address may not be reachable from here, and any replica of the
+			// instance forwards to its leader. A token made by another
+			// instance (a region's, with --addr at the global tier) is unknown
+			// there; then the token's own address is asked.
+			addrs := []string{tokAddr}
+			if (cmd.Flags().Changed("addr") || os.Getenv("STRATA_ADDR") != "") && cf.addr != tokAddr {
+				addrs = []string{cf.addr, tokAddr}
 			}
 			ctx, conns, done := cf.connect()
 			defer done()
-			a, err := conns.client(addr)
-			if err != nil {
-				return err
-			}
-			resp, err := a.ApplyPlan(ctx, &wire.ApplyPlanRequest{Token: token})
-			if err != nil {
+			var resp *wire.ApplyPlanResponse
+			for i, addr := range addrs {
+				a, err := conns.client(addr)
+				if err != nil {
+					return err
+				}
+				resp, err = a.ApplyPlan(ctx, &wire.ApplyPlanRequest{Token: token})
+				if err == nil {
+					break
+				}
+				if i+1 < len(addrs) && errors.Is(wire.FromStatus(err), interfaces.ErrNotFound) {
+					continue
+				}
+				if addr == tokAddr && status.Code(err) == codes.Unavailable {
+					return &exitError{code: 1, err: fmt.Errorf("cannot reach the tier instance that made the plan at %s (the address in the token; if it is reachable from here under another address, give one of that instance's replicas with --addr): %s", tokAddr, status.Convert(err).Message())}
+				}
 				return remoteCallErr(addr, err)
 			}
 			v := struct {
