@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -79,6 +80,10 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 	}
 	if logOut == nil {
 		logOut = io.Discard
+	}
+	// Like a tier replica's, the directory is created on first start.
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
 	}
 	d := &Daemon{cfg: cfg, logger: log.New(logOut, fmt.Sprintf("host/%s ", cfg.Host), log.LstdFlags|log.Lmicroseconds)}
 	var err error
