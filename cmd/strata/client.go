@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,9 +30,11 @@ import (
 type clientFlags struct {
 	addr    string
 	timeout time.Duration
+	cmd     *cobra.Command // to tell --addr from STRATA_ADDR in messages
 }
 
 func (f *clientFlags) register(cmd *cobra.Command) {
+	f.cmd = cmd
 	addrFlag(cmd, &f.addr)
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "deadline for all the Admin API calls of this command")
 }
@@ -39,10 +42,20 @@ func (f *clientFlags) register(cmd *cobra.Command) {
 // usageErr is a bad flag, argument or input file: exit code 2.
 func usageErr(err error) error { return &exitError{code: 2, err: err} }
 
-// check validates the flags: --addr must be host:port, --timeout positive.
+// addrSource names where the address came from: "--addr", or "STRATA_ADDR"
+// when the flag was not given and the environment set it.
+func (f *clientFlags) addrSource() string {
+	if (f.cmd == nil || !f.cmd.Flags().Changed("addr")) && os.Getenv("STRATA_ADDR") != "" {
+		return "STRATA_ADDR"
+	}
+	return "--addr"
+}
+
+// check validates the flags: --addr (or STRATA_ADDR) must be host:port,
+// --timeout positive.
 func (f *clientFlags) check() error {
 	if _, _, err := net.SplitHostPort(f.addr); err != nil || f.addr == "" {
-		return usageErr(fmt.Errorf("--addr %q: must be host:port: %w", f.addr, interfaces.ErrInvalid))
+		return usageErr(fmt.Errorf("%s %q: must be host:port: %w", f.addrSource(), f.addr, interfaces.ErrInvalid))
 	}
 	if f.timeout <= 0 {
 		return usageErr(fmt.Errorf("--timeout: must be positive (got %v): %w", f.timeout, interfaces.ErrInvalid))

@@ -142,6 +142,9 @@ harmless.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, raftAddr := args[0], args[1]
+			if id == "" {
+				return &exitError{code: 2, err: fmt.Errorf("ID: is required (the new replica's server ID)")}
+			}
 			if _, _, err := net.SplitHostPort(raftAddr); err != nil {
 				return &exitError{code: 2, err: fmt.Errorf("RAFT_ADDR %q: must be host:port", raftAddr)}
 			}
@@ -169,6 +172,9 @@ func newRaftRemoveCmd(g *globalOptions, call raftCall) *cobra.Command {
 		Short: "Remove a server from the group",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] == "" {
+				return &exitError{code: 2, err: fmt.Errorf("ID: is required (the server ID to remove)")}
+			}
 			if err := call(&out, func(ctx context.Context, c *raftnode.Client) error {
 				return c.Remove(ctx, args[0])
 			}); err != nil {

@@ -82,7 +82,7 @@ An unknown --job is an error (exit code 1).`,
 			if err := cf.check(); err != nil {
 				return err
 			}
-			if job != "" {
+			if cmd.Flags().Changed("job") {
 				if err := interfaces.ValidateID("--job", job); err != nil {
 					return usageErr(err)
 				}
