@@ -184,6 +184,7 @@ func planOutput(n *tierNode, addr string, resp *wire.AdminPlanResponse) planJSON
 		Tier: n.Tier, Instance: n.Instance, Token: resp.GetToken() + "@" + addr, StateIndex: resp.GetStateIndex(),
 		Status: strings.TrimPrefix(strings.ToLower(p.GetStatus().String()), "plan_status_"), Infeasible: len(p.GetInfeasible()),
 		MaxOverLB: p.GetSummary().GetMaxOverLb(), MaxOverMean: p.GetSummary().GetMaxOverMean(), BytesMoved: p.GetSummary().GetBytesMoved(),
+		Moves: []planMoveJSON{}, // "moves": [] in JSON when there are none
 	}
 	res.Applicable = p.GetStatus() != wire.PlanStatus_PLAN_STATUS_INFEASIBLE && res.Infeasible == 0
 	for _, m := range p.GetMoves() {

@@ -432,3 +432,16 @@ func TestPlanRefusesAnEmptyOrInvalidTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanJSONHasAnEmptyMovesList: a plan without moves prints "moves": [],
+// not null, so a script can iterate over it.
+func TestPlanJSONHasAnEmptyMovesList(t *testing.T) {
+	p := planOutput(&tierNode{Tier: "global", Instance: "global"}, "127.0.0.1:7400", &wire.AdminPlanResponse{Token: "t0", Plan: &wire.Plan{}})
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"moves":[]`) {
+		t.Errorf("plan -o json without moves: %s; want \"moves\": []", b)
+	}
+}
