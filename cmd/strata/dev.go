@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -64,11 +66,7 @@ strata shards, strata explain …) reach it at --addr, their default. Ctrl-C sto
 			if shards > 0 {
 				fmt.Fprintf(g.stdout, "Submitted job \"sample\" with %d shards.\n", shards)
 			}
-			if shards > 0 {
-				fmt.Fprintln(g.stdout, "Try, in another terminal: strata status · strata shards --job sample · strata explain sample/0 · strata host drain region-1-host-1")
-			} else {
-				fmt.Fprintln(g.stdout, "Try, in another terminal: strata status · strata job submit deploy/examples/job.yaml · strata host drain region-1-host-1")
-			}
+			fmt.Fprintln(g.stdout, devHint(invokedAs(), c.Global.GRPCAddr(), shards))
 			fmt.Fprintln(g.stdout, "Press Ctrl-C to stop.")
 			<-ctx.Done()
 			fmt.Fprintln(g.stdout, "stopping")
@@ -99,4 +97,43 @@ func submitSample(ctx context.Context, addr string, shards int) error {
 		ShardTemplate: &wire.Shard{Load: &wire.Load{Cpu: 0.5, Mem: 512 << 20, Net: 1 << 20, Tasks: 1}, InputRate: 1000, StateBytes: 64 << 20, LatencySloNanos: int64(100 * time.Millisecond)},
 	}})
 	return err
+}
+
+// devHint is what "strata dev" suggests trying, with the binary as it was
+// invoked (make run starts ./bin/strata, which is not on the PATH), and
+// STRATA_ADDR when the cluster is not at the client commands' default.
+func devHint(self, addr string, shards int) string {
+	if addr != devAdminAddr {
+		self = "STRATA_ADDR=" + addr + " " + self
+		return fmt.Sprintf("Try, in another terminal: %[1]s status · %[1]s shards · %[1]s host drain region-1-host-1", self)
+	}
+	if shards > 0 {
+		return fmt.Sprintf("Try, in another terminal: %[1]s status · %[1]s shards --job sample · %[1]s explain sample/0 · %[1]s host drain region-1-host-1", self)
+	}
+	return fmt.Sprintf("Try, in another terminal: %[1]s status · %[1]s job submit deploy/examples/job.yaml · %[1]s host drain region-1-host-1", self)
+}
+
+// invokedAs is how to run this binary from the current directory.
+func invokedAs() string {
+	cwd, _ := os.Getwd()
+	return commandName(os.Args[0], cwd)
+}
+
+// commandName is "strata" for a binary found on the PATH (arg0 without a
+// directory) or one outside cwd (go run builds in a temporary directory),
+// and "./" plus its path relative to cwd for one under cwd ("./bin/strata"
+// for make run, which starts $(CURDIR)/bin/strata).
+func commandName(arg0, cwd string) string {
+	if !strings.ContainsRune(arg0, filepath.Separator) || cwd == "" {
+		return "strata"
+	}
+	abs := arg0
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(cwd, abs)
+	}
+	rel, err := filepath.Rel(cwd, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "strata"
+	}
+	return "." + string(filepath.Separator) + rel
 }
