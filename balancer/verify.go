@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/strata-sched/strata/interfaces"
 )
@@ -29,7 +30,7 @@ type RejectCode uint8
 
 // Reject codes.
 const (
-	RejectInvalid        RejectCode = iota + 1 // malformed move: empty target, target = source
+	RejectInvalid        RejectCode = iota + 1 // malformed move: empty target, target = source, non-finite delta, over-long reason or goal
 	RejectDuplicate                            // the shard already has a move earlier in this plan
 	RejectUnknownShard                         // no such shard
 	RejectUnknownChild                         // no such target child
@@ -91,7 +92,9 @@ const capacityTolerance = 1e-9
 // Verify checks a plan's moves one by one, in order, against st and against the
 // moves it has already accepted from the same plan. A move is accepted when:
 //
-//   - it names a target and the target differs from its source (else invalid);
+//   - it names a target and the target differs from its source, its Delta is a
+//     finite number and its Reason and Goal are at most interfaces.MaxTextLen
+//     bytes (else invalid: a tier could not commit it);
 //   - its shard has no earlier move in this plan (else duplicate);
 //   - the shard and the target child exist (else unknown_shard / unknown_child);
 //   - the shard has no move in flight (else in_flight);
@@ -121,6 +124,10 @@ func Verify(st PlanState, moves []interfaces.Move) Verdict {
 		}
 		if m.To == m.From {
 			reject(m, RejectInvalid, "the target %q is the source", m.To)
+			continue
+		}
+		if why := uncommittable(m); why != "" {
+			reject(m, RejectInvalid, "%s", why)
 			continue
 		}
 		if _, dup := seen[m.Shard]; dup {
@@ -178,6 +185,20 @@ func Verify(st PlanState, moves []interfaces.Move) Verdict {
 		v.Accepted = append(v.Accepted, m)
 	}
 	return v
+}
+
+// uncommittable says why a move's other fields could not be committed — a
+// non-finite Delta, a Reason or Goal over interfaces.MaxTextLen bytes — or "".
+func uncommittable(m interfaces.Move) string {
+	switch {
+	case math.IsNaN(m.Delta) || math.IsInf(m.Delta, 0):
+		return fmt.Sprintf("delta: must be a finite number (got %g)", m.Delta)
+	case len(m.Reason) > interfaces.MaxTextLen:
+		return fmt.Sprintf("reason: length %d exceeds the limit of %d bytes", len(m.Reason), interfaces.MaxTextLen)
+	case len(m.Goal) > interfaces.MaxTextLen:
+		return fmt.Sprintf("goal: length %d exceeds the limit of %d bytes", len(m.Goal), interfaces.MaxTextLen)
+	}
+	return ""
 }
 
 // overCapacity returns the first dimension (in Names order) where load exceeds

@@ -3,6 +3,7 @@ package balancer_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -61,6 +62,17 @@ func TestVerifyRules(t *testing.T) {
 		{"move with current epoch", []mv{{Shard: "s1", From: "a", To: "g", Epoch: 3}}, []balancer.RejectCode{0}},
 		{"no target", []mv{{Shard: "s3"}}, []balancer.RejectCode{balancer.RejectInvalid}},
 		{"target is source", []mv{{Shard: "s1", From: "a", To: "a", Epoch: 3}}, []balancer.RejectCode{balancer.RejectInvalid}},
+		// A move the tier could not commit is rejected on its own (not with its
+		// batch, by the state machine), and the rest of the plan goes ahead.
+		{"infinite delta", []mv{{Shard: "s3", To: "a", Delta: math.Inf(-1)}, {Shard: "p", To: "a"}},
+			[]balancer.RejectCode{balancer.RejectInvalid, 0}},
+		{"NaN delta", []mv{{Shard: "s3", To: "a", Delta: math.NaN()}}, []balancer.RejectCode{balancer.RejectInvalid}},
+		{"reason over the limit", []mv{{Shard: "s3", To: "a", Reason: strings.Repeat("r", interfaces.MaxTextLen+1)}, {Shard: "p", To: "a"}},
+			[]balancer.RejectCode{balancer.RejectInvalid, 0}},
+		{"goal over the limit", []mv{{Shard: "s3", To: "a", Goal: strings.Repeat("g", interfaces.MaxTextLen+1)}},
+			[]balancer.RejectCode{balancer.RejectInvalid}},
+		{"reason at the limit", []mv{{Shard: "s3", To: "a", Reason: strings.Repeat("r", interfaces.MaxTextLen), Delta: -1e300}},
+			[]balancer.RejectCode{0}},
 		{"unknown shard", []mv{{Shard: "zz", To: "a"}}, []balancer.RejectCode{balancer.RejectUnknownShard}},
 		{"unknown child", []mv{{Shard: "s3", To: "zz"}}, []balancer.RejectCode{balancer.RejectUnknownChild}},
 		{"stale epoch", []mv{{Shard: "s1", From: "a", To: "g", Epoch: 2}}, []balancer.RejectCode{balancer.RejectStaleEpoch}},

@@ -64,6 +64,12 @@ func validID(id string) bool {
 	return true
 }
 
+// MaxTextLen is the longest free text — a move's Reason or Goal, a label — a
+// tier accepts: the longest string a tier's Raft command may carry
+// (coordinator/fsm.MaxStringLen is this value). A move with a longer Reason or
+// Goal is refused when it is converted from the wire and when it is verified.
+const MaxTextLen = 4096
+
 // IDRule is the rule ValidateID enforces, for messages and docs.
 const IDRule = "must be 1-253 characters of letters, digits and . _ : / -, starting with a letter or digit"
 

@@ -16,8 +16,10 @@ import (
 // Limits the decoder enforces so that malformed input can never make it allocate
 // without bound.
 const (
-	// MaxStringLen is the longest string (ID, reason, label) a command may carry.
-	MaxStringLen = 4096
+	// MaxStringLen is the longest string (ID, reason, label) a command may carry;
+	// balancer.Verify and the wire conversion refuse a move whose reason or goal
+	// is longer, so that such a move is rejected on its own, not with its batch.
+	MaxStringLen = interfaces.MaxTextLen
 	// MaxBatch is the largest number of items (shards, IDs, moves) in one command.
 	MaxBatch = 1 << 20
 )

@@ -373,25 +373,12 @@ func (d *Daemon) act(ctx context.Context, moves []interfaces.Move) (applied []in
 
 // commitMoves verifies moves against the latest state and carries out the
 // accepted ones: a direct commit (then Assign) for first placements and moves off
-// failed children; revoke → ack → commit for moves off live children. Called
-// with d.decide held.
+// failed children; revoke → ack → commit for moves off live children. The
+// accepted moves go in one entry (fsm.PlanBatch), so a plan is never left half
+// applied because its second entry failed; a move the state machine would refuse
+// is rejected by the verification on its own. Called with d.decide held.
 func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
-	direct, revoke, rejected := d.verifyMoves(moves, defaultReason)
-	if len(direct) > 0 {
-		res, err := d.exec(ctx, &fsm.ApplyPlan{Tier: d.cfg.Tier, Moves: direct})
-		if err != nil {
-			return applied, rejected, err
-		}
-		applied = append(applied, d.carryOut(direct, nil, res.Ops)...)
-	}
-	if len(revoke) > 0 {
-		res, err := d.exec(ctx, &fsm.ApplyPlan{Tier: d.cfg.Tier, Begin: true, Moves: revoke})
-		if err != nil {
-			return applied, rejected, err
-		}
-		applied = append(applied, d.carryOut(revoke, allTrue(len(revoke)), res.Ops)...)
-	}
-	return applied, rejected, nil
+	return d.commitVerified(ctx, nil, moves, defaultReason)
 }
 
 // commitPlanBatch is commitMoves for an operator's plan that also drains
@@ -406,14 +393,19 @@ func (d *Daemon) commitPlanBatch(ctx context.Context, drain []interfaces.ChildID
 		rejected = len(moves) - len(kept)
 		moves = kept
 	}
-	direct, revoke, refused := d.verifyMoves(moves, defaultReason)
-	rejected += refused
-	if len(drain) == 0 && len(direct)+len(revoke) == 0 {
+	applied, refused, err := d.commitVerified(ctx, drain, moves, defaultReason)
+	return applied, rejected + refused, err
+}
+
+// commitVerified verifies moves (verifyMoves) and commits the drains and the
+// accepted moves in one fsm.PlanBatch entry, in plan order. Called with
+// d.decide held.
+func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
+	accepted, begin, rejected := d.verifyMoves(moves, defaultReason)
+	if len(drain) == 0 && len(accepted) == 0 {
 		return nil, rejected, nil
 	}
-	all := append(append([]interfaces.Move(nil), direct...), revoke...)
-	begin := append(make([]bool, len(direct)), allTrue(len(revoke))...)
-	res, err := d.exec(ctx, &fsm.PlanBatch{Tier: d.cfg.Tier, Drain: drain, Moves: all, Begin: begin})
+	res, err := d.exec(ctx, &fsm.PlanBatch{Tier: d.cfg.Tier, Drain: drain, Moves: accepted, Begin: begin})
 	if err != nil {
 		return nil, rejected, err
 	}
@@ -422,14 +414,15 @@ func (d *Daemon) commitPlanBatch(ctx context.Context, drain []interfaces.ChildID
 			return nil, rejected, fmt.Errorf("drain %s: %w (nothing of the plan was applied)", op.ID, op.Err)
 		}
 	}
-	return d.carryOut(all, begin, res.Ops[len(drain):]), rejected, nil
+	return d.carryOut(accepted, begin, res.Ops[len(drain):]), rejected, nil
 }
 
 // verifyMoves checks moves against the latest state (fsm.VerifyPlan), counts
-// and logs the rejected ones, and splits the accepted ones into direct commits
-// (first placements, moves off failed children) and begun moves (revoke → ack
-// → commit), with defaultReason for those without a reason.
-func (d *Daemon) verifyMoves(moves []interfaces.Move, defaultReason string) (direct, revoke []interfaces.Move, rejected int) {
+// and logs the rejected ones, and returns the accepted ones in plan order, with
+// defaultReason for those without a reason, and for each whether it is begun
+// (revoke → ack → commit: a move off a live child) or committed directly (a
+// first placement, a move off a failed child).
+func (d *Daemon) verifyMoves(moves []interfaces.Move, defaultReason string) (accepted []interfaces.Move, begin []bool, rejected int) {
 	verdict := d.tier.FSM.VerifyPlan(moves)
 	rejected = len(verdict.Rejected)
 	if rejected > 0 {
@@ -445,23 +438,22 @@ func (d *Daemon) verifyMoves(moves []interfaces.Move, defaultReason string) (dir
 		d.lastRejections = verdict.Rejected
 		d.mu.Unlock()
 	}
+	accepted = make([]interfaces.Move, 0, len(verdict.Accepted))
+	begin = make([]bool, 0, len(verdict.Accepted))
 	for _, m := range verdict.Accepted {
 		if m.Reason == "" {
 			m.Reason = defaultReason
 		}
 		src, ok := d.tier.FSM.Child(m.From)
-		if m.From == "" || !ok || src.State == interfaces.ChildFailed {
-			direct = append(direct, m)
-		} else {
-			revoke = append(revoke, m)
-		}
+		accepted = append(accepted, m)
+		begin = append(begin, m.From != "" && ok && src.State != interfaces.ChildFailed)
 	}
-	return direct, revoke, rejected
+	return accepted, begin, rejected
 }
 
 // carryOut follows up committed moves (ops are their results, in order): an
 // Assign to the new owner of a direct move, a Revoke to the old owner of a
-// begun one (begun[i]; nil means none is). It returns the moves that committed.
+// begun one (begun[i]). It returns the moves that committed.
 func (d *Daemon) carryOut(moves []interfaces.Move, begun []bool, ops []fsm.OpResult) []interfaces.Move {
 	var applied []interfaces.Move
 	for i, op := range ops {
@@ -470,7 +462,7 @@ func (d *Daemon) carryOut(moves []interfaces.Move, begun []bool, ops []fsm.OpRes
 			continue
 		}
 		applied = append(applied, moves[i])
-		if begun != nil && begun[i] {
+		if begun[i] {
 			d.sendRevoke(moves[i].From, moves[i].Shard, moves[i].Epoch)
 			continue
 		}
@@ -478,14 +470,6 @@ func (d *Daemon) carryOut(moves []interfaces.Move, begun []bool, ops []fsm.OpRes
 		d.sendAssign(moves[i].To, moves[i].Shard, op.Epoch)
 	}
 	return applied
-}
-
-func allTrue(n int) []bool {
-	b := make([]bool, n)
-	for i := range b {
-		b[i] = true
-	}
-	return b
 }
 
 // record logs a round that did something and updates the tier's gauges; the

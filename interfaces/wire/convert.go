@@ -69,6 +69,14 @@ func checkNotNaN(field string, v float64) error {
 	return nil
 }
 
+// checkText checks that a free-text field is at most interfaces.MaxTextLen bytes.
+func checkText(field, s string) error {
+	if len(s) > interfaces.MaxTextLen {
+		return fieldErr(field, fmt.Sprintf("must be at most %d bytes", interfaces.MaxTextLen), fmt.Sprintf("%d bytes", len(s)))
+	}
+	return nil
+}
+
 // checkNonNegInt checks an integer field and converts it to int.
 func checkNonNegInt(field string, v int64) (int, error) {
 	if v < 0 {
@@ -371,7 +379,8 @@ func MoveToWire(mv interfaces.Move) *Move {
 
 // MoveFromWire converts and validates a move: shard and to are required
 // identifiers, from is empty (a first placement) or an identifier other than to,
-// and delta is not NaN.
+// delta is a finite number, and reason and goal are at most interfaces.MaxTextLen
+// bytes: a move a tier could not commit is refused here, as malformed.
 func MoveFromWire(m *Move) (interfaces.Move, error) {
 	const field = "move"
 	if err := interfaces.ValidateID(field+".shard", m.GetShard()); err != nil {
@@ -386,7 +395,13 @@ func MoveFromWire(m *Move) (interfaces.Move, error) {
 	if m.GetFrom() == m.GetTo() {
 		return interfaces.Move{}, fieldErr(field+".to", "must differ from "+field+".from", m.GetTo())
 	}
-	if err := checkNotNaN(field+".delta", m.GetDelta()); err != nil {
+	if d := m.GetDelta(); math.IsNaN(d) || math.IsInf(d, 0) {
+		return interfaces.Move{}, fieldErr(field+".delta", "must be a finite number", d)
+	}
+	if err := checkText(field+".reason", m.GetReason()); err != nil {
+		return interfaces.Move{}, err
+	}
+	if err := checkText(field+".goal", m.GetGoal()); err != nil {
 		return interfaces.Move{}, err
 	}
 	return interfaces.Move{

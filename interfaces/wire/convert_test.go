@@ -234,7 +234,25 @@ func TestFromWireErrors(t *testing.T) {
 		{"move NaN delta", func() error {
 			_, err := wire.MoveFromWire(&wire.Move{Shard: "s1", To: "h1", Delta: math.NaN()})
 			return err
-		}, "move.delta", "not NaN"},
+		}, "move.delta", "must be a finite number"},
+		// What a tier could not commit is refused here (docs/writing-a-tier.md: a
+		// plan with a non-finite number is malformed), not left to sink a batch.
+		{"move infinite delta", func() error {
+			_, err := wire.MoveFromWire(&wire.Move{Shard: "s1", To: "h1", Delta: math.Inf(-1)})
+			return err
+		}, "move.delta", "must be a finite number"},
+		{"move long reason", func() error {
+			_, err := wire.MoveFromWire(&wire.Move{Shard: "s1", To: "h1", Reason: strings.Repeat("r", interfaces.MaxTextLen+1)})
+			return err
+		}, "move.reason", "must be at most 4096 bytes"},
+		{"move long goal", func() error {
+			_, err := wire.MoveFromWire(&wire.Move{Shard: "s1", To: "h1", Goal: strings.Repeat("g", interfaces.MaxTextLen+1)})
+			return err
+		}, "move.goal", "must be at most 4096 bytes"},
+		{"plan move infinite delta", func() error {
+			_, err := wire.PlanFromWire(&wire.Plan{Moves: []*wire.Move{{Shard: "s1", To: "h1"}, {Shard: "s2", To: "h1", Delta: math.Inf(1)}}})
+			return err
+		}, "plan.moves[1].delta", "must be a finite number"},
 
 		{"constraint kind", func() error { _, err := wire.ConstraintFromWire(&wire.Constraint{Kind: 6}); return err }, "constraint.kind", "must be one of capacity, pin, allowed, anti_affinity, max_moves, avoid"},
 		{"constraint pin without child", func() error {
@@ -372,7 +390,7 @@ func TestFromWireErrors(t *testing.T) {
 }
 
 // Values FromWire accepts although they look odd: a negative headroom, infinite
-// ratios and deltas, a move without a from, a hint of another kind carrying a
+// ratios, a move without a from, a reason of exactly the length limit, a hint of another kind carrying a
 // constraint, a nil plan.
 func TestFromWireAccepts(t *testing.T) {
 	r, err := wire.ReportFromWire(&wire.Report{Child: "h1", Headroom: &wire.Load{Cpu: -2, Extra: map[string]float64{"gpu": -1}}})
@@ -381,10 +399,10 @@ func TestFromWireAccepts(t *testing.T) {
 	}
 	p, err := wire.PlanFromWire(&wire.Plan{
 		Status:  wire.PlanStatus_PLAN_STATUS_INFEASIBLE,
-		Moves:   []*wire.Move{{Shard: "s1", To: "h1", Delta: math.Inf(-1)}},
+		Moves:   []*wire.Move{{Shard: "s1", To: "h1", Delta: -1e300, Reason: strings.Repeat("r", interfaces.MaxTextLen)}},
 		Summary: &wire.Summary{MaxOverLb: map[string]float64{"cpu": math.Inf(1)}, Objective: -3},
 	})
-	if err != nil || p.Status != interfaces.StatusInfeasible || p.Moves[0].From != "" || !math.IsInf(p.Moves[0].Delta, -1) ||
+	if err != nil || p.Status != interfaces.StatusInfeasible || p.Moves[0].From != "" || p.Moves[0].Delta != -1e300 || len(p.Moves[0].Reason) != interfaces.MaxTextLen ||
 		!math.IsInf(p.Summary.MaxOverLB["cpu"], 1) || p.Summary.Objective != -3 {
 		t.Errorf("plan: %#v, %v", p, err)
 	}

@@ -128,7 +128,7 @@ var genMove = rapid.Custom(func(t *rapid.T) interfaces.Move {
 		Epoch:  interfaces.Epoch(rapid.Uint64().Draw(t, "epoch")),
 		Reason: genText.Draw(t, "reason"),
 		Goal:   genText.Draw(t, "goal"),
-		Delta:  genNumber.Draw(t, "delta"),
+		Delta:  genFinite.Draw(t, "delta"), // a tier commits only finite deltas
 	}
 	if rapid.Bool().Draw(t, "from?") {
 		m.From = genChildID.Filter(func(id interfaces.ChildID) bool { return id != m.To }).Draw(t, "from")

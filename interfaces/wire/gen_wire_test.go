@@ -7,6 +7,7 @@ package wire_test
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -22,8 +23,8 @@ var (
 	idFields         = map[protoreflect.Name]bool{"id": true, "job": true, "shard": true, "child": true, "allowed": true, "children": true, "shards": true, "to": true}
 	optionalIDFields = map[protoreflect.Name]bool{"from": true, "pinned": true}
 	nonEmptyFields   = map[protoreflect.FullName]bool{"strata.v1.Child.tier": true, "strata.v1.View.tier": true}
-	// Doubles that may be negative or infinite (not NaN); every other double is a
-	// finite number ≥ 0.
+	// Doubles that may be negative or infinite (not NaN; a move's delta is made
+	// finite by fixup); every other double is a finite number ≥ 0.
 	anyNumberFields = map[protoreflect.FullName]bool{
 		"strata.v1.Move.delta": true, "strata.v1.Summary.objective": true,
 		"strata.v1.Summary.max_over_mean": true, "strata.v1.Summary.max_over_lb": true, "strata.v1.Summary.lb": true,
@@ -191,6 +192,9 @@ func fixup(t *rapid.T, m proto.Message) {
 	case *wire.Move:
 		if m.From == m.To {
 			m.From = ""
+		}
+		if math.IsInf(m.Delta, 0) {
+			m.Delta = math.Copysign(1, m.Delta) // a move's delta is finite (any sign)
 		}
 	case *wire.Constraint:
 		if m.Kind == wire.ConstraintKind_CONSTRAINT_KIND_PIN && len(m.Children) == 0 {
