@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -307,11 +308,18 @@ func runHost(ctx context.Context, g *globalOptions, f hostFile) error {
 // including its policy, without binding or opening anything.
 func checkTierConfig(g *globalOptions, path string, f tierFile) error {
 	cfg, err := f.tierConfig()
+	var pol interfaces.Policy
 	if err == nil {
-		_, err = tiers.New(cfg.Policy, cfg.PolicyConfig)
+		pol, err = tiers.New(cfg.Policy, cfg.PolicyConfig)
 	}
 	if err != nil {
 		return usageErr(fmt.Errorf("%s: %w", path, err))
+	}
+	if c, ok := pol.(io.Closer); ok {
+		defer c.Close() // a plugin policy holds a client connection
+	}
+	for _, w := range tierd.PolicyWarnings(cfg.Defaults(), pol) {
+		fmt.Fprintf(g.stderr, "strata: warning: %s: %s\n", path, w)
 	}
 	fmt.Fprintf(g.stdout, "config ok: tier %s, instance %s, node %s, chain %s, policy %s\n",
 		cfg.Tier, cfg.Instance, cfg.NodeID, tierd.ChainString(cfg.Chain), cfg.Policy)

@@ -13,6 +13,8 @@
 //
 // It registers the policy name "plugin" in the tiers registry, with the keys
 // address (required), fallback (a built-in policy name, default "local"),
-// timeout (default 2s) and retry (default 5s); every other key is passed to the
-// plugin as its configuration.
+// timeout (default 1s) and retry (default 5s); every other key is passed to the
+// plugin as its configuration. A call gets at most timeout, and at most half of
+// what is left of its caller's deadline (a tier's solve_timeout): a plugin that
+// hangs leaves the fallback the other half.
 package plugin

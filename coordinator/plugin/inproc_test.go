@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -88,5 +89,46 @@ func TestUncommittablePlanIsAPluginFailure(t *testing.T) {
 				t.Errorf("status %+v: want unhealthy, naming the refused move", st)
 			}
 		})
+	}
+}
+
+// A hung plugin used to take the whole round deadline (its time-out and the
+// round's solve timeout are both 2s by default), and the fallback then ran on
+// an expired context: the local solver stopped at once and placed nothing. The
+// plugin now gets at most half of what is left, the fallback the rest.
+func TestHungPluginLeavesTheFallbackTime(t *testing.T) {
+	left := make(chan time.Duration, 1)
+	addr := serveFunc(t, func(ctx context.Context, _ *wire.PlanRequest) (*wire.PlanResponse, error) {
+		if dl, ok := ctx.Deadline(); ok {
+			left <- time.Until(dl)
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	p := newPlugin(t, interfaces.PolicyConfig{"address": addr, "timeout": "10s", "retry": "1h"})
+	const round = 600 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), round)
+	defer cancel()
+	start := time.Now()
+	plan, err := p.Plan(ctx, view()) // 6 unplaced shards, room for 8
+	if err != nil {
+		t.Fatalf("fallback failed: %v", err)
+	}
+	if len(plan.Moves) != 6 {
+		t.Errorf("fallback after a hung plugin placed %d of 6 unplaced shards (status %v, %d infeasible)", len(plan.Moves), plan.Status, len(plan.Infeasible))
+	}
+	if took := time.Since(start); took > round {
+		t.Errorf("Plan took %v, past the round's deadline %v", took, round)
+	}
+	select {
+	case d := <-left:
+		if d > round/2 {
+			t.Errorf("the plugin call had %v of the round's %v: want at most half", d, round)
+		}
+	default:
+		t.Error("the plugin call had no deadline")
+	}
+	if p.Status().Healthy {
+		t.Error("a plugin that timed out is marked healthy")
 	}
 }

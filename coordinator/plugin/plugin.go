@@ -44,7 +44,7 @@ var _ interfaces.Policy = (*Policy)(nil)
 
 // New builds the policy from its configuration (see the package doc).
 func New(cfg interfaces.PolicyConfig) (interfaces.Policy, error) {
-	p := &Policy{timeout: 2 * time.Second, retry: 5 * time.Second, config: interfaces.PolicyConfig{}, now: time.Now}
+	p := &Policy{timeout: time.Second, retry: 5 * time.Second, config: interfaces.PolicyConfig{}, now: time.Now}
 	fallback := tiers.DefaultPolicy
 	keys := make([]string, 0, len(cfg))
 	for k := range cfg {
@@ -118,7 +118,9 @@ func (p *Policy) Status() Status {
 }
 
 // Plan asks the plugin, within the time-out; on any failure, or while the plugin
-// is in its back-off after one, it plans with the fallback.
+// is in its back-off after one, it plans with the fallback. When ctx has a
+// deadline (a tier's round has its solve_timeout), the plugin gets at most half
+// of the time left, so that a hung plugin leaves the fallback the other half.
 func (p *Policy) Plan(ctx context.Context, v *interfaces.View) (interfaces.Plan, error) {
 	p.mu.Lock()
 	wait := p.failures > 0 && !p.healthy && p.now().Before(p.nextTry)
@@ -134,8 +136,24 @@ func (p *Policy) Plan(ctx context.Context, v *interfaces.View) (interfaces.Plan,
 	return p.fallback.Plan(ctx, v)
 }
 
+// Timeout is the configured deadline of one plugin call.
+func (p *Policy) Timeout() time.Duration { return p.timeout }
+
+// callTimeout is the plugin call's deadline under ctx: the configured time-out,
+// and at most half of what is left of ctx's deadline (the rest is the
+// fallback's).
+func (p *Policy) callTimeout(ctx context.Context) time.Duration {
+	t := p.timeout
+	if dl, ok := ctx.Deadline(); ok {
+		if half := dl.Sub(p.now()) / 2; half < t {
+			t = half
+		}
+	}
+	return t
+}
+
 func (p *Policy) callPlugin(ctx context.Context, remote *wire.RemotePolicy, v *interfaces.View) (interfaces.Plan, error) {
-	cctx, cancel := context.WithTimeout(ctx, p.timeout)
+	cctx, cancel := context.WithTimeout(ctx, p.callTimeout(ctx))
 	defer cancel()
 	if remote == nil {
 		r, err := wire.DialPolicy(cctx, p.conn, p.config)

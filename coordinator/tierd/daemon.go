@@ -128,6 +128,9 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		declaring:  map[interfaces.ChildID]bool{},
 		wake:       make(chan struct{}, 1),
 	}
+	for _, w := range PolicyWarnings(cfg, policy) {
+		d.logger.Printf("warning: %s", w)
+	}
 	// LeanRestore: a follower that installs a snapshot over a large state peaks at
 	// about one state's memory instead of two (docs/benchmarks.md, "Coordinator
 	// FSM"). Readers of the FSM wait for the restore, and a failed restore stops
@@ -240,6 +243,19 @@ func (d *Daemon) Close() error {
 		_ = p.Close()
 	}
 	return d.tier.Shutdown()
+}
+
+// PolicyWarnings returns what is valid but likely a mistake in how cfg (with
+// its defaults) configures pol: a plugin time-out at or above the solve timeout
+// (a plugin call gets at most half of the round's solve timeout, so that the
+// fallback keeps the other half: the configured time-out is then never reached).
+func PolicyWarnings(cfg Config, pol interfaces.Policy) []string {
+	var out []string
+	if p, ok := pol.(*plugin.Policy); ok && cfg.SolveTimeout > 0 && p.Timeout() >= cfg.SolveTimeout {
+		out = append(out, fmt.Sprintf("policy.config.timeout %v is not below control.solve_timeout %v: a plugin call gets at most half the solve timeout (%v), so that its fallback keeps the rest; set it lower",
+			p.Timeout(), cfg.SolveTimeout, cfg.SolveTimeout/2))
+	}
+	return out
 }
 
 // policyStatus names the policy and, for an external plugin, its health.
