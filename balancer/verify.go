@@ -3,6 +3,7 @@ package balancer
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/strata-sched/strata/interfaces"
 )
@@ -38,8 +39,8 @@ const (
 	RejectWrongOwner                           // the shard is not on Move.From (or is placed when From is empty)
 	RejectStaleEpoch                           // the shard's epoch is not Move.Epoch
 	RejectTargetInactive                       // the target child is draining or failed
-	RejectConstraint                           // the shard's pin, allowed list or labels exclude the target
-	RejectCapacity                             // the target would exceed its capacity
+	RejectConstraint                           // the shard's pin, allowed list or labels, or a tier-level pin, allowed or anti-affinity rule, exclude the target
+	RejectCapacity                             // the target would exceed its capacity, or a tier-level capacity rule
 )
 
 var rejectNames = [...]string{"", "invalid", "duplicate", "unknown_shard", "unknown_child", "in_flight",
@@ -109,11 +110,33 @@ const capacityTolerance = 1e-9
 //     every dimension (else capacity). In-flight moves are already in Used.
 //
 // Verify is pure: it reads st, never modifies it, and returns the same verdict for
-// the same input.
+// the same input. It checks no tier-level rule: VerifyRules does.
 func Verify(st PlanState, moves []interfaces.Move) Verdict {
+	return VerifyRules(st, nil, moves)
+}
+
+// VerifyRules is Verify that also holds each move to the tier-level hard rules
+// the plan's policy was given (interfaces.View.Constraints: an operator's, the
+// ones derived from children's hints, a parent's), as the balancer's own
+// solvers do:
+//
+//   - pin: a listed shard may only move to the rule's child (else constraint);
+//   - allowed: a listed shard may only move to one of the rule's children (else
+//     constraint);
+//   - anti_affinity: at most Max (0 means 1) of the listed shards on one child,
+//     counting in-flight moves on their targets and the moves already accepted
+//     (else constraint);
+//   - capacity: the rule's Limit, in each dimension where it is above zero,
+//     caps the child's usable capacity (else capacity).
+//
+// avoid is a preference and max_moves a budget (the tier's controller admits
+// within it): neither is checked here. A rule's shards and children that st
+// does not have are ignored. Each rejection names the rule's Reason.
+func VerifyRules(st PlanState, rules []interfaces.Constraint, moves []interfaces.Move) Verdict {
 	v := Verdict{}
 	seen := make(map[interfaces.ShardID]struct{}, len(moves))
 	delta := map[interfaces.ChildID]interfaces.Load{}
+	tr := newTierRules(st, rules)
 	reject := func(m interfaces.Move, code RejectCode, format string, args ...any) {
 		v.Rejected = append(v.Rejected, Rejection{Move: m, Code: code, Reason: fmt.Sprintf(format, args...)})
 	}
@@ -173,11 +196,20 @@ func Verify(st PlanState, moves []interfaces.Move) Verdict {
 			reject(m, RejectConstraint, "shard %q may not use child %q: %s", m.Shard, m.To, why)
 			continue
 		}
+		if why := tr.excludes(m); why != "" {
+			reject(m, RejectConstraint, "shard %q may not use child %q: %s", m.Shard, m.To, why)
+			continue
+		}
 		after := st.Used(m.To).Add(delta[m.To]).Add(shard.Load)
 		if r, over, ok := overCapacity(after, child.Capacity); ok {
 			reject(m, RejectCapacity, "target child %q would carry %s=%g, capacity %g", m.To, r, over, child.Capacity.Get(r))
 			continue
 		}
+		if r, over, limit, why, ok := tr.overLimit(m.To, after); ok {
+			reject(m, RejectCapacity, "target child %q would carry %s=%g, limit %g (the tier's %s)", m.To, r, over, limit, why)
+			continue
+		}
+		tr.accept(m)
 		delta[m.To] = delta[m.To].Add(shard.Load)
 		if m.From != "" {
 			delta[m.From] = delta[m.From].Sub(shard.Load)
@@ -211,6 +243,132 @@ func overCapacity(load, capacity interfaces.Load) (interfaces.Resource, float64,
 		}
 	}
 	return "", 0, false
+}
+
+// tierRules indexes the tier-level hard rules of a plan's verification.
+type tierRules struct {
+	st     PlanState
+	rules  []interfaces.Constraint
+	shards map[interfaces.ShardID][]int // pin, allowed and anti_affinity rules naming the shard
+	limits map[interfaces.ChildID][]int // capacity rules naming the child
+	// counts holds, per anti_affinity rule, how many of its shards each child
+	// has (in flight counted on the target, accepted moves counted as done),
+	// built when the rule is first needed.
+	counts map[int]map[interfaces.ChildID]int
+}
+
+func newTierRules(st PlanState, rules []interfaces.Constraint) *tierRules {
+	tr := &tierRules{st: st, rules: rules}
+	for i, k := range rules {
+		switch k.Kind {
+		case interfaces.ConstraintPin, interfaces.ConstraintAllowed, interfaces.ConstraintAntiAffinity:
+			if tr.shards == nil {
+				tr.shards = map[interfaces.ShardID][]int{}
+			}
+			for _, id := range k.Shards {
+				if l := tr.shards[id]; len(l) == 0 || l[len(l)-1] != i {
+					tr.shards[id] = append(l, i)
+				}
+			}
+		case interfaces.ConstraintCapacity:
+			if tr.limits == nil {
+				tr.limits = map[interfaces.ChildID][]int{}
+			}
+			for _, id := range k.Children {
+				if l := tr.limits[id]; len(l) == 0 || l[len(l)-1] != i {
+					tr.limits[id] = append(l, i)
+				}
+			}
+		}
+	}
+	return tr
+}
+
+// ruleWhy names a rule in a rejection: its kind and reason.
+func ruleWhy(k interfaces.Constraint) string {
+	if k.Reason == "" {
+		return k.Kind.String() + " rule"
+	}
+	return k.Kind.String() + " rule: " + k.Reason
+}
+
+// excludes says which pin, allowed or anti_affinity rule m breaks, or "".
+func (tr *tierRules) excludes(m interfaces.Move) string {
+	for _, i := range tr.shards[m.Shard] {
+		k := tr.rules[i]
+		switch k.Kind {
+		case interfaces.ConstraintPin:
+			if len(k.Children) > 0 && k.Children[0] != m.To {
+				return fmt.Sprintf("pinned to %q by the tier's %s", k.Children[0], ruleWhy(k))
+			}
+		case interfaces.ConstraintAllowed:
+			if !slices.Contains(k.Children, m.To) {
+				return fmt.Sprintf("not among the children the tier's %s allows", ruleWhy(k))
+			}
+		case interfaces.ConstraintAntiAffinity:
+			limit := max(k.Max, 1)
+			if n := tr.count(i)[m.To]; n >= limit {
+				return fmt.Sprintf("the child already holds %d of the shards of the tier's %s (at most %d per child)", n, ruleWhy(k), limit)
+			}
+		}
+	}
+	return ""
+}
+
+// count returns the per-child count of anti_affinity rule i's shards.
+func (tr *tierRules) count(i int) map[interfaces.ChildID]int {
+	if c, ok := tr.counts[i]; ok {
+		return c
+	}
+	c := map[interfaces.ChildID]int{}
+	seen := map[interfaces.ShardID]bool{}
+	for _, id := range tr.rules[i].Shards {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		on, _ := tr.st.Owner(id)
+		if fl, ok := tr.st.InFlight(id); ok {
+			on = fl.To
+		}
+		if on != "" {
+			c[on]++
+		}
+	}
+	if tr.counts == nil {
+		tr.counts = map[int]map[interfaces.ChildID]int{}
+	}
+	tr.counts[i] = c
+	return c
+}
+
+// accept counts an accepted move in the anti_affinity rules of its shard.
+func (tr *tierRules) accept(m interfaces.Move) {
+	for _, i := range tr.shards[m.Shard] {
+		if tr.rules[i].Kind != interfaces.ConstraintAntiAffinity {
+			continue
+		}
+		c := tr.count(i)
+		c[m.To]++
+		if m.From != "" {
+			c[m.From]--
+		}
+	}
+}
+
+// overLimit returns the first dimension in which load exceeds a capacity rule
+// of child, with the rule's limit and why.
+func (tr *tierRules) overLimit(child interfaces.ChildID, load interfaces.Load) (interfaces.Resource, float64, float64, string, bool) {
+	for _, i := range tr.limits[child] {
+		k := tr.rules[i]
+		for _, r := range interfaces.UnionNames(load, k.Limit) {
+			l, lim := load.Get(r), k.Limit.Get(r)
+			if lim > 0 && l > lim*(1+capacityTolerance)+capacityTolerance {
+				return r, l, lim, ruleWhy(k), true
+			}
+		}
+	}
+	return "", 0, 0, "", false
 }
 
 // viewState indexes an interfaces.View for Verify.
@@ -307,11 +465,22 @@ func (s *viewState) InFlight(id interfaces.ShardID) (interfaces.Move, bool) {
 
 func (s *viewState) Used(id interfaces.ChildID) interfaces.Load { return s.used[id] }
 
-// VerifyView is Verify against a View: the simulator's entry point.
+// VerifyView is Verify against a View: the simulator's entry point. It does
+// not check v.Constraints; VerifyViewRules does.
 func VerifyView(v *interfaces.View, moves []interfaces.Move) (Verdict, error) {
 	st, err := NewViewState(v)
 	if err != nil {
 		return Verdict{}, err
 	}
 	return Verify(st, moves), nil
+}
+
+// VerifyViewRules is VerifyRules against a View and its Constraints: all a tier
+// checks a policy's plan against when it commits it (a policy's tests call it).
+func VerifyViewRules(v *interfaces.View, moves []interfaces.Move) (Verdict, error) {
+	st, err := NewViewState(v)
+	if err != nil {
+		return Verdict{}, err
+	}
+	return VerifyRules(st, v.Constraints, moves), nil
 }

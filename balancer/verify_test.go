@@ -297,3 +297,84 @@ func TestVerifyProperties(t *testing.T) {
 		}
 	})
 }
+
+// The tier-level rules a policy is given (View.Constraints) hold at commit as
+// the shard's own constraints do: before, Verify checked only the latter, so
+// a policy or plugin that ignored an operator's pin or capacity limit had its
+// moves committed.
+func TestVerifyTierRules(t *testing.T) {
+	type mv = interfaces.Move
+	type ck = interfaces.Constraint
+	pin := ck{Kind: interfaces.ConstraintPin, Shards: []interfaces.ShardID{"s3"}, Children: []interfaces.ChildID{"g"}, Reason: "operator pin"}
+	allowed := ck{Kind: interfaces.ConstraintAllowed, Shards: []interfaces.ShardID{"s3", "gone"}, Children: []interfaces.ChildID{"b", "g"}, Reason: "zone"}
+	// a: capacity 4, used 1 (s1); the rule makes 2 usable.
+	limit := ck{Kind: interfaces.ConstraintCapacity, Children: []interfaces.ChildID{"a"}, Limit: cpu(2), Reason: "operator: a usable cpu 2"}
+	// s1 is on a, s2 in flight to b: one of the group per child.
+	anti := ck{Kind: interfaces.ConstraintAntiAffinity, Shards: []interfaces.ShardID{"s1", "s2", "s3", "p"}, Reason: "keep apart"}
+	anti2 := anti
+	anti2.Max = 2
+	soft := []ck{{Kind: interfaces.ConstraintAvoid, Shards: []interfaces.ShardID{"s3"}, Children: []interfaces.ChildID{"a"}},
+		{Kind: interfaces.ConstraintMaxMoves, Max: 1}}
+	cases := []struct {
+		name  string
+		rules []ck
+		moves []mv
+		want  []balancer.RejectCode
+	}{
+		{"pin elsewhere", []ck{pin}, []mv{{Shard: "s3", To: "a"}}, []balancer.RejectCode{balancer.RejectConstraint}},
+		{"pin here", []ck{pin}, []mv{{Shard: "s3", To: "g"}}, []balancer.RejectCode{0}},
+		{"pin of another shard", []ck{pin}, []mv{{Shard: "p", To: "a"}}, []balancer.RejectCode{0}},
+		{"not allowed", []ck{allowed}, []mv{{Shard: "s3", To: "a"}}, []balancer.RejectCode{balancer.RejectConstraint}},
+		{"allowed", []ck{allowed}, []mv{{Shard: "s3", To: "g"}}, []balancer.RejectCode{0}},
+		{"within the limit", []ck{limit}, []mv{{Shard: "s3", To: "a"}}, []balancer.RejectCode{0}},
+		{"over the limit", []ck{limit}, []mv{{Shard: "s3", To: "a"}, {Shard: "p", To: "a"}},
+			[]balancer.RejectCode{0, balancer.RejectCapacity}},
+		{"limit of another child", []ck{limit}, []mv{{Shard: "s3", To: "b"}}, []balancer.RejectCode{0}},
+		{"anti-affinity: a holds s1", []ck{anti}, []mv{{Shard: "s3", To: "a"}}, []balancer.RejectCode{balancer.RejectConstraint}},
+		{"anti-affinity: b holds s2 in flight", []ck{anti}, []mv{{Shard: "s3", To: "b"}}, []balancer.RejectCode{balancer.RejectConstraint}},
+		{"anti-affinity: accepted moves count", []ck{anti}, []mv{{Shard: "s3", To: "g"}, {Shard: "p", To: "a"}, {Shard: "s1", From: "a", To: "g", Epoch: 3}},
+			[]balancer.RejectCode{0, balancer.RejectConstraint, balancer.RejectConstraint}},
+		{"anti-affinity: a move out makes room", []ck{anti}, []mv{{Shard: "s1", From: "a", To: "g", Epoch: 3}, {Shard: "s3", To: "a"}},
+			[]balancer.RejectCode{0, 0}},
+		{"anti-affinity max 2", []ck{anti2}, []mv{{Shard: "s3", To: "a"}, {Shard: "p", To: "a"}},
+			[]balancer.RejectCode{0, balancer.RejectConstraint}},
+		{"avoid and max_moves are not checked", soft, []mv{{Shard: "s3", To: "a"}, {Shard: "s1", From: "a", To: "g", Epoch: 3}},
+			[]balancer.RejectCode{0, 0}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := verifyView()
+			v.Constraints = tc.rules
+			got, err := balancer.VerifyViewRules(v, tc.moves)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Accepted and Rejected are both in plan order: merge them back.
+			var codes []balancer.RejectCode
+			acc, rej := 0, 0
+			for _, m := range tc.moves {
+				if acc < len(got.Accepted) && got.Accepted[acc] == m {
+					codes = append(codes, 0)
+					acc++
+					continue
+				}
+				if rej < len(got.Rejected) {
+					r := got.Rejected[rej]
+					codes = append(codes, r.Code)
+					if why := tc.rules[0].Reason; why != "" && !strings.Contains(r.Reason, why) {
+						t.Errorf("rejection %q does not name the rule's reason %q", r.Reason, why)
+					}
+					rej++
+				}
+			}
+			if !reflect.DeepEqual(codes, tc.want) {
+				t.Errorf("codes %v, want %v (%+v)", codes, tc.want, got.Rejected)
+			}
+			// Without the rules (Verify) every move here is accepted.
+			plain, _ := balancer.VerifyView(v, tc.moves)
+			if len(plain.Rejected) != 0 {
+				t.Fatalf("the case should test only the tier rules: Verify rejects %+v", plain.Rejected)
+			}
+		})
+	}
+}

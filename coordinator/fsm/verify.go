@@ -57,15 +57,22 @@ func (p planState) Used(id interfaces.ChildID) interfaces.Load {
 // the leader calls it, after a Barrier, then commits the accepted moves with
 // ApplyPlan. It is O(len(moves)).
 func (f *FSM) VerifyPlan(moves []interfaces.Move) balancer.Verdict {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.st.verify(planState{f.st}, moves)
+	return f.VerifyPlanRules(nil, moves)
 }
 
-// verify is balancer.Verify on st, which also rejects the moves of quarantined
+// VerifyPlanRules is VerifyPlan that also holds the moves to the tier-level
+// rules the plan's policy was given (balancer.VerifyRules): the tier's
+// constraints are not in the replicated state, the caller passes them.
+func (f *FSM) VerifyPlanRules(rules []interfaces.Constraint, moves []interfaces.Move) balancer.Verdict {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.verify(planState{f.st}, rules, moves)
+}
+
+// verify is balancer.VerifyRules on st, which also rejects the moves of quarantined
 // shards (constraint), as Apply would: the rejections stay in plan order, and
 // the other moves are verified as if those were not in the plan.
-func (s *state) verify(st balancer.PlanState, moves []interfaces.Move) balancer.Verdict {
+func (s *state) verify(st balancer.PlanState, rules []interfaces.Constraint, moves []interfaces.Move) balancer.Verdict {
 	quarantined := func(m interfaces.Move) string {
 		if r := s.shard(m.Shard); r != nil {
 			return r.quarantine
@@ -85,7 +92,7 @@ func (s *state) verify(st balancer.PlanState, moves []interfaces.Move) balancer.
 			break
 		}
 	}
-	v := balancer.Verify(st, rest)
+	v := balancer.VerifyRules(st, rules, rest)
 	if len(rest) == len(moves) {
 		return v
 	}
@@ -153,7 +160,7 @@ func (f *FSM) VerifyPlanPending(pending []Pending, moves []interfaces.Move) (bal
 	if len(pending) > 0 {
 		st = newPendingState(planState{f.st}, pending)
 	}
-	v := f.st.verify(st, moves)
+	v := f.st.verify(st, nil, moves)
 	accepted := make([]Pending, len(v.Accepted))
 	for i, m := range v.Accepted {
 		accepted[i].Move = m

@@ -7,9 +7,10 @@
 // answers with an error. After a failure the plugin is marked unhealthy and is
 // not called again until a back-off has passed; the first call after it that
 // succeeds marks it healthy again. The plugin's plans are not trusted: the tier
-// verifies them exactly like a built-in policy's (balancer.Verify at commit time),
-// and a plan that names unknown shards or children, or breaks a hard constraint,
-// is rejected with the reason.
+// verifies them exactly like a built-in policy's (balancer.VerifyRules at commit
+// time, with the tier-level rules the view carried), and a move that names
+// unknown shards or children, or breaks a hard constraint, is rejected with the
+// reason.
 //
 // It registers the policy name "plugin" in the tiers registry, with the keys
 // address (required), fallback (a built-in policy name, default "local"),

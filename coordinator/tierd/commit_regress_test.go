@@ -5,10 +5,12 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/strata-sched/strata/balancer"
 	"github.com/strata-sched/strata/coordinator/fsm"
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 // A move the state machine would refuse (a non-finite delta, a reason or goal
@@ -29,7 +31,7 @@ func TestOneUncommittableMoveDoesNotSinkTheRound(t *testing.T) {
 			poison := interfaces.Move{Shard: "j/1", To: "h2", Reason: "bad"}
 			bad(&poison)
 			d.decide.Lock()
-			applied, rejected, err := d.commitMoves(context.Background(), []interfaces.Move{poison, good}, "policy test")
+			applied, rejected, err := d.commitMoves(context.Background(), []interfaces.Move{poison, good}, nil, "policy test")
 			d.decide.Unlock()
 			if err != nil {
 				t.Fatalf("commit: %v (the bad move sank the batch)", err)
@@ -61,7 +63,7 @@ func TestDirectAndBegunMovesCommitInOneEntry(t *testing.T) {
 	applied, rejected, err := d.commitMoves(context.Background(), []interfaces.Move{
 		{Shard: "j/0", From: "h1", To: "h2", Epoch: st.Epoch}, // begun: h1 is live
 		{Shard: "j/1", To: "h2"},                              // direct: a first placement
-	}, "policy test")
+	}, nil, "policy test")
 	d.decide.Unlock()
 	if err != nil || rejected != 0 || len(applied) != 2 {
 		t.Fatalf("applied %v, rejected %d, err %v", applied, rejected, err)
@@ -74,5 +76,59 @@ func TestDirectAndBegunMovesCommitInOneEntry(t *testing.T) {
 	}
 	if st, _ := d.Tier().FSM.Shard("j/1"); st.Owner != "h2" {
 		t.Errorf("j/1 on %q, want h2", st.Owner)
+	}
+}
+
+// The tier-level rules in a policy's view (here an operator's pin and capacity
+// limit, manual mode) are checked again when its moves commit: before, the
+// commit checked only the shards' own constraints, and a policy or plugin that
+// ignored view.Constraints had both rules broken.
+func TestCommitChecksTheTiersRules(t *testing.T) {
+	d, err := Start(Config{
+		Tier: interfaces.TierRegion, Instance: "r", NodeID: "n1", DataDir: t.TempDir(),
+		RaftAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Bootstrap: true, Parent: []string{"127.0.0.1:1"},
+		Interval: 50 * time.Millisecond, Integration: IntegrationManual,
+		Constraints: []interfaces.Constraint{
+			{Kind: interfaces.ConstraintPin, Shards: []interfaces.ShardID{"j/1"}, Children: []interfaces.ChildID{"h1"}, Reason: "operator pin"},
+			{Kind: interfaces.ConstraintCapacity, Children: []interfaces.ChildID{"h2"}, Limit: interfaces.Load{CPU: 1.5}, Reason: "operator: h2 usable cpu 1.5"},
+		},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	testutil.Until(t, "leader", 10*time.Second, func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.leader })
+	for _, id := range []interfaces.ChildID{"h1", "h2"} {
+		must(t, d, &fsm.PutChild{Child: interfaces.Child{ID: id, Tier: interfaces.TierHost, Capacity: interfaces.Load{CPU: 8}}})
+	}
+	must(t, d, &fsm.PutShards{Shards: []interfaces.Shard{
+		{ID: "j/1", Job: "j", Load: interfaces.Load{CPU: 1}},
+		{ID: "j/2", Job: "j", Load: interfaces.Load{CPU: 1}},
+		{ID: "j/3", Job: "j", Load: interfaces.Load{CPU: 1}},
+	}})
+	d.decide.Lock()
+	view, _ := d.baseView(time.Now())
+	view.Constraints = append(view.Constraints, d.cooperate(view)...)
+	applied, rejected, err := d.commitMoves(context.Background(), []interfaces.Move{
+		{Shard: "j/1", To: "h2", Reason: "ignores the operator pin"},
+		{Shard: "j/2", To: "h2", Reason: "within h2's limit"},
+		{Shard: "j/3", To: "h2", Reason: "past h2's limit"},
+	}, view.Constraints, "policy test")
+	d.decide.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied) != 1 || applied[0].Shard != "j/2" || rejected != 2 {
+		t.Errorf("applied %v, rejected %d: want only j/2 committed", applied, rejected)
+	}
+	for _, id := range []interfaces.ShardID{"j/1", "j/3"} {
+		if st, _ := d.Tier().FSM.Shard(id); st.Owner != "" {
+			t.Errorf("%s committed onto %s despite the tier's rules", id, st.Owner)
+		}
+	}
+	rej := d.LastRejections()
+	if len(rej) != 2 || rej[0].Code != balancer.RejectConstraint || !strings.Contains(rej[0].Reason, "operator pin") ||
+		rej[1].Code != balancer.RejectCapacity || !strings.Contains(rej[1].Reason, "h2 usable cpu 1.5") {
+		t.Errorf("rejections %+v: want the pin (constraint) and the limit (capacity), each naming the rule", rej)
 	}
 }

@@ -167,7 +167,7 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 	admitted, _ := dec.Admit(sv, plan)
 	explainEvictions(admitted, evictions)
 	d.decide.Lock()
-	applied, rejected, err := d.act(ctx, admitted)
+	applied, rejected, err := d.act(ctx, admitted, sv.Constraints)
 	d.decide.Unlock()
 	obs.Planned, obs.Applied = len(plan.Moves), applied
 	d.observeRound(obs)
@@ -359,26 +359,27 @@ func (d *Daemon) baseView(now time.Time) (*interfaces.View, map[interfaces.Shard
 	return view, d.withoutQuarantined(view)
 }
 
-// act verifies the plan against the latest state and carries it out. Called
-// with d.decide held.
-func (d *Daemon) act(ctx context.Context, moves []interfaces.Move) (applied []interfaces.Move, rejected int, err error) {
+// act verifies the plan against the latest state and the tier-level rules the
+// policy was given, and carries it out. Called with d.decide held.
+func (d *Daemon) act(ctx context.Context, moves []interfaces.Move, rules []interfaces.Constraint) (applied []interfaces.Move, rejected int, err error) {
 	if d.up != nil {
 		moves = d.up.dropRevoking(moves)
 	}
 	if len(moves) == 0 {
 		return nil, 0, nil
 	}
-	return d.commitMoves(ctx, moves, "policy "+d.policy.Name())
+	return d.commitMoves(ctx, moves, rules, "policy "+d.policy.Name())
 }
 
-// commitMoves verifies moves against the latest state and carries out the
-// accepted ones: a direct commit (then Assign) for first placements and moves off
+// commitMoves verifies moves against the latest state and the tier-level rules
+// (the hard constraints the moves' policy was given: pin, allowed,
+// anti-affinity, capacity limits) and carries out the accepted ones: a direct commit (then Assign) for first placements and moves off
 // failed children; revoke → ack → commit for moves off live children. The
 // accepted moves go in one entry (fsm.PlanBatch), so a plan is never left half
 // applied because its second entry failed; a move the state machine would refuse
 // is rejected by the verification on its own. Called with d.decide held.
-func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
-	return d.commitVerified(ctx, nil, moves, defaultReason)
+func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
+	return d.commitVerified(ctx, nil, moves, rules, defaultReason)
 }
 
 // commitPlanBatch is commitMoves for an operator's plan that also drains
@@ -386,22 +387,22 @@ func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, defau
 // so the plan is never left half done — drained without its moves, or the
 // reverse. A drain the state machine refuses (a child gone) refuses the whole
 // batch. Called with d.decide held.
-func (d *Daemon) commitPlanBatch(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
+func (d *Daemon) commitPlanBatch(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
 	if d.up != nil {
 		// Not the shards our parent is taking back (as act).
 		kept := d.up.dropRevoking(moves)
 		rejected = len(moves) - len(kept)
 		moves = kept
 	}
-	applied, refused, err := d.commitVerified(ctx, drain, moves, defaultReason)
+	applied, refused, err := d.commitVerified(ctx, drain, moves, rules, defaultReason)
 	return applied, rejected + refused, err
 }
 
 // commitVerified verifies moves (verifyMoves) and commits the drains and the
 // accepted moves in one fsm.PlanBatch entry, in plan order. Called with
 // d.decide held.
-func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
-	accepted, begin, rejected := d.verifyMoves(moves, defaultReason)
+func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
+	accepted, begin, rejected := d.verifyMoves(moves, rules, defaultReason)
 	if len(drain) == 0 && len(accepted) == 0 {
 		return nil, rejected, nil
 	}
@@ -417,13 +418,14 @@ func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID,
 	return d.carryOut(accepted, begin, res.Ops[len(drain):]), rejected, nil
 }
 
-// verifyMoves checks moves against the latest state (fsm.VerifyPlan), counts
+// verifyMoves checks moves against the latest state and the tier-level rules
+// (fsm.VerifyPlanRules), counts
 // and logs the rejected ones, and returns the accepted ones in plan order, with
 // defaultReason for those without a reason, and for each whether it is begun
 // (revoke → ack → commit: a move off a live child) or committed directly (a
 // first placement, a move off a failed child).
-func (d *Daemon) verifyMoves(moves []interfaces.Move, defaultReason string) (accepted []interfaces.Move, begin []bool, rejected int) {
-	verdict := d.tier.FSM.VerifyPlan(moves)
+func (d *Daemon) verifyMoves(moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string) (accepted []interfaces.Move, begin []bool, rejected int) {
+	verdict := d.tier.FSM.VerifyPlanRules(rules, moves)
 	rejected = len(verdict.Rejected)
 	if rejected > 0 {
 		d.scope.Counter("moves_rejected_total").Inc(int64(rejected))

@@ -29,7 +29,10 @@ type pendingPlan struct {
 	// place every shard (StatusInfeasible) is shown but never applied.
 	status     interfaces.Status
 	infeasible int
-	created    time.Time
+	// rules are the tier-level constraints the policy planned under (the
+	// rules in force and the request's): the moves are verified against them.
+	rules   []interfaces.Constraint
+	created time.Time
 	// used says how ApplyPlan used the token ("" while unused): a token is
 	// applied at most once, and a second try says what became of the first.
 	used string
@@ -102,7 +105,7 @@ func (d *Daemon) Plan(ctx context.Context, req *wire.AdminPlanRequest) (*wire.Ad
 			delete(d.plans, t)
 		}
 	}
-	d.plans[token] = pendingPlan{index: index, drain: drain, moves: plan.Moves, status: plan.Status, infeasible: len(plan.Infeasible), created: time.Now()}
+	d.plans[token] = pendingPlan{index: index, drain: drain, moves: plan.Moves, status: plan.Status, infeasible: len(plan.Infeasible), rules: view.Constraints, created: time.Now()}
 	d.mu.Unlock()
 	return &wire.AdminPlanResponse{Plan: wire.PlanToWire(plan), Token: token, StateIndex: index}, nil
 }
@@ -147,7 +150,7 @@ func (d *Daemon) ApplyPlan(ctx context.Context, req *wire.ApplyPlanRequest) (*wi
 			drain = append(drain, id)
 		}
 	}
-	applied, rejected, err := d.commitPlanBatch(ctx, drain, p.moves, "plan applied by an operator")
+	applied, rejected, err := d.commitPlanBatch(ctx, drain, p.moves, p.rules, "plan applied by an operator")
 	if err != nil {
 		markUsed(fmt.Sprintf("its apply failed (%v)", err))
 		return nil, wire.ToStatus(err)
