@@ -11,6 +11,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/fsm"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/internal/testutil"
+	"github.com/strata-sched/strata/tiers/control"
 )
 
 // A move the state machine would refuse (a non-finite delta, a reason or goal
@@ -130,5 +131,45 @@ func TestCommitChecksTheTiersRules(t *testing.T) {
 	if len(rej) != 2 || rej[0].Code != balancer.RejectConstraint || !strings.Contains(rej[0].Reason, "operator pin") ||
 		rej[1].Code != balancer.RejectCapacity || !strings.Contains(rej[1].Reason, "h2 usable cpu 1.5") {
 		t.Errorf("rejections %+v: want the pin (constraint) and the limit (capacity), each naming the rule", rej)
+	}
+}
+
+// The round verifies the policy's plan before it admits it: moves the tier
+// refuses (an unknown shard, a stale epoch) used to spend the round's move
+// budget (dec.Admit ran first), and the valid move after them was dropped — a
+// sloppy or hostile plugin listing junk first starved the tier of every
+// rebalancing move.
+func TestRejectedMovesSpendNoBudget(t *testing.T) {
+	d, _ := revokeRegion(t, "h1", "h2")
+	must(t, d, &fsm.PutShards{Shards: []interfaces.Shard{{ID: "j/1", Job: "j", Load: interfaces.Load{CPU: 1}}, {ID: "j/2", Job: "j", Load: interfaces.Load{CPU: 1}}}})
+	must(t, d, &fsm.ApplyPlan{Tier: "region", Moves: []interfaces.Move{{Shard: "j/0", To: "h1"}, {Shard: "j/1", To: "h1"}, {Shard: "j/2", To: "h1"}}})
+	st0, _ := d.Tier().FSM.Shard("j/0")
+	st1, _ := d.Tier().FSM.Shard("j/1")
+	st2, _ := d.Tier().FSM.Shard("j/2")
+	plan := interfaces.Plan{Moves: []interfaces.Move{
+		{Shard: "ghost", From: "h1", To: "h2", Epoch: st0.Epoch},   // unknown shard
+		{Shard: "j/0", From: "h1", To: "h2", Epoch: st0.Epoch - 1}, // stale epoch
+		{Shard: "j/1", From: "h1", To: "h2", Epoch: st1.Epoch},     // good
+		{Shard: "j/2", From: "h1", To: "h2", Epoch: st2.Epoch},     // good, over the budget
+	}}
+	dec := control.Decision{Mode: control.ModePeriodic, MaxMoves: 1}
+	d.decide.Lock()
+	sv, _ := d.baseView(time.Now())
+	applied, rejected, err := d.act(context.Background(), sv, plan, &dec, nil)
+	d.decide.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied) != 1 || applied[0].Shard != "j/1" {
+		t.Errorf("applied %v: want the first valid move (budget 1)", applied)
+	}
+	if rejected != 2 {
+		t.Errorf("%d rejected, want the 2 invalid moves", rejected)
+	}
+	if st, _ := d.Tier().FSM.Shard("j/1"); st.InFlight == nil || st.InFlight.To != "h2" {
+		t.Errorf("j/1: %+v, want its move to h2 begun", st)
+	}
+	if st, _ := d.Tier().FSM.Shard("j/2"); st.InFlight != nil {
+		t.Errorf("j/2 moved past the round's budget: %+v", st.InFlight)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-sched/strata/balancer"
 	"github.com/strata-sched/strata/coordinator/fsm"
 	"github.com/strata-sched/strata/coordinator/plugin"
 	"github.com/strata-sched/strata/interfaces"
@@ -164,10 +165,8 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 		d.record(mode, 0, 0, 0, err)
 		return
 	}
-	admitted, _ := dec.Admit(sv, plan)
-	explainEvictions(admitted, evictions)
 	d.decide.Lock()
-	applied, rejected, err := d.act(ctx, admitted, sv.Constraints)
+	applied, rejected, err := d.act(ctx, sv, plan, &dec, evictions)
 	d.decide.Unlock()
 	obs.Planned, obs.Applied = len(plan.Moves), applied
 	d.observeRound(obs)
@@ -359,16 +358,32 @@ func (d *Daemon) baseView(now time.Time) (*interfaces.View, map[interfaces.Shard
 	return view, d.withoutQuarantined(view)
 }
 
-// act verifies the plan against the latest state and the tier-level rules the
-// policy was given, and carries it out. Called with d.decide held.
-func (d *Daemon) act(ctx context.Context, moves []interfaces.Move, rules []interfaces.Constraint) (applied []interfaces.Move, rejected int, err error) {
+// act carries out the policy's plan: it verifies the moves against the latest
+// state and the tier-level rules the policy was given (sv.Constraints), admits
+// what the round's decision allows of the accepted ones (dec.Admit: budget,
+// anti-bounce, emergency scope) — verified first, so that moves the tier
+// refuses use none of the round's budget — and commits those (verified again:
+// admission may have dropped a move out of a child that made room for a later
+// move into it). Called with d.decide held.
+func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.Plan, dec *control.Decision, evictions map[interfaces.ShardID]control.Eviction) (applied []interfaces.Move, rejected int, err error) {
+	moves := plan.Moves
 	if d.up != nil {
 		moves = d.up.dropRevoking(moves)
 	}
 	if len(moves) == 0 {
 		return nil, 0, nil
 	}
-	return d.commitMoves(ctx, moves, rules, "policy "+d.policy.Name())
+	reason := "policy " + d.policy.Name()
+	pre := d.tier.FSM.VerifyPlanRules(sv.Constraints, moves)
+	d.noteRejections(pre.Rejected, reason)
+	plan.Moves = pre.Accepted
+	admitted, _ := dec.Admit(sv, plan)
+	explainEvictions(admitted, evictions)
+	if len(admitted) == 0 {
+		return nil, len(pre.Rejected), nil
+	}
+	applied, refused, err := d.commitMoves(ctx, admitted, sv.Constraints, reason)
+	return applied, len(pre.Rejected) + refused, err
 }
 
 // commitMoves verifies moves against the latest state and the tier-level rules
@@ -427,19 +442,7 @@ func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID,
 func (d *Daemon) verifyMoves(moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string) (accepted []interfaces.Move, begin []bool, rejected int) {
 	verdict := d.tier.FSM.VerifyPlanRules(rules, moves)
 	rejected = len(verdict.Rejected)
-	if rejected > 0 {
-		d.scope.Counter("moves_rejected_total").Inc(int64(rejected))
-		for i, r := range verdict.Rejected {
-			if i == 3 {
-				d.logger.Printf("… and %d more rejected moves", rejected-i)
-				break
-			}
-			d.logger.Printf("%s: rejected: %v", defaultReason, r.Err())
-		}
-		d.mu.Lock()
-		d.lastRejections = verdict.Rejected
-		d.mu.Unlock()
-	}
+	d.noteRejections(verdict.Rejected, defaultReason)
 	accepted = make([]interfaces.Move, 0, len(verdict.Accepted))
 	begin = make([]bool, 0, len(verdict.Accepted))
 	for _, m := range verdict.Accepted {
@@ -451,6 +454,25 @@ func (d *Daemon) verifyMoves(moves []interfaces.Move, rules []interfaces.Constra
 		begin = append(begin, m.From != "" && ok && src.State != interfaces.ChildFailed)
 	}
 	return accepted, begin, rejected
+}
+
+// noteRejections counts and logs the moves a verification rejected and keeps
+// them for LastRejections (when there are any).
+func (d *Daemon) noteRejections(rejected []balancer.Rejection, defaultReason string) {
+	if len(rejected) == 0 {
+		return
+	}
+	d.scope.Counter("moves_rejected_total").Inc(int64(len(rejected)))
+	for i, r := range rejected {
+		if i == 3 {
+			d.logger.Printf("… and %d more rejected moves", len(rejected)-i)
+			break
+		}
+		d.logger.Printf("%s: rejected: %v", defaultReason, r.Err())
+	}
+	d.mu.Lock()
+	d.lastRejections = rejected
+	d.mu.Unlock()
 }
 
 // carryOut follows up committed moves (ops are their results, in order): an
