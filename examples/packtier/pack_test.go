@@ -35,7 +35,7 @@ func TestPackGathersShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The plan passes the same verification as a built-in policy's.
-	verdict, err := balancer.VerifyView(v, plan.Moves)
+	verdict, err := balancer.VerifyViewRules(v, plan.Moves)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,4 +69,89 @@ func TestPackSaysWhatDoesNotFit(t *testing.T) {
 	if _, err := tiers.New(Name, interfaces.PolicyConfig{"x": "1"}); err == nil {
 		t.Error("a config key was accepted")
 	}
+}
+
+// verifyPlan plans v with pack and checks the plan passes all the tier checks
+// at commit (balancer.VerifyViewRules: v.Constraints included).
+func verifyPlan(t *testing.T, v *interfaces.View) interfaces.Plan {
+	t.Helper()
+	plan, err := Pack{}.Plan(context.Background(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdict, err := balancer.VerifyViewRules(v, plan.Moves)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range verdict.Rejected {
+		t.Errorf("pack's plan is refused by the tier: %v", r.Err())
+	}
+	return plan
+}
+
+// The tier's view lists an in-flight shard's assignment on its source; its
+// load counts on its target. Pack charged it to the source, saw the target
+// empty and filled it past its capacity.
+func TestPackCountsInFlightOnTheTarget(t *testing.T) {
+	v := &interfaces.View{Tier: "rack", Instance: "r1",
+		Children:    []interfaces.Child{{ID: "h0", Tier: "host", Capacity: interfaces.Load{CPU: 10}}, {ID: "h1", Tier: "host", Capacity: interfaces.Load{CPU: 10}}},
+		Shards:      []interfaces.Shard{{ID: "a", Job: "j", Load: interfaces.Load{CPU: 6}}, {ID: "b", Job: "j", Load: interfaces.Load{CPU: 6}}},
+		Assignments: []interfaces.Assignment{{Shard: "a", Child: "h1", Epoch: 2}, {Shard: "b", Child: "h1", Epoch: 2}},
+		InFlight:    []interfaces.Move{{Shard: "a", From: "h1", To: "h0", Epoch: 2}},
+	}
+	if plan := verifyPlan(t, v); len(plan.Moves) != 0 {
+		t.Errorf("moves %+v: b has room where it is, h0 is full with a", plan.Moves)
+	}
+}
+
+// Pack ignored the shards' own constraints and the tier's: a pinned shard
+// was "moved" every round and rejected, and an operator's rules were broken.
+func TestPackKeepsConstraints(t *testing.T) {
+	t.Run("shard pin", func(t *testing.T) {
+		v := view(2)
+		v.Shards[1].Constraints.Pinned = "h1" // s1 is on h1 and must stay there
+		if plan := verifyPlan(t, v); len(plan.Moves) != 0 {
+			t.Errorf("moves %+v: s0 on h0 and s1 pinned on h1 are packed as they can be", plan.Moves)
+		}
+	})
+	t.Run("shard allowed and anti-affinity", func(t *testing.T) {
+		v := view(3)
+		for i := range v.Shards {
+			v.Shards[i].Constraints.AntiAffinity = "g"
+		}
+		v.Shards[2].Constraints.Allowed = []interfaces.ChildID{"h2", "h3"}
+		plan := verifyPlan(t, v)
+		if len(plan.Moves) != 0 {
+			t.Errorf("moves %+v: one shard of the group per host already", plan.Moves)
+		}
+	})
+	t.Run("tier rules", func(t *testing.T) {
+		v := view(6) // pack alone puts s0-s2 on h0, s3-s5 on h1
+		v.Constraints = []interfaces.Constraint{
+			{Kind: interfaces.ConstraintPin, Shards: []interfaces.ShardID{"s0"}, Children: []interfaces.ChildID{"h3"}, Reason: "operator pin"},
+			{Kind: interfaces.ConstraintCapacity, Children: []interfaces.ChildID{"h1"}, Limit: interfaces.Load{CPU: 3}, Reason: "h1 usable cpu 3"},
+			{Kind: interfaces.ConstraintAllowed, Shards: []interfaces.ShardID{"s5"}, Children: []interfaces.ChildID{"h2", "h3"}},
+			{Kind: interfaces.ConstraintAntiAffinity, Shards: []interfaces.ShardID{"s1", "s2"}},
+		}
+		plan := verifyPlan(t, v)
+		owner := map[interfaces.ShardID]interfaces.ChildID{}
+		for _, a := range v.Assignments {
+			owner[a.Shard] = a.Child
+		}
+		for _, m := range plan.Moves {
+			owner[m.Shard] = m.To
+		}
+		if owner["s0"] != "h3" || owner["s1"] == owner["s2"] || (owner["s5"] != "h2" && owner["s5"] != "h3") {
+			t.Errorf("placement %v breaks the tier's rules", owner)
+		}
+		n := 0
+		for _, c := range owner {
+			if c == "h1" {
+				n++
+			}
+		}
+		if n > 1 {
+			t.Errorf("%d shards of cpu 3 on h1, whose usable cpu is 3", n)
+		}
+	})
 }
