@@ -448,10 +448,14 @@ func readLive(ctx context.Context, conns *adminConns, addr string) (*liveSource,
 	return src, nil
 }
 
-// policyName is the registry name in an InstanceStatus.policy ("plugin: …" → "plugin").
+// policyName is the registry name in an InstanceStatus.policy: what comes
+// before the first '(' or ':' — "local" → "local", "plugin(127.0.0.1:7610,
+// fallback local): healthy" → "plugin" (the address has a ':' too).
 func policyName(s string) string {
-	name, _, _ := strings.Cut(s, ":")
-	return strings.TrimSpace(name)
+	if i := strings.IndexAny(s, "(:"); i >= 0 {
+		s = s[:i]
+	}
+	return strings.TrimSpace(s)
 }
 
 // scenarioPlanJSON is the output of "strata plan --scenario".
