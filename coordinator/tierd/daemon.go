@@ -143,11 +143,13 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		LogOutput: logOut,
 	}, fsm.Options{LeanRestore: true})
 	if err != nil {
+		closePolicy(policy)
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	if cfg.Bootstrap {
 		if err := d.bootstrap(); err != nil {
 			d.tier.Shutdown()
+			closePolicy(policy)
 			return nil, err
 		}
 	}
@@ -156,6 +158,8 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 	d.lis, err = net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
 		d.tier.Shutdown()
+		_ = d.metrics.Close()
+		closePolicy(policy)
 		return nil, fmt.Errorf("listen.grpc %s: %w", cfg.GRPCAddr, err)
 	}
 	d.grpc = grpc.NewServer()
@@ -239,10 +243,15 @@ func (d *Daemon) Close() error {
 	if d.metrics != nil {
 		_ = d.metrics.Close()
 	}
-	if p, ok := d.policy.(*plugin.Policy); ok {
-		_ = p.Close()
-	}
+	closePolicy(d.policy)
 	return d.tier.Shutdown()
+}
+
+// closePolicy releases what a policy holds (a plugin's client connection).
+func closePolicy(p interfaces.Policy) {
+	if c, ok := p.(io.Closer); ok {
+		_ = c.Close()
+	}
 }
 
 // PolicyWarnings returns what is valid but likely a mistake in how cfg (with
