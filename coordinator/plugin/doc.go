@@ -6,7 +6,8 @@
 // back to a built-in policy whenever the plugin is unreachable, slow, crashed or
 // answers with an error. After a failure the plugin is marked unhealthy and is
 // not called again until a back-off has passed; the first call after it that
-// succeeds marks it healthy again. The plugin's plans are not trusted: the tier
+// succeeds marks it healthy again. With a logger (SetLogger; a tier daemon
+// passes its own) these transitions are logged, not each call. The plugin's plans are not trusted: the tier
 // verifies them exactly like a built-in policy's (balancer.VerifyRules at commit
 // time, with the tier-level rules the view carried), and a move that names
 // unknown shards or children, or breaks a hard constraint, is rejected with the

@@ -2,13 +2,18 @@ package plugin_test
 
 import (
 	"context"
+	"log"
 	"math"
 	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/strata-sched/strata/coordinator/plugin"
 	"github.com/strata-sched/strata/interfaces"
@@ -130,5 +135,69 @@ func TestHungPluginLeavesTheFallbackTime(t *testing.T) {
 	}
 	if p.Status().Healthy {
 		t.Error("a plugin that timed out is marked healthy")
+	}
+}
+
+// syncBuffer is a log destination safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Split(strings.TrimSpace(s.b.String()), "\n")
+}
+
+// The policy logs its transitions — failing (with the fallback it plans
+// with), healthy again — through the logger it is given, not every call: it
+// logged nothing before, so a tier switched to its fallback silently.
+func TestPluginLogsTransitions(t *testing.T) {
+	var down atomic.Bool
+	addr := serveFunc(t, func(context.Context, *wire.PlanRequest) (*wire.PlanResponse, error) {
+		if down.Load() {
+			return nil, status.Error(codes.Unavailable, "down for maintenance")
+		}
+		return &wire.PlanResponse{Plan: &wire.Plan{Status: wire.PlanStatus(interfaces.StatusOK)}}, nil
+	})
+	p := newPlugin(t, interfaces.PolicyConfig{"address": addr, "retry": "1ms", "fallback": "greedy"})
+	var out syncBuffer
+	p.SetLogger(log.New(&out, "", 0))
+	plan := func() {
+		t.Helper()
+		time.Sleep(5 * time.Millisecond) // past the retry back-off
+		if _, err := p.Plan(context.Background(), view()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan()
+	plan() // healthy, still: nothing new
+	down.Store(true)
+	plan()
+	plan() // unhealthy, still: nothing new
+	plan()
+	down.Store(false)
+	plan()
+	plan()
+	got := out.lines()
+	if len(got) != 3 {
+		t.Fatalf("log %q: want 3 lines (healthy, failed, healthy again)", got)
+	}
+	if !strings.Contains(got[0], "healthy") ||
+		!strings.Contains(got[1], "failed") || !strings.Contains(got[1], "down for maintenance") || !strings.Contains(got[1], "fallback greedy") ||
+		!strings.Contains(got[2], "healthy again") || !strings.Contains(got[2], "3 failed calls") {
+		t.Errorf("log %q", got)
+	}
+	for _, l := range got {
+		if !strings.Contains(l, addr) {
+			t.Errorf("log line %q does not name the plugin", l)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"log"
 	"sort"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ type Policy struct {
 	now      func() time.Time
 
 	mu        sync.Mutex
+	logger    *log.Logger // nil: no log
 	conn      *grpc.ClientConn
 	remote    *wire.RemotePolicy
 	healthy   bool
@@ -89,6 +91,15 @@ func New(cfg interfaces.PolicyConfig) (interfaces.Policy, error) {
 	}
 	p.conn = conn
 	return p, nil
+}
+
+// SetLogger makes the policy log its transitions through l — the plugin
+// failing (the fallback plans from then on) and the plugin healthy again —
+// never each call. A tier daemon passes its own logger.
+func (p *Policy) SetLogger(l *log.Logger) {
+	p.mu.Lock()
+	p.logger = l
+	p.mu.Unlock()
 }
 
 // Name describes the policy: the plugin's address and the fallback.
@@ -170,20 +181,37 @@ func (p *Policy) callPlugin(ctx context.Context, remote *wire.RemotePolicy, v *i
 		return interfaces.Plan{}, err
 	}
 	p.mu.Lock()
+	recovered := !p.healthy
 	p.healthy = true
 	p.successes++
+	logger, failures := p.logger, p.failures
 	p.mu.Unlock()
+	if recovered && logger != nil {
+		if failures == 0 {
+			logger.Printf("policy plugin %s: healthy", p.address)
+		} else {
+			logger.Printf("policy plugin %s: healthy again (%d failed calls so far); planning with the plugin", p.address, failures)
+		}
+	}
 	return plan, nil
 }
 
 func (p *Policy) fail(err error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	// A transition: the first failure, or one after a success. While the
+	// plugin stays unhealthy its failed retries are only counted.
+	transition := p.healthy || p.failures == 0
 	p.healthy = false
 	p.failures++
 	p.lastErr = err
 	p.remote = nil // negotiate again: the plugin may have been replaced
 	p.nextTry = p.now().Add(p.retry)
+	logger := p.logger
+	p.mu.Unlock()
+	if transition && logger != nil {
+		logger.Printf("policy plugin %s failed: %v; planning with the fallback %s, the plugin is tried again every %v",
+			p.address, err, p.fallback.Name(), p.retry)
+	}
 }
 
 // Close releases the connection to the plugin.

@@ -128,6 +128,9 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		declaring:  map[interfaces.ChildID]bool{},
 		wake:       make(chan struct{}, 1),
 	}
+	if l, ok := policy.(interface{ SetLogger(*log.Logger) }); ok {
+		l.SetLogger(d.logger) // a plugin logs its failures and recoveries
+	}
 	for _, w := range PolicyWarnings(cfg, policy) {
 		d.logger.Printf("warning: %s", w)
 	}
