@@ -54,6 +54,7 @@ func TestChainScenarioErrors(t *testing.T) {
 		{"tier not in chain", "tiers: {global: simtest-greedy, region: simtest-greedy}", "tiers: {global: simtest-greedy, region: simtest-greedy, rack: local}", []string{"c.yaml:18:", "policies[0].tiers.rack", "not a planning tier"}},
 		{"host has no policy", "rack: simtest-greedy}", "rack: simtest-greedy, host: local}", []string{"c.yaml:21:", "policies[1].tiers.host"}},
 		{"unknown tier policy", "region: spread", "region: scatter", []string{"c.yaml:21:", "policies[1].tiers.region", `unknown policy "scatter"`}},
+		{"plugin tier policy", "region: spread", "region: plugin", []string{"c.yaml:21:", "policies[1].tiers.region", "not deterministic"}},
 		{"bad spread policy config", "    tiers: {global: simtest-greedy, region: spread, rack: simtest-greedy}", "    tiers: {global: simtest-greedy, region: spread, rack: simtest-greedy}\n    params: {slack: \"-2\"}", []string{"c.yaml:21:", "policies[1].tiers.region", "slack"}},
 		{"spread max above 1", "{kind: spread, max: 1,", "{kind: spread, max: 1.5,", []string{"c.yaml:24:", "assertions[1].max", "(0, 1]"}},
 		{"spread without racks", "  racks_per_region: 3\n", "", []string{"policies[1].chain"}},

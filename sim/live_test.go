@@ -189,7 +189,7 @@ func TestParsePlanErrors(t *testing.T) {
 	}
 	plugin := testLive()
 	plugin.RegionPolicy = "plugin"
-	if _, err := ParsePlan([]byte(quietPlan), "plan.yaml", plugin); err == nil || !strings.Contains(err.Error(), `region policy "plugin"`) {
+	if _, err := ParsePlan([]byte(quietPlan), "plan.yaml", plugin); err == nil || !strings.Contains(err.Error(), `region policy "plugin"`) || !strings.Contains(err.Error(), "not deterministic") {
 		t.Errorf("unknown live policy: %v", err)
 	}
 	if _, err := ParsePlan([]byte(quietPlan+"policies:\n  - {name: g, solver: greedy}\n"), "plan.yaml", plugin); err != nil {

@@ -9,11 +9,28 @@ import (
 // registry the daemons select from ("greedy", "local", "exact" and any custom
 // policy), so a scenario runs exactly the code a tier would run.
 
-// PolicyKnown reports whether a policy name can be built.
-func PolicyKnown(name string) bool { return tiers.Default.Has(name) }
+// Plugin is the name of coordinator/plugin's policy, which calls a policy in
+// another process: its plans depend on that process and on time, so it is not
+// deterministic, and a simulation cannot run it (a run would not replay).
+const Plugin = "plugin"
+
+// PluginRule is why a scenario may not name the plugin policy, for messages.
+const PluginRule = `the "plugin" policy calls another process and is not deterministic: a simulation cannot run it; simulate the policy the plugin serves, registered in-process (tiers.MustRegister), or its fallback`
+
+// PolicyKnown reports whether a policy name can be built and simulated (not
+// the plugin policy).
+func PolicyKnown(name string) bool { return name != Plugin && tiers.Default.Has(name) }
 
 // PolicyNames lists the policy names a scenario may use, sorted.
-func PolicyNames() []string { return tiers.Default.Names() }
+func PolicyNames() []string {
+	var out []string
+	for _, n := range tiers.Default.Names() {
+		if n != Plugin {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
 // newPolicy builds the named policy with its parameters.
 func newPolicy(name string, params map[string]string) (interfaces.Policy, error) {

@@ -1270,6 +1270,9 @@ func (sc *Scenario) validate() error {
 			if s.name == "" {
 				return sc.fail(append(path, s.key), "is required (or tiers.region)")
 			}
+			if s.name == Plugin {
+				return sc.fail(append(path, s.key), "%s", PluginRule)
+			}
 			if !PolicyKnown(s.name) {
 				return sc.fail(append(path, s.key), "unknown policy %q (known: %s)", s.name, strings.Join(PolicyNames(), ", "))
 			}
@@ -1474,6 +1477,9 @@ func (sc *Scenario) checkChain(path []any, pol PolicySpec) error {
 			return sc.fail(append(tp, t), "tier %q is not a planning tier of the chain %v", t, pol.Chain)
 		}
 		name := pol.Tiers[t]
+		if name == Plugin {
+			return sc.fail(append(tp, t), "%s", PluginRule)
+		}
 		if !PolicyKnown(name) {
 			return sc.fail(append(tp, t), "unknown policy %q (known: %s)", name, strings.Join(PolicyNames(), ", "))
 		}

@@ -59,6 +59,7 @@ func TestBadScenarios(t *testing.T) {
 		{"negative capacity", "capacity: {cpu: 8, mem: 16Gi}", "capacity: {cpu: -8, mem: 16Gi}", []string{"good.yaml:8:", "topology.regions[0].capacity.cpu", "must be ≥ 0"}},
 		{"zero capacity", "capacity: {cpu: 8, mem: 16Gi}", "capacity: {cpu: 0}", []string{"good.yaml:8:", "topology.regions[0].capacity"}},
 		{"unknown policy", "solver: simtest-greedy", "solver: nosuch", []string{"good.yaml:15:", "policies[0].solver", `unknown policy "nosuch"`, "simtest-greedy"}},
+		{"plugin policy", "solver: simtest-greedy", "solver: plugin", []string{"good.yaml:15:", "policies[0].solver", `"plugin" policy calls another process and is not deterministic`}},
 		{"event on a missing host", "host: eu-h001", "host: eu-h009", []string{"good.yaml:13:", "events[0].host", `"eu-h009" is not in the topology`}},
 		{"unknown event kind", "kind: host_fail", "kind: explode", []string{"good.yaml:13:", "events[0].kind", "explode"}},
 		{"bad duration", "duration: 10m", "duration: ten minutes", []string{`good.yaml:2: duration: "ten minutes" is not a duration`}},
