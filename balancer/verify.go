@@ -475,8 +475,9 @@ func VerifyView(v *interfaces.View, moves []interfaces.Move) (Verdict, error) {
 	return Verify(st, moves), nil
 }
 
-// VerifyViewRules is VerifyRules against a View and its Constraints: all a tier
-// checks a policy's plan against when it commits it (a policy's tests call it).
+// VerifyViewRules is VerifyRules against a View and its Constraints: the rules
+// a policy's plan must keep, on the view's loads (a policy's tests call it; a
+// tier checks the same at commit against its state, capacity limits aside).
 func VerifyViewRules(v *interfaces.View, moves []interfaces.Move) (Verdict, error) {
 	st, err := NewViewState(v)
 	if err != nil {

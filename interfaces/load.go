@@ -143,6 +143,13 @@ func (l Load) Scale(f float64) Load {
 	return zip(l, Load{}, func(x, _ float64) float64 { return x * f })
 }
 
+// Capped returns l with every dimension at most MaxQuantity: for a sum of
+// valid loads (a region's capacity or used load, the sum of its children's)
+// that must itself be valid where it is sent.
+func (l Load) Capped() Load {
+	return zip(l, Load{}, func(x, _ float64) float64 { return math.Min(x, MaxQuantity) })
+}
+
 // Div returns l / capacity dimension by dimension: the utilization of a child whose
 // capacity is c when it carries l. A dimension with zero capacity yields 0 when its
 // load is 0 and +Inf otherwise (any demand on a resource the child lacks overflows).

@@ -56,6 +56,8 @@ func TestHostileScenarios(t *testing.T) {
 		{name: "step factor NaN", replace: []string{job, job + "\n  steps: [{at: 10s, factor: .nan}]"}, want: "workload.steps[0].factor: must be a finite number"},
 		{name: "spike factor NaN", replace: []string{job, job + "\n  spikes: [{at: 10s, for: 10s, factor: .nan}]"}, want: "workload.spikes[0].factor: must be a finite number"},
 		{name: "class weight NaN", replace: []string{"capacity: {cpu: 8, mem: 16Gi}", "classes: [{weight: .nan, capacity: {cpu: 8}}]"}, want: "topology.regions[0].classes[0].weight: must be a finite number"},
+		// Each host within bounds, their sum at the region not (it failed at run time, a review's probe).
+		{name: "huge capacity", replace: []string{"capacity: {cpu: 8, mem: 16Gi}", "capacity: {cpu: 8, mem: 16Gi, net: 9e23}"}, want: "topology.regions[0].capacity.net: must be at most 1e18"},
 		{name: "assertion max Inf", extra: "assertions: [{kind: balance, resource: cpu, max: .inf}]\n", want: "assertions[0].max: must be a finite number"},
 		{name: "state_bytes NaN", replace: []string{job, "input_rate: 10, state_bytes: NaN}"}, want: "workload.jobs[0].state_bytes: must be a finite number"},
 		{name: "state_bytes .nan", replace: []string{job, "input_rate: 10, state_bytes: .nan}"}, want: `workload.jobs[0].state_bytes: ".nan" is not a number`},

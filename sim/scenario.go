@@ -857,6 +857,10 @@ func (sc *Scenario) checkBytes(path []any, q Quantity) error {
 	return nil
 }
 
+// maxQuantity bounds a load or capacity in a scenario: a region's capacity is
+// the sum of up to maxHosts hosts, and must stay within interfaces.MaxQuantity.
+const maxQuantity = interfaces.MaxQuantity / MaxHosts
+
 func (sc *Scenario) checkLoad(path []any, l LoadSpec, capacity bool) error {
 	for _, f := range []struct {
 		k string
@@ -868,6 +872,9 @@ func (sc *Scenario) checkLoad(path []any, l LoadSpec, capacity bool) error {
 		}
 		if v < 0 {
 			return sc.fail(append(path, f.k), "must be ≥ 0 (got %v)", v)
+		}
+		if v > maxQuantity {
+			return sc.fail(append(path, f.k), "must be at most 1e18 (got %v)", v)
 		}
 	}
 	if capacity && l.Load().IsZero() {

@@ -31,9 +31,11 @@ type planJSON struct {
 	Status     string         `json:"status"`
 	Moves      []planMoveJSON `json:"moves"`
 	Infeasible int            `json:"infeasible"`
-	// Applicable: "plan apply" accepts the token (every shard placed); a
-	// plan that could not place some is shown but refused.
+	// Applicable: "plan apply" accepts the token: no shard placed now is left
+	// with nowhere to go (stranded); a plan that strands some is shown but
+	// refused. Shards unplaced before and still unplaceable do not count.
 	Applicable  bool               `json:"applicable"`
+	Stranded    int                `json:"stranded"`
 	MaxOverLB   map[string]float64 `json:"max_over_lb"`
 	MaxOverMean map[string]float64 `json:"max_over_mean"`
 	BytesMoved  int64              `json:"bytes_moved"`
@@ -186,7 +188,8 @@ func planOutput(n *tierNode, addr string, resp *wire.AdminPlanResponse) planJSON
 		MaxOverLB: p.GetSummary().GetMaxOverLb(), MaxOverMean: p.GetSummary().GetMaxOverMean(), BytesMoved: p.GetSummary().GetBytesMoved(),
 		Moves: []planMoveJSON{}, // "moves": [] in JSON when there are none
 	}
-	res.Applicable = p.GetStatus() != wire.PlanStatus_PLAN_STATUS_INFEASIBLE && res.Infeasible == 0
+	res.Stranded = int(resp.GetStranded())
+	res.Applicable = res.Stranded == 0
 	for _, m := range p.GetMoves() {
 		res.Moves = append(res.Moves, planMoveJSON{Shard: m.GetShard(), From: m.GetFrom(), To: m.GetTo(), Reason: m.GetReason(), Delta: m.GetDelta()})
 	}
@@ -221,7 +224,7 @@ func printPlan(w io.Writer, p planJSON) error {
 		fmt.Fprintf(w, "%d shards could not be placed\n", p.Infeasible)
 	}
 	if !p.Applicable {
-		fmt.Fprintf(w, "Nothing was applied. This plan cannot be applied, as it leaves shards unplaced: make room (undrain, add capacity) and plan again.\n")
+		fmt.Fprintf(w, "Nothing was applied. This plan cannot be applied, as it leaves shards placed now with nowhere to go: make room (undrain, add capacity) and plan again.\n")
 		return nil
 	}
 	fmt.Fprintf(w, "Nothing was applied. To apply exactly this plan: strata plan apply %s\n", p.Token)

@@ -383,20 +383,23 @@ func sortedIDs(ids []interfaces.ShardID) []interfaces.ShardID {
 	return out
 }
 
-// TestPlanPrintsTheApplyHintOnlyWhenApplicable: a plan that could not place
-// every shard is refused by "plan apply", so its output must not invite one.
+// TestPlanPrintsTheApplyHintOnlyWhenApplicable: a plan that leaves shards
+// placed now with nowhere to go (stranded) is refused by "plan apply", so its
+// output must not invite one.
 func TestPlanPrintsTheApplyHintOnlyWhenApplicable(t *testing.T) {
 	n := &tierNode{Tier: "global", Instance: "global"}
 	for _, tt := range []struct {
 		status     wire.PlanStatus
 		infeasible int
+		stranded   uint32
 		applicable bool
 	}{
-		{wire.PlanStatus_PLAN_STATUS_OK, 0, true},
-		{wire.PlanStatus_PLAN_STATUS_PARTIAL, 0, true},
-		{wire.PlanStatus_PLAN_STATUS_INFEASIBLE, 3, false},
+		{wire.PlanStatus_PLAN_STATUS_OK, 0, 0, true},
+		{wire.PlanStatus_PLAN_STATUS_PARTIAL, 0, 0, true},
+		{wire.PlanStatus_PLAN_STATUS_INFEASIBLE, 3, 2, false},
+		{wire.PlanStatus_PLAN_STATUS_INFEASIBLE, 3, 0, true}, // unplaced before, and still
 	} {
-		resp := &wire.AdminPlanResponse{Token: "t0", Plan: &wire.Plan{Status: tt.status, Infeasible: make([]*wire.Infeasible, tt.infeasible)}}
+		resp := &wire.AdminPlanResponse{Token: "t0", Stranded: tt.stranded, Plan: &wire.Plan{Status: tt.status, Infeasible: make([]*wire.Infeasible, tt.infeasible)}}
 		p := planOutput(n, "127.0.0.1:7400", resp)
 		var b strings.Builder
 		if err := printPlan(&b, p); err != nil {
@@ -406,7 +409,7 @@ func TestPlanPrintsTheApplyHintOnlyWhenApplicable(t *testing.T) {
 		if p.Applicable != tt.applicable || strings.Contains(out, "strata plan apply") != tt.applicable {
 			t.Errorf("status %v: applicable %v, output %q; want applicable %v and the apply hint only then", tt.status, p.Applicable, out, tt.applicable)
 		}
-		if !tt.applicable && !strings.Contains(out, "3 shards could not be placed") {
+		if tt.infeasible > 0 && !strings.Contains(out, "3 shards could not be placed") {
 			t.Errorf("infeasible plan output %q does not say how many shards could not be placed", out)
 		}
 	}

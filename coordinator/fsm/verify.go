@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/strata-sched/strata/balancer"
 	"github.com/strata-sched/strata/interfaces"
@@ -106,12 +107,18 @@ func (s *state) verify(st balancer.PlanState, rules []interfaces.Constraint, mov
 				Reason: fmt.Sprintf("shard %q is quarantined (%s); release it first", m.Shard, why)})
 			continue
 		}
-		if next < len(v.Rejected) && v.Rejected[next].Move == m {
+		if next < len(v.Rejected) && sameMove(v.Rejected[next].Move, m) {
 			out.Rejected = append(out.Rejected, v.Rejected[next])
 			next++
 		}
 	}
 	return out
+}
+
+// sameMove is m == n but for a NaN Delta, which is not equal to itself.
+func sameMove(m, n interfaces.Move) bool {
+	return m.Shard == n.Shard && m.From == n.From && m.To == n.To && m.Epoch == n.Epoch &&
+		m.Reason == n.Reason && m.Goal == n.Goal && math.Float64bits(m.Delta) == math.Float64bits(n.Delta)
 }
 
 // Pending is a move the plan applier has proposed to the log and whose outcome it

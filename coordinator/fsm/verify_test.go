@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"math"
 	"reflect"
 	"testing"
 
@@ -91,5 +92,24 @@ func TestVerifyRejectsQuarantinedShards(t *testing.T) {
 		if len(v.Rejected) != 2 || v.Rejected[0].Move.Shard != "s4" || v.Rejected[1].Move.Shard != "s2" || v.Rejected[1].Code != balancer.RejectConstraint {
 			t.Errorf("%s rejected %+v, want s4 then s2 (constraint)", name, v.Rejected)
 		}
+	}
+}
+
+// TestVerifyAnswersEveryMoveWithAQuarantinedShard: merging the quarantined
+// shards' rejections back in compared moves with ==, and a NaN Delta is not
+// equal to itself: its rejection and every later one were lost (a review's
+// probe).
+func TestVerifyAnswersEveryMoveWithAQuarantinedShard(t *testing.T) {
+	f := fixture(t)
+	mustApply(t, f, fixtureNext, &Quarantine{Shard: "s2", Reason: "doctor"})
+	moves := []interfaces.Move{
+		{Shard: "s2", To: "h2"},                    // quarantined
+		{Shard: "s4", To: "h1", Delta: math.NaN()}, // invalid (non-finite delta)
+		{Shard: "s4", To: "h3"},                    // draining target
+		{Shard: "s1", From: "h1", To: "h2", Epoch: 1},
+	}
+	v := f.VerifyPlan(moves)
+	if n := len(v.Accepted) + len(v.Rejected); n != len(moves) {
+		t.Errorf("verdict answers %d of %d moves: accepted %v rejected %+v", n, len(moves), v.Accepted, v.Rejected)
 	}
 }

@@ -80,10 +80,12 @@ func TestDirectAndBegunMovesCommitInOneEntry(t *testing.T) {
 	}
 }
 
-// The tier-level rules in a policy's view (here an operator's pin and capacity
-// limit, manual mode) are checked again when its moves commit: before, the
-// commit checked only the shards' own constraints, and a policy or plugin that
-// ignored view.Constraints had both rules broken.
+// The tier-level rules in a policy's view (here an operator's pin, manual
+// mode) are checked again when its moves commit: before, the commit checked
+// only the shards' own constraints, and a policy or plugin that ignored
+// view.Constraints broke them. Capacity limits are not: they are measured on
+// the children's reported loads, the commit on declared ones (commitRules), so
+// j/3 past h2's limit commits (within h2's capacity).
 func TestCommitChecksTheTiersRules(t *testing.T) {
 	d, err := Start(Config{
 		Tier: interfaces.TierRegion, Instance: "r", NodeID: "n1", DataDir: t.TempDir(),
@@ -119,18 +121,52 @@ func TestCommitChecksTheTiersRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(applied) != 1 || applied[0].Shard != "j/2" || rejected != 2 {
-		t.Errorf("applied %v, rejected %d: want only j/2 committed", applied, rejected)
+	if len(applied) != 2 || applied[0].Shard != "j/2" || applied[1].Shard != "j/3" || rejected != 1 {
+		t.Errorf("applied %v, rejected %d: want j/2 and j/3 committed", applied, rejected)
 	}
-	for _, id := range []interfaces.ShardID{"j/1", "j/3"} {
-		if st, _ := d.Tier().FSM.Shard(id); st.Owner != "" {
-			t.Errorf("%s committed onto %s despite the tier's rules", id, st.Owner)
-		}
+	if st, _ := d.Tier().FSM.Shard("j/1"); st.Owner != "" {
+		t.Errorf("j/1 committed onto %s despite the operator's pin", st.Owner)
 	}
 	rej := d.LastRejections()
-	if len(rej) != 2 || rej[0].Code != balancer.RejectConstraint || !strings.Contains(rej[0].Reason, "operator pin") ||
-		rej[1].Code != balancer.RejectCapacity || !strings.Contains(rej[1].Reason, "h2 usable cpu 1.5") {
-		t.Errorf("rejections %+v: want the pin (constraint) and the limit (capacity), each naming the rule", rej)
+	if len(rej) != 1 || rej[0].Code != balancer.RejectConstraint || !strings.Contains(rej[0].Reason, "operator pin") {
+		t.Errorf("rejections %+v: want the pin (constraint), naming the rule", rej)
+	}
+}
+
+// An evacuation off a failed child that fits its target commits in an
+// emergency round even when the plan lists rebalancing moves into the same
+// target before it, which the round drops: the plan was verified whole before
+// admission, and the dropped move's room refused the evacuation, every round
+// (a review's probe).
+func TestEvacuationNotBlockedByADroppedMove(t *testing.T) {
+	d, _ := revokeRegion(t, "h1", "h2", "h3")
+	must(t, d, &fsm.PutShards{Shards: []interfaces.Shard{
+		{ID: "a", Job: "k", Load: interfaces.Load{CPU: 2}},
+		{ID: "b", Job: "k", Load: interfaces.Load{CPU: 2}},
+		{ID: "c", Job: "k", Load: interfaces.Load{CPU: 6}},
+	}})
+	must(t, d, &fsm.ApplyPlan{Tier: "region", Moves: []interfaces.Move{{Shard: "a", To: "h1"}, {Shard: "b", To: "h2"}, {Shard: "c", To: "h3"}}})
+	must(t, d, &fsm.PutChild{Child: interfaces.Child{ID: "h2", Tier: interfaces.TierHost, Capacity: interfaces.Load{CPU: 8}, State: interfaces.ChildFailed}})
+	ep := func(id interfaces.ShardID) interfaces.Epoch { st, _ := d.Tier().FSM.Shard(id); return st.Epoch }
+	plan := interfaces.Plan{Moves: []interfaces.Move{
+		{Shard: "a", From: "h1", To: "h3", Epoch: ep("a")}, // rebalancing: dropped in an emergency
+		{Shard: "b", From: "h2", To: "h3", Epoch: ep("b")}, // evacuation: fits on h3 alone (6+2 = 8)
+		{Shard: "c", From: "h3", To: "h1", Epoch: ep("c")}, // rebalancing: dropped
+		{Shard: "zz", To: "h1"},                            // unknown: refused before admission
+	}}
+	dec := control.Decision{Mode: control.ModeEmergency, Evacuate: []interfaces.ShardID{"b"}}
+	d.decide.Lock()
+	sv, _ := d.baseView(time.Now())
+	applied, rejected, err := d.act(context.Background(), sv, plan, &dec, nil)
+	d.decide.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := d.Tier().FSM.Shard("b"); st.Owner != "h3" {
+		t.Errorf("evacuation of b not committed: applied %v, rejected %d, rejections %+v", applied, rejected, d.LastRejections())
+	}
+	if rej := d.LastRejections(); rejected != 1 || len(rej) != 1 || rej[0].Code != balancer.RejectUnknownShard {
+		t.Errorf("rejected %d, rejections %+v: want the unknown shard's", rejected, rej)
 	}
 }
 

@@ -263,9 +263,9 @@ func closePolicy(p interfaces.Policy) {
 // fallback keeps the other half: the configured time-out is then never reached).
 func PolicyWarnings(cfg Config, pol interfaces.Policy) []string {
 	var out []string
-	if p, ok := pol.(*plugin.Policy); ok && cfg.SolveTimeout > 0 && p.Timeout() >= cfg.SolveTimeout {
-		out = append(out, fmt.Sprintf("policy.config.timeout %v is not below control.solve_timeout %v: a plugin call gets at most half the solve timeout (%v), so that its fallback keeps the rest; set it lower",
-			p.Timeout(), cfg.SolveTimeout, cfg.SolveTimeout/2))
+	if p, ok := pol.(*plugin.Policy); ok && cfg.SolveTimeout > 0 && p.Timeout() > cfg.SolveTimeout/2 {
+		out = append(out, fmt.Sprintf("policy.config.timeout %v is above half of control.solve_timeout %v: a plugin call gets at most half the solve timeout (%v), so that its fallback keeps the rest, and the longer timeout never applies; set it to %v or less",
+			p.Timeout(), cfg.SolveTimeout, cfg.SolveTimeout/2, cfg.SolveTimeout/2))
 	}
 	return out
 }

@@ -358,32 +358,63 @@ func (d *Daemon) baseView(now time.Time) (*interfaces.View, map[interfaces.Shard
 	return view, d.withoutQuarantined(view)
 }
 
-// act carries out the policy's plan: it verifies the moves against the latest
-// state and the tier-level rules the policy was given (sv.Constraints), admits
-// what the round's decision allows of the accepted ones (dec.Admit: budget,
-// anti-bounce, emergency scope) — verified first, so that moves the tier
-// refuses use none of the round's budget — and commits those (verified again:
-// admission may have dropped a move out of a child that made room for a later
-// move into it). Called with d.decide held.
+// act carries out the policy's plan: it drops the moves the tier refuses
+// whatever else the plan does (screen), admits what the round's decision
+// allows of the rest (dec.Admit: budget, anti-bounce, emergency scope) — so
+// that refused moves use none of the round's budget — and commits those,
+// verified against the latest state and the tier-level rules the policy was
+// given (sv.Constraints). Capacity and anti-affinity are checked only then, on
+// the admitted moves: whether a move fits depends on the moves before it, and
+// a move admission drops must not keep a later one out (an evacuation off a
+// failed child was refused for the room of a rebalancing move the emergency
+// round then dropped). Called with d.decide held.
 func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.Plan, dec *control.Decision, evictions map[interfaces.ShardID]control.Eviction) (applied []interfaces.Move, rejected int, err error) {
 	moves := plan.Moves
 	if d.up != nil {
 		moves = d.up.dropRevoking(moves)
 	}
+	var pre []balancer.Rejection
 	if len(moves) == 0 {
 		return nil, 0, nil
 	}
 	reason := "policy " + d.policy.Name()
-	pre := d.tier.FSM.VerifyPlanRules(sv.Constraints, moves)
-	d.noteRejections(pre.Rejected, reason)
-	plan.Moves = pre.Accepted
+	plan.Moves, pre = d.screen(moves)
 	admitted, _ := dec.Admit(sv, plan)
 	explainEvictions(admitted, evictions)
 	if len(admitted) == 0 {
-		return nil, len(pre.Rejected), nil
+		d.noteRejections(pre, reason)
+		return nil, len(pre), nil
 	}
-	applied, refused, err := d.commitMoves(ctx, admitted, sv.Constraints, reason)
-	return applied, len(pre.Rejected) + refused, err
+	applied, refused, err := d.commitMoves(ctx, admitted, sv.Constraints, reason, pre...)
+	return applied, len(pre) + refused, err
+}
+
+// screen splits moves into the ones the tier may accept, in plan order, and
+// the ones it refuses whatever else the plan does: a repeated shard, and each
+// move that verified alone is invalid, names an unknown shard or child, meets
+// a move in flight, the wrong owner or a stale epoch, or targets an inactive
+// child.
+func (d *Daemon) screen(moves []interfaces.Move) (kept []interfaces.Move, refused []balancer.Rejection) {
+	seen := make(map[interfaces.ShardID]bool, len(moves))
+	for _, m := range moves {
+		if seen[m.Shard] {
+			refused = append(refused, balancer.Rejection{Move: m, Code: balancer.RejectDuplicate,
+				Reason: fmt.Sprintf("shard %q already has a move earlier in this plan", m.Shard)})
+			continue
+		}
+		seen[m.Shard] = true
+		if v := d.tier.FSM.VerifyPlan([]interfaces.Move{m}); len(v.Rejected) == 1 {
+			switch v.Rejected[0].Code {
+			case balancer.RejectCapacity, balancer.RejectConstraint:
+				// Depends on the other moves, or is rejected at commit anyway.
+			default:
+				refused = append(refused, v.Rejected[0])
+				continue
+			}
+		}
+		kept = append(kept, m)
+	}
+	return kept, refused
 }
 
 // commitMoves verifies moves against the latest state and the tier-level rules
@@ -393,8 +424,9 @@ func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.P
 // accepted moves go in one entry (fsm.PlanBatch), so a plan is never left half
 // applied because its second entry failed; a move the state machine would refuse
 // is rejected by the verification on its own. Called with d.decide held.
-func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
-	return d.commitVerified(ctx, nil, moves, rules, defaultReason)
+// earlier are rejections of the same plan made before (noted with these).
+func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string, earlier ...balancer.Rejection) (applied []interfaces.Move, rejected int, err error) {
+	return d.commitVerified(ctx, nil, moves, rules, defaultReason, earlier)
 }
 
 // commitPlanBatch is commitMoves for an operator's plan that also drains
@@ -409,15 +441,15 @@ func (d *Daemon) commitPlanBatch(ctx context.Context, drain []interfaces.ChildID
 		rejected = len(moves) - len(kept)
 		moves = kept
 	}
-	applied, refused, err := d.commitVerified(ctx, drain, moves, rules, defaultReason)
+	applied, refused, err := d.commitVerified(ctx, drain, moves, rules, defaultReason, nil)
 	return applied, rejected + refused, err
 }
 
 // commitVerified verifies moves (verifyMoves) and commits the drains and the
 // accepted moves in one fsm.PlanBatch entry, in plan order. Called with
 // d.decide held.
-func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
-	accepted, begin, rejected := d.verifyMoves(moves, rules, defaultReason)
+func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string, earlier []balancer.Rejection) (applied []interfaces.Move, rejected int, err error) {
+	accepted, begin, rejected := d.verifyMoves(moves, rules, defaultReason, earlier)
 	if len(drain) == 0 && len(accepted) == 0 {
 		return nil, rejected, nil
 	}
@@ -434,15 +466,15 @@ func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID,
 }
 
 // verifyMoves checks moves against the latest state and the tier-level rules
-// (fsm.VerifyPlanRules), counts
-// and logs the rejected ones, and returns the accepted ones in plan order, with
-// defaultReason for those without a reason, and for each whether it is begun
-// (revoke → ack → commit: a move off a live child) or committed directly (a
-// first placement, a move off a failed child).
-func (d *Daemon) verifyMoves(moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string) (accepted []interfaces.Move, begin []bool, rejected int) {
-	verdict := d.tier.FSM.VerifyPlanRules(rules, moves)
+// (fsm.VerifyPlanRules; see commitRules), counts and logs the rejected ones
+// (with earlier ones of the same plan), and returns the accepted ones in plan
+// order, with defaultReason for those without a reason, and for each whether it
+// is begun (revoke → ack → commit: a move off a live child) or committed
+// directly (a first placement, a move off a failed child).
+func (d *Daemon) verifyMoves(moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string, earlier []balancer.Rejection) (accepted []interfaces.Move, begin []bool, rejected int) {
+	verdict := d.tier.FSM.VerifyPlanRules(commitRules(rules), moves)
 	rejected = len(verdict.Rejected)
-	d.noteRejections(verdict.Rejected, defaultReason)
+	d.noteRejections(append(earlier[:len(earlier):len(earlier)], verdict.Rejected...), defaultReason)
 	accepted = make([]interfaces.Move, 0, len(verdict.Accepted))
 	begin = make([]bool, 0, len(verdict.Accepted))
 	for _, m := range verdict.Accepted {
@@ -454,6 +486,23 @@ func (d *Daemon) verifyMoves(moves []interfaces.Move, rules []interfaces.Constra
 		begin = append(begin, m.From != "" && ok && src.State != interfaces.ChildFailed)
 	}
 	return accepted, begin, rejected
+}
+
+// commitRules are the tier-level rules a commit holds moves to: pin, allowed
+// and anti-affinity. Capacity limits are left to planning: the policy and the
+// limits (an operator's usable capacity, cooperation's load minus a cut) work
+// on the loads the children measured, while the state counts the declared
+// ones — checked against those, a move that fits as planned was refused every
+// round wherever the declared loads exceed the measured ones. The commit holds
+// every move to the child's own capacity, on declared loads.
+func commitRules(rules []interfaces.Constraint) []interfaces.Constraint {
+	var out []interfaces.Constraint
+	for _, k := range rules {
+		if k.Kind != interfaces.ConstraintCapacity {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // noteRejections counts and logs the moves a verification rejected and keeps

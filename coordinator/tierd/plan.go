@@ -25,10 +25,10 @@ type pendingPlan struct {
 	index uint64
 	drain []interfaces.ChildID
 	moves []interfaces.Move
-	// status and infeasible are the plan's outcome: a plan that could not
-	// place every shard (StatusInfeasible) is shown but never applied.
-	status     interfaces.Status
-	infeasible int
+	// stranded counts the plan's infeasible shards that are placed now (its
+	// drains would leave them nowhere to go): such a plan is shown but never
+	// applied.
+	stranded int
 	// rules are the tier-level constraints the policy planned under (the
 	// rules in force and the request's): the moves are verified against them.
 	rules   []interfaces.Constraint
@@ -105,9 +105,31 @@ func (d *Daemon) Plan(ctx context.Context, req *wire.AdminPlanRequest) (*wire.Ad
 			delete(d.plans, t)
 		}
 	}
-	d.plans[token] = pendingPlan{index: index, drain: drain, moves: plan.Moves, status: plan.Status, infeasible: len(plan.Infeasible), rules: view.Constraints, created: time.Now()}
+	stranded := strandedShards(view, plan)
+	d.plans[token] = pendingPlan{index: index, drain: drain, moves: plan.Moves, stranded: stranded, rules: view.Constraints, created: time.Now()}
 	d.mu.Unlock()
-	return &wire.AdminPlanResponse{Plan: wire.PlanToWire(plan), Token: token, StateIndex: index}, nil
+	return &wire.AdminPlanResponse{Plan: wire.PlanToWire(plan), Token: token, StateIndex: index, Stranded: uint32(stranded)}, nil
+}
+
+// strandedShards counts the plan's infeasible shards that v has placed: the
+// ones a drain would leave with nowhere to go. A shard unplaced before the plan
+// and still unplaceable (one larger than any child) is not the plan's doing,
+// and must not keep every plan from being applied.
+func strandedShards(v *interfaces.View, plan interfaces.Plan) int {
+	if len(plan.Infeasible) == 0 {
+		return 0
+	}
+	placed := make(map[interfaces.ShardID]bool, len(v.Assignments))
+	for _, a := range v.Assignments {
+		placed[a.Shard] = true
+	}
+	n := 0
+	for _, inf := range plan.Infeasible {
+		if placed[inf.Shard] {
+			n++
+		}
+	}
+	return n
 }
 
 // ApplyPlan carries out a plan made by Plan, if the state has not changed since.
@@ -128,8 +150,8 @@ func (d *Daemon) ApplyPlan(ctx context.Context, req *wire.ApplyPlanRequest) (*wi
 	if p.used != "" {
 		return nil, wire.ToStatus(fmt.Errorf("plan token %q was used already: %s; a token applies once, plan again: %w", tok, p.used, interfaces.ErrConflict))
 	}
-	if p.status == interfaces.StatusInfeasible || p.infeasible > 0 {
-		return nil, wire.ToStatus(fmt.Errorf("plan token %q: %s could not be placed (plan status infeasible), so the plan is not applied: its drains would leave shards with nowhere to go; make room (undrain, add capacity) and plan again: %w", tok, shardCount(p.infeasible), interfaces.ErrConflict))
+	if p.stranded > 0 {
+		return nil, wire.ToStatus(fmt.Errorf("plan token %q: %s placed now could not be placed elsewhere (plan status infeasible), so the plan is not applied: its drains would leave them with nowhere to go; make room (undrain, add capacity) and plan again: %w", tok, shardCount(p.stranded), interfaces.ErrConflict))
 	}
 	if now := d.tier.FSM.AppliedIndex(); now != p.index {
 		return nil, wire.ToStatus(fmt.Errorf("the state changed since the plan was made (index %d, now %d); plan again: %w", p.index, now, interfaces.ErrConflict))

@@ -25,7 +25,8 @@ func TestPluginTimeoutNotBelowSolveTimeoutIsWarned(t *testing.T) {
 		{"2s", 2 * time.Second, true},
 		{"3s", 2 * time.Second, true},
 		{"1s", 2 * time.Second, false},
-		{"", 2 * time.Second, false}, // the default, 1s
+		{"1500ms", 2 * time.Second, true}, // above half: never reached
+		{"", 2 * time.Second, false},      // the default, 1s
 		{"", time.Second, true},
 	} {
 		cfg := interfaces.PolicyConfig{"address": "127.0.0.1:1"}

@@ -487,3 +487,24 @@ func TestReportsOfThisSessionInOrder(t *testing.T) {
 		t.Error("a report processed after a step-down was stored")
 	}
 }
+
+// TestRegionSumsStayValid: a region's capacity and used load are its hosts'
+// sums, capped at interfaces.MaxQuantity: two valid hosts of 9e23 each summed
+// to 1.8e24, and the parent refused every report and Hello of the region (a
+// review's probe).
+func TestRegionSumsStayValid(t *testing.T) {
+	d, _ := revokeRegion(t)
+	for _, id := range []interfaces.ChildID{"h1", "h2"} {
+		must(t, d, &fsm.PutChild{Child: interfaces.Child{ID: id, Tier: interfaces.TierHost, Capacity: interfaces.Load{CPU: 8, Net: 9e23}}})
+	}
+	d.mu.Lock()
+	d.reports["h1"] = interfaces.Report{Child: "h1", Used: interfaces.Load{Net: 9e23}}
+	d.reports["h2"] = interfaces.Report{Child: "h2", Used: interfaces.Load{Net: 9e23}}
+	d.mu.Unlock()
+	if _, err := wire.ReportFromWire(d.up.report()); err != nil {
+		t.Errorf("the region's report is refused: %v", err)
+	}
+	if _, _, err := wire.HelloFromWire(d.up.hello()); err != nil {
+		t.Errorf("the region's Hello is refused: %v", err)
+	}
+}

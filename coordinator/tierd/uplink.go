@@ -94,7 +94,7 @@ func (u *uplink) capacity() interfaces.Load {
 			c = c.Add(cu.Child.Capacity)
 		}
 	}
-	return c
+	return c.Capped() // valid however many children add up
 }
 
 func (u *uplink) hello() *wire.Hello {
@@ -185,6 +185,7 @@ func (u *uplink) report() *wire.Report {
 			}
 		}
 	}
+	r.Used = r.Used.Capped()
 	r.Headroom = r.Capacity.Sub(r.Used)
 	sort.Slice(shards, func(i, j int) bool {
 		_, a := shards[i].Load.Div(r.Capacity).MaxDim()
@@ -202,6 +203,9 @@ func (u *uplink) report() *wire.Report {
 		r.Capacity = interfaces.Load{Tasks: 1}
 	}
 	r.Hints = d.childHints() // collaborative mode: hints derived from this tier's own view
+	for i := range r.Hints {
+		r.Hints[i].Amount = r.Hints[i].Amount.Capped() // sums over the children, like capacity
+	}
 	u.mu.Lock()
 	u.seq++
 	r.Epoch = u.seq // numbered, so the parent's controller samples each report once

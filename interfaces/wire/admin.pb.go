@@ -1698,8 +1698,13 @@ type AdminPlanResponse struct {
 	Plan  *Plan                  `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
 	// token names the plan; it is bound to state_index and ApplyPlan refuses it with
 	// FAILED_PRECONDITION once the state has moved on.
-	Token         string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
-	StateIndex    uint64 `protobuf:"varint,3,opt,name=state_index,json=stateIndex,proto3" json:"state_index,omitempty"`
+	Token      string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	StateIndex uint64 `protobuf:"varint,3,opt,name=state_index,json=stateIndex,proto3" json:"state_index,omitempty"`
+	// stranded counts the plan's infeasible shards that are placed now: the
+	// shards its drains would leave with nowhere to go. ApplyPlan refuses a plan
+	// with any (shards unplaced before the plan and still unplaceable do not
+	// count: they keep no plan from being applied).
+	Stranded      uint32 `protobuf:"varint,4,opt,name=stranded,proto3" json:"stranded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1751,6 +1756,13 @@ func (x *AdminPlanResponse) GetToken() string {
 func (x *AdminPlanResponse) GetStateIndex() uint64 {
 	if x != nil {
 		return x.StateIndex
+	}
+	return 0
+}
+
+func (x *AdminPlanResponse) GetStranded() uint32 {
+	if x != nil {
+		return x.Stranded
 	}
 	return 0
 }
@@ -2397,12 +2409,13 @@ const file_admin_proto_rawDesc = "" +
 	"\x06policy\x18\x03 \x01(\tR\x06policy\x127\n" +
 	"\vconstraints\x18\x04 \x03(\v2\x15.strata.v1.ConstraintR\vconstraints\x12%\n" +
 	"\x0edrain_children\x18\x05 \x03(\tR\rdrainChildren\x12\x12\n" +
-	"\x04seed\x18\x06 \x01(\x03R\x04seed\"o\n" +
+	"\x04seed\x18\x06 \x01(\x03R\x04seed\"\x8b\x01\n" +
 	"\x11AdminPlanResponse\x12#\n" +
 	"\x04plan\x18\x01 \x01(\v2\x0f.strata.v1.PlanR\x04plan\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x1f\n" +
 	"\vstate_index\x18\x03 \x01(\x04R\n" +
-	"stateIndex\"(\n" +
+	"stateIndex\x12\x1a\n" +
+	"\bstranded\x18\x04 \x01(\rR\bstranded\"(\n" +
 	"\x10ApplyPlanRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\"\x82\x01\n" +
 	"\x11ApplyPlanResponse\x12'\n" +
