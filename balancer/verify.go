@@ -219,6 +219,37 @@ func VerifyRules(st PlanState, rules []interfaces.Constraint, moves []interfaces
 	return v
 }
 
+// Screen splits a plan's moves into the ones the tier may still accept, in
+// plan order, and the ones it refuses whatever else the plan does: a shard's
+// second move, and each move that, verified alone, is invalid, names an
+// unknown shard or child, meets a move in flight, the wrong owner or a stale
+// epoch, or targets an inactive child. Capacity and constraint refusals depend
+// on the other moves (what leaves a child first makes room) and are left to
+// Verify on the moves a round admits. A control round screens before it
+// admits, so that refused moves spend none of its move budget, and never
+// refuses a move for the room of one the round then drops.
+func Screen(st PlanState, moves []interfaces.Move) (kept []interfaces.Move, refused []Rejection) {
+	seen := make(map[interfaces.ShardID]bool, len(moves))
+	for _, m := range moves {
+		if seen[m.Shard] {
+			refused = append(refused, Rejection{Move: m, Code: RejectDuplicate,
+				Reason: fmt.Sprintf("shard %q already has a move earlier in this plan", m.Shard)})
+			continue
+		}
+		seen[m.Shard] = true
+		if v := Verify(st, []interfaces.Move{m}); len(v.Rejected) == 1 {
+			switch v.Rejected[0].Code {
+			case RejectCapacity, RejectConstraint:
+			default:
+				refused = append(refused, v.Rejected[0])
+				continue
+			}
+		}
+		kept = append(kept, m)
+	}
+	return kept, refused
+}
+
 // uncommittable says why a move's other fields could not be committed — a
 // non-finite Delta, a Reason or Goal over interfaces.MaxTextLen bytes — or "".
 func uncommittable(m interfaces.Move) string {

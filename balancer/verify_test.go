@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -376,5 +377,40 @@ func TestVerifyTierRules(t *testing.T) {
 				t.Fatalf("the case should test only the tier rules: Verify rejects %+v", plain.Rejected)
 			}
 		})
+	}
+}
+
+// TestScreen: the moves refused whatever else the plan does go, in plan
+// order, with their codes; capacity and constraint refusals, which depend on
+// the other moves, stay for Verify.
+func TestScreen(t *testing.T) {
+	st, err := balancer.NewViewState(verifyView())
+	if err != nil {
+		t.Fatal(err)
+	}
+	moves := []interfaces.Move{
+		{Shard: "big", To: "a"},                     // capacity: kept (a move out of a may come first)
+		{Shard: "s1", From: "a", To: "b", Epoch: 2}, // stale epoch
+		{Shard: "p", To: "b"},                       // pinned elsewhere: kept (constraint)
+		{Shard: "zz", To: "a"},                      // unknown shard
+		{Shard: "s3", To: "d"},                      // draining target
+		{Shard: "s3", To: "a"},                      // s3 again
+		{Shard: "s2", From: "a", To: "a", Epoch: 1}, // invalid
+	}
+	kept, refused := balancer.Screen(st, moves)
+	var keptIDs []interfaces.ShardID
+	for _, m := range kept {
+		keptIDs = append(keptIDs, m.Shard)
+	}
+	if want := []interfaces.ShardID{"big", "p"}; !slices.Equal(keptIDs, want) {
+		t.Errorf("kept %v, want %v", keptIDs, want)
+	}
+	var codes []balancer.RejectCode
+	for _, r := range refused {
+		codes = append(codes, r.Code)
+	}
+	want := []balancer.RejectCode{balancer.RejectStaleEpoch, balancer.RejectUnknownShard, balancer.RejectTargetInactive, balancer.RejectDuplicate, balancer.RejectInvalid}
+	if !slices.Equal(codes, want) {
+		t.Errorf("refused %v, want %v", codes, want)
 	}
 }

@@ -36,8 +36,9 @@ type RoundOutcome struct {
 // ControlRound runs one round of a tier instance's control loop the way the
 // daemons do (coordinator/tierd's round): ctl.Step decides from the input
 // (observe → detect → decide); when it solves, the policy plans on
-// Decision.Apply's view, Decision.Admit keeps what the round allows (budget,
-// anti-bounce, emergency scope), every admitted move is verified as the
+// Decision.Apply's view, the moves refused whatever else the plan does are
+// screened out (balancer.Screen), Decision.Admit keeps what the round allows
+// of the rest (budget, anti-bounce, emergency scope), every admitted move is verified as the
 // daemons' FSM does at commit (balancer.VerifyView) and then against the tier's
 // constraints in the projected state, apply carries out the accepted moves and returns
 // those it applied, and ctl.Observe gets the result (a failed solve applies
@@ -84,7 +85,19 @@ func ControlRoundWith(ctx context.Context, ctl *control.Controller, pols *contro
 		return out, ctl.Observe(obs)
 	}
 	out.Plan = plan
-	admitted, refused := dec.Admit(sv, plan)
+	// As the daemons: the moves refused whatever else the plan does go before
+	// admission (balancer.Screen), the rest is admitted, then verified.
+	vs, err := balancer.NewViewState(sv)
+	if err != nil {
+		return out, fmt.Errorf("verifying the plan of %s %s: %w", sv.Tier, sv.Instance, err)
+	}
+	screened := plan
+	var junk []balancer.Rejection
+	screened.Moves, junk = balancer.Screen(vs, plan.Moves)
+	for _, r := range junk {
+		out.Rejected = append(out.Rejected, Rejection{Move: r.Move, Why: r.Err().Error()})
+	}
+	admitted, refused := dec.Admit(sv, screened)
 	out.Rejected = append(out.Rejected, refused...)
 	if len(admitted) > 0 {
 		// What the FSM checks at commit (owner, epoch, in-flight, target state,

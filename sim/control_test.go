@@ -167,7 +167,9 @@ func TestControlRoundVerifies(t *testing.T) {
 	if out.Decision.Mode != control.ModePeriodic || len(out.Accepted) != 1 || out.Accepted[0].Shard != "s4" {
 		t.Fatalf("mode %s accepted %+v rejected %+v", out.Decision.Mode, out.Accepted, out.Rejected)
 	}
-	for i, want := range []string{"capacity", "epoch", "expects it on"} {
+	// The stale epoch and the wrong source are screened out before admission
+	// (refused whatever else the plan does), capacity is verified after it.
+	for i, want := range []string{"epoch", "expects it on", "capacity"} {
 		if !strings.Contains(out.Rejected[i].Why, want) {
 			t.Errorf("rejection %d: %q does not mention %q", i, out.Rejected[i].Why, want)
 		}

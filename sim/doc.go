@@ -23,9 +23,10 @@
 //     with their transfer time.
 //   - control.go: ControlRound, one round of a tier instance's control loop as
 //     the daemons run it — the controller of tiers/control decides (mode,
-//     budget, anti-bounce, grace, mass-failure guard), the policy plans, and
-//     the admitted moves are verified (balancer.VerifyView, as the FSM does at
-//     commit, then the tier's own constraints).
+//     budget, anti-bounce, grace, mass-failure guard), the policy plans, the
+//     moves refused whatever the plan does are screened out (balancer.Screen),
+//     and the admitted moves are verified (balancer.VerifyView, as the FSM does
+//     at commit, then the tier's own constraints).
 //   - report.go: table, JSON, CSV and a self-contained HTML report with SVG plots.
 //   - live.go: plans against a live cluster ("strata plan --scenario") —
 //     ParsePlan turns a plan file and a LiveState (hosts, shards, assignment)

@@ -121,6 +121,15 @@ func sameMove(m, n interfaces.Move) bool {
 		m.Reason == n.Reason && m.Goal == n.Goal && math.Float64bits(m.Delta) == math.Float64bits(n.Delta)
 }
 
+// Screen is balancer.Screen against the FSM's current state: the moves of a
+// plan the tier refuses whatever else the plan does, split off before a round
+// admits the rest.
+func (f *FSM) Screen(moves []interfaces.Move) (kept []interfaces.Move, refused []balancer.Rejection) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return balancer.Screen(planState{f.st}, moves)
+}
+
 // Pending is a move the plan applier has proposed to the log and whose outcome it
 // does not know yet, with the load Verify counted for it.
 type Pending struct {

@@ -359,7 +359,7 @@ func (d *Daemon) baseView(now time.Time) (*interfaces.View, map[interfaces.Shard
 }
 
 // act carries out the policy's plan: it drops the moves the tier refuses
-// whatever else the plan does (screen), admits what the round's decision
+// whatever else the plan does (fsm.Screen), admits what the round's decision
 // allows of the rest (dec.Admit: budget, anti-bounce, emergency scope) — so
 // that refused moves use none of the round's budget — and commits those,
 // verified against the latest state and the tier-level rules the policy was
@@ -378,7 +378,7 @@ func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.P
 		return nil, 0, nil
 	}
 	reason := "policy " + d.policy.Name()
-	plan.Moves, pre = d.screen(moves)
+	plan.Moves, pre = d.tier.FSM.Screen(moves)
 	admitted, _ := dec.Admit(sv, plan)
 	explainEvictions(admitted, evictions)
 	if len(admitted) == 0 {
@@ -387,34 +387,6 @@ func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.P
 	}
 	applied, refused, err := d.commitMoves(ctx, admitted, sv.Constraints, reason, pre...)
 	return applied, len(pre) + refused, err
-}
-
-// screen splits moves into the ones the tier may accept, in plan order, and
-// the ones it refuses whatever else the plan does: a repeated shard, and each
-// move that verified alone is invalid, names an unknown shard or child, meets
-// a move in flight, the wrong owner or a stale epoch, or targets an inactive
-// child.
-func (d *Daemon) screen(moves []interfaces.Move) (kept []interfaces.Move, refused []balancer.Rejection) {
-	seen := make(map[interfaces.ShardID]bool, len(moves))
-	for _, m := range moves {
-		if seen[m.Shard] {
-			refused = append(refused, balancer.Rejection{Move: m, Code: balancer.RejectDuplicate,
-				Reason: fmt.Sprintf("shard %q already has a move earlier in this plan", m.Shard)})
-			continue
-		}
-		seen[m.Shard] = true
-		if v := d.tier.FSM.VerifyPlan([]interfaces.Move{m}); len(v.Rejected) == 1 {
-			switch v.Rejected[0].Code {
-			case balancer.RejectCapacity, balancer.RejectConstraint:
-				// Depends on the other moves, or is rejected at commit anyway.
-			default:
-				refused = append(refused, v.Rejected[0])
-				continue
-			}
-		}
-		kept = append(kept, m)
-	}
-	return kept, refused
 }
 
 // commitMoves verifies moves against the latest state and the tier-level rules
