@@ -8,6 +8,7 @@ package tierd
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -506,5 +507,27 @@ func TestRegionSumsStayValid(t *testing.T) {
 	}
 	if _, _, err := wire.HelloFromWire(d.up.hello()); err != nil {
 		t.Errorf("the region's Hello is refused: %v", err)
+	}
+}
+
+// TestFailureEvidenceOnlyFromTheHolder: a failed ack counts as evidence for
+// the doctor only from the child holding the shard (or receiving it): any
+// child could otherwise have any shard quarantined (a review's suspicion).
+func TestFailureEvidenceOnlyFromTheHolder(t *testing.T) {
+	d, _ := revokeRegion(t, "h1", "h2")
+	must(t, d, &fsm.Assign{Shard: "j/0", Child: "h1"})
+	failed := func(from interfaces.ChildID) {
+		s := fakeSession(d, from)
+		ack := wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, "j/0", 1, errors.New("exit status 1")).GetAck()
+		ack.Failed = true
+		d.onChildMessage(context.Background(), s, &wire.ChildMessage{Msg: &wire.ChildMessage_Ack{Ack: ack}})
+	}
+	failed("h2")
+	if f := d.takeFailures(); len(f) != 0 {
+		t.Errorf("h2, which does not hold j/0, made evidence %+v", f)
+	}
+	failed("h1")
+	if f := d.takeFailures(); len(f) != 1 || f[0].Child != "h1" {
+		t.Errorf("evidence %+v, want j/0's failure on h1", f)
 	}
 }

@@ -592,6 +592,14 @@ func (d *Daemon) reconcileReport(s *childSession, r interfaces.Report) {
 	}
 }
 
+// heldBy reports whether child owns shard here, or is its in-flight move's
+// target: only such a child's word that the shard's process failed is
+// evidence (a child could otherwise have any shard quarantined).
+func (d *Daemon) heldBy(shard interfaces.ShardID, child interfaces.ChildID) bool {
+	st, ok := d.tier.FSM.Shard(shard)
+	return ok && (st.Owner == child || st.InFlight != nil && st.InFlight.To == child)
+}
+
 // onAck: a revoke ack lets an in-flight move complete (epoch+1, then Assign to
 // the new owner), or lets a revoke asked by our parent finish.
 func (d *Daemon) onAck(ctx context.Context, s *childSession, ack *wire.Ack) {
@@ -617,7 +625,7 @@ func (d *Daemon) onAck(ctx context.Context, s *childSession, ack *wire.Ack) {
 	if !ack.GetOk() {
 		d.scope.Counter("acks_failed_total").Inc(1)
 		d.logger.Printf("session %s: %s of %s@%d failed: %s", s.id, ack.GetKind(), shard, ack.GetEpoch(), ack.GetError())
-		if ack.GetFailed() {
+		if ack.GetFailed() && d.heldBy(shard, s.id) {
 			d.noteFailure(shard, s.id, ack.GetError(), time.Now()) // evidence for the doctor
 		}
 		if ack.GetKind() == wire.AckKind_ACK_KIND_ASSIGN && ack.GetRevokedAt() >= ack.GetEpoch() && ack.GetRevokedAt() > 0 && d.IsLeader() {
