@@ -440,10 +440,11 @@ func TestDeriveSLOAtRiskAndTargets(t *testing.T) {
 	}
 }
 
-// TestProposalsAboutOthersShardsAreRefused: a child may propose keeping only
-// its own shards apart (r-a proposed anti-affinity over r-b's shards, and three
-// such rules were accepted: a review's probe); and a report's hints are read up
-// to maxHints.
+// TestProposalsAboutOthersShardsAreRefused: an anti-affinity proposal must
+// name at least one of the child's own shards (r-a proposed rules over r-b's
+// shards alone, and three such rules were accepted: a review's probe) — one,
+// not all, so that a rule that spread them is not dropped; and a report's
+// hints are read up to maxHints.
 func TestProposalsAboutOthersShardsAreRefused(t *testing.T) {
 	v := &interfaces.View{Tier: interfaces.TierGlobal, Instance: "g", Now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Reports: map[interfaces.ChildID]interfaces.Report{}}
 	for _, id := range []string{"r-a", "r-b"} {
@@ -457,7 +458,7 @@ func TestProposalsAboutOthersShardsAreRefused(t *testing.T) {
 		return interfaces.Hint{Kind: interfaces.HintConstraint, Reason: "x", Constraint: &interfaces.Constraint{
 			Kind: interfaces.ConstraintAntiAffinity, Shards: []interfaces.ShardID{interfaces.ShardID(a), interfaces.ShardID(b)}, Max: 1}}
 	}
-	hints := []interfaces.Hint{aa("b-0", "b-1"), aa("a-0", "b-2"), aa("a-0", "a-1")}
+	hints := []interfaces.Hint{aa("b-0", "b-1"), aa("a-0", "b-2"), aa("a-0", "a-1")} // the second: one of its own, kept once spread
 	for range 100 {
 		hints = append(hints, aa("b-1", "b-2"))
 	}
@@ -472,8 +473,8 @@ func TestProposalsAboutOthersShardsAreRefused(t *testing.T) {
 			kept = append(kept, c.Shards)
 		}
 	}
-	if len(kept) != 1 || !slices.Equal(kept[0], []interfaces.ShardID{"a-0", "a-1"}) {
-		t.Errorf("accepted anti-affinity rules %v, want r-a's own [a-0 a-1] only", kept)
+	if len(kept) != 2 || !slices.Equal(kept[0], []interfaces.ShardID{"a-0", "b-2"}) || !slices.Equal(kept[1], []interfaces.ShardID{"a-0", "a-1"}) {
+		t.Errorf("accepted anti-affinity rules %v, want those naming one of r-a's shards: [a-0 b-2] [a-0 a-1]", kept)
 	}
 	if n := len(d.Refused); n > 64+1 {
 		t.Errorf("%d refusals for one report: its hints beyond the first 64 were read", n)

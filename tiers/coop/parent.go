@@ -653,8 +653,12 @@ func (d *deriver) proposal(field string, c int, h interfaces.Hint) (interfaces.C
 		}
 		return cons, ok
 	case interfaces.ConstraintAntiAffinity:
-		if own := st.ownedInOrder(shards, c, len(shards)); len(own) != len(shards) {
-			d.refuse("%s (constraint anti_affinity): a child may only propose rules about its own shards (%d of the %d named are not on %s)", field, len(shards)-len(own), len(shards), id)
+		// About its own shards: at least one named shard must be on the
+		// child. Not all of them: once the rule has spread them, the child
+		// holds fewer, and a rule it keeps proposing must not lapse and let
+		// them drift back.
+		if own := st.ownedInOrder(shards, c, 1); len(own) == 0 {
+			d.refuse("%s (constraint anti_affinity): a child may only propose rules about its own shards (none of the %d named is on %s)", field, len(shards), id)
 			return interfaces.Constraint{}, false
 		}
 		if len(shards) < 2 {
