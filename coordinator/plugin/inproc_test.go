@@ -6,7 +6,6 @@ import (
 	"math"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/plugin"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/testutil"
 	"github.com/strata-sched/strata/tiers"
 )
 
@@ -138,23 +138,6 @@ func TestHungPluginLeavesTheFallbackTime(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Split(strings.TrimSpace(s.b.String()), "\n")
-}
 
 // The policy logs its transitions — failing (with the fallback it plans
 // with), healthy again — through the logger it is given, not every call: it
@@ -168,7 +151,7 @@ func TestPluginLogsTransitions(t *testing.T) {
 		return &wire.PlanResponse{Plan: &wire.Plan{Status: wire.PlanStatus(interfaces.StatusOK)}}, nil
 	})
 	p := newPlugin(t, interfaces.PolicyConfig{"address": addr, "retry": "1ms", "fallback": "greedy"})
-	var out syncBuffer
+	var out testutil.Buffer
 	p.SetLogger(log.New(&out, "", 0))
 	plan := func() {
 		t.Helper()
@@ -186,7 +169,7 @@ func TestPluginLogsTransitions(t *testing.T) {
 	down.Store(false)
 	plan()
 	plan()
-	got := out.lines()
+	got := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(got) != 3 {
 		t.Fatalf("log %q: want 3 lines (healthy, failed, healthy again)", got)
 	}

@@ -154,14 +154,7 @@ func TestEvacuationNotBlockedByADroppedMove(t *testing.T) {
 		{Shard: "c", From: "h3", To: "h1", Epoch: ep("c")}, // rebalancing: dropped
 		{Shard: "zz", To: "h1"},                            // unknown: refused before admission
 	}}
-	dec := control.Decision{Mode: control.ModeEmergency, Evacuate: []interfaces.ShardID{"b"}}
-	d.decide.Lock()
-	sv, _ := d.baseView(time.Now())
-	applied, rejected, err := d.act(context.Background(), sv, plan, &dec, nil)
-	d.decide.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
+	applied, rejected := actOn(t, d, plan, control.Decision{Mode: control.ModeEmergency, Evacuate: []interfaces.ShardID{"b"}})
 	if st, _ := d.Tier().FSM.Shard("b"); st.Owner != "h3" {
 		t.Errorf("evacuation of b not committed: applied %v, rejected %d, rejections %+v", applied, rejected, d.LastRejections())
 	}
@@ -188,14 +181,7 @@ func TestRejectedMovesSpendNoBudget(t *testing.T) {
 		{Shard: "j/1", From: "h1", To: "h2", Epoch: st1.Epoch},     // good
 		{Shard: "j/2", From: "h1", To: "h2", Epoch: st2.Epoch},     // good, over the budget
 	}}
-	dec := control.Decision{Mode: control.ModePeriodic, MaxMoves: 1}
-	d.decide.Lock()
-	sv, _ := d.baseView(time.Now())
-	applied, rejected, err := d.act(context.Background(), sv, plan, &dec, nil)
-	d.decide.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
+	applied, rejected := actOn(t, d, plan, control.Decision{Mode: control.ModePeriodic, MaxMoves: 1})
 	if len(applied) != 1 || applied[0].Shard != "j/1" {
 		t.Errorf("applied %v: want the first valid move (budget 1)", applied)
 	}
@@ -208,4 +194,17 @@ func TestRejectedMovesSpendNoBudget(t *testing.T) {
 	if st, _ := d.Tier().FSM.Shard("j/2"); st.InFlight != nil {
 		t.Errorf("j/2 moved past the round's budget: %+v", st.InFlight)
 	}
+}
+
+// actOn carries out plan as a round decided dec would, on the current view.
+func actOn(t *testing.T, d *Daemon, plan interfaces.Plan, dec control.Decision) (applied []interfaces.Move, rejected int) {
+	t.Helper()
+	d.decide.Lock()
+	defer d.decide.Unlock()
+	sv, _ := d.baseView(time.Now())
+	applied, rejected, err := d.act(context.Background(), sv, plan, &dec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return applied, rejected
 }
