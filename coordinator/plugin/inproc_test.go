@@ -138,7 +138,6 @@ func TestHungPluginLeavesTheFallbackTime(t *testing.T) {
 	}
 }
 
-
 // The policy logs its transitions — failing (with the fallback it plans
 // with), healthy again — through the logger it is given, not every call: it
 // logged nothing before, so a tier switched to its fallback silently.
