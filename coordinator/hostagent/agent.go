@@ -272,13 +272,16 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 		case EffPersist:
 			if err := a.store.Put(e.Record); err != nil {
 				errs = append(errs, fmt.Errorf("persist %s@%d: %w", e.Shard, e.Epoch, err))
-				if !e.Record.Fenced {
+				if !e.Record.Fenced && startFollows(effs[i+1:], e.Shard, e.Epoch) {
 					// The start that follows must not run without a durable
 					// record: cancel it and drop the shard.
 					skip[e.Shard] = true
 					effs = append(effs, a.core.StartFailed(e.Shard, e.Epoch)...)
 				}
-				// A fenced flag that failed to persist is harmless: every record
+				// Without a start (a changed spec of a running shard) the shard
+				// runs on: the durable record, of the same epoch, still stands,
+				// and the failed ack makes the parent send the spec again. A
+				// fenced flag that failed to persist is harmless: every record
 				// loads fenced after a restart.
 			}
 		case EffStart:
@@ -302,10 +305,16 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 			if err != nil {
 				errs = append(errs, fmt.Errorf("start %s@%d: %w: %w", e.Shard, e.Epoch, ErrShardFailed, err))
 				// The driver may have half-started it: make sure it is stopped
-				// before the ledger says so.
+				// before the ledger says so, and before the shard is dropped.
 				if serr := driver.IgnoreNotFound(a.cfg.Driver.Stop(e.Shard)); serr != nil {
+					// It may run: keep holding it (running, as the core has it),
+					// so that the fence at the lease's end, or a revoke, stops
+					// it. Dropped now, nothing here would ever stop it while the
+					// parent placed it elsewhere.
 					errs = append(errs, fmt.Errorf("stop after failed start %s: %w", e.Shard, serr))
-				} else if _, lerr := a.ledger.Append(e.Shard, e.Epoch, ledger.EventStop, a.cfg.Clock.Now().UnixNano()); lerr != nil {
+					continue
+				}
+				if _, lerr := a.ledger.Append(e.Shard, e.Epoch, ledger.EventStop, a.cfg.Clock.Now().UnixNano()); lerr != nil {
 					errs = append(errs, lerr)
 				}
 				effs = append(effs, a.core.StartFailed(e.Shard, e.Epoch)...)
@@ -340,6 +349,16 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// startFollows reports whether effs start shard under epoch.
+func startFollows(effs []Effect, shard interfaces.ShardID, epoch interfaces.Epoch) bool {
+	for _, e := range effs {
+		if e.Kind == EffStart && e.Shard == shard && e.Epoch == epoch {
+			return true
+		}
+	}
+	return false
 }
 
 // stopAll runs, side by side, the driver stops among the effects that come

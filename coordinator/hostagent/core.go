@@ -397,7 +397,10 @@ func (c *Core) Revoke(now time.Time, shard interfaces.ShardID, epoch interfaces.
 				return effs, staleErr("revoke", shard, t, epoch, "revoked at")
 			}
 			if epoch == t {
-				return effs, nil
+				// Again (a re-sent revoke): write the tombstone again, so that
+				// the ack stands for a durable one even if the first write
+				// failed (idempotent).
+				return append(effs, Effect{Kind: EffDelete, Shard: shard, Epoch: epoch}), nil
 			}
 		}
 		c.tombs[shard] = epoch

@@ -32,7 +32,9 @@
 //	Revoke(e)  held > e or tomb > e     → ErrStaleEpoch
 //	           otherwise                → [stop], delete record + tombstone max(e)
 //	           (a revoke of a shard not held succeeds and leaves the tombstone, so
-//	           a delayed Assign it overtook is refused; Revoke needs no lease)
+//	           a delayed Assign it overtook is refused; a repeated one writes the
+//	           tombstone again, so its ack never stands for a write that failed;
+//	           Revoke needs no lease)
 //	LeaseGrant deadline = now + ttl - margin; confirm[] = Assign(held spec, epoch)
 //	Tick       at or after the deadline: for each running shard stop, persist fenced
 //
@@ -46,7 +48,12 @@
 // Every input first applies an expiry that is due, so a late input cannot act on
 // an expired lease. A driver start that fails drops the shard (tombstone at its
 // epoch) and returns the driver's error in the ack, marked ErrShardFailed (the
-// ack's failed flag). A process that ends on its own (a driver with ExitError,
+// ack's failed flag) — once the driver's stop of what it may have half-started
+// succeeded: when that stop fails too, the shard stays held and running, so the
+// fence or a revoke stops it. A persist that fails cancels the start it comes
+// before; a changed spec of a running shard whose persist fails leaves the
+// shard running (the durable record, of the same epoch, stands) and fails the
+// ack. A process that ends on its own (a driver with ExitError,
 // e.g. exec) is stopped and dropped the same way on the next Tick. A re-sent
 // Assign of a failed epoch is refused as stale and marked failed again, so the
 // parent's doctor control policy counts the failure and the parent places the
