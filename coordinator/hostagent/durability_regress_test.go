@@ -97,7 +97,7 @@ func TestResentRevokeWritesItsTombstone(t *testing.T) {
 	if err := a.LeaseGrant(ctx, now, 10*time.Second, nil); err != nil {
 		t.Fatal(err)
 	}
-	a.store.db.Close() // writes fail from here
+	a.store.db.Close()                 // writes fail from here
 	err1 := a.Revoke(ctx, now, "x", 5) // revoke of a shard not held (overtook Assign x@5)
 	err2 := a.Revoke(ctx, now, "x", 5) // the parent re-sends it
 	if err1 == nil || err2 == nil {
