@@ -113,7 +113,11 @@
 // persisted on every grant. bbolt transactions are fsynced on commit. Layout:
 // see store.go; a corrupt or unknown record, bucket or version is an error
 // wrapping ErrCorrupt (and interfaces.ErrInvalid) naming bucket and key; a store
-// of another host is refused (ErrConflict).
+// of another host is refused (ErrConflict). A damaged file is ErrCorrupt too,
+// naming it and telling the operator to move it aside: one bbolt cannot open
+// or panics on (the panic is recovered), one that fails bbolt's consistency
+// check at open, and an existing empty (0-byte) file, which bbolt would open
+// as a new store without the records and tombstones.
 //
 // # Ownership ledger
 //
