@@ -17,6 +17,10 @@
 // restart time when that is earlier), because the shard died with the agent or
 // would have been fenced at the deadline.
 //
+// Lines are written with one write(2) each and not fsynced: they survive a crash
+// of the process, not of the machine. An append the disk takes only part of (a
+// full disk) is cut off again, so the next line does not continue the fragment.
+//
 // Check merges the ledgers of all hosts and reports:
 //   - overlap: one shard running on two hosts in intervals that intersect (or
 //     started twice on one host without a stop in between);

@@ -13,6 +13,10 @@ import (
 	"github.com/strata-sched/strata/interfaces"
 )
 
+// ErrBroken is returned by every append after a failed write left a partial
+// line that could not be cut off; opening the ledger again repairs it.
+var ErrBroken = errors.New("ledger writer broken")
+
 // Event kinds.
 const (
 	EventStart = "start"
@@ -33,12 +37,23 @@ type Event struct {
 // Writer appends events to one host's ledger file. It is safe for concurrent
 // use. Lines are written with a single write(2) each and not fsynced: they
 // survive a crash of the process (kill -9), not of the machine.
+//
+// A write that fails part-way (a full disk) is cut off again: the file is
+// truncated back to where the line began, so that the next line does not
+// continue the fragment. If that truncation fails too, the Writer refuses
+// every later append until the ledger is opened again (Open cuts off a final
+// line without its newline).
 type Writer struct {
 	mu   sync.Mutex
 	f    *os.File
+	path string
 	host string
 	seq  uint64
 	open map[interfaces.ShardID]Event
+	// size is the length of the file: where the next line begins.
+	size int64
+	// broken is set when a failed write could not be cut off.
+	broken error
 }
 
 // Open opens (creating if needed) the ledger at path for host. It reads the
@@ -59,7 +74,12 @@ func Open(path, host string) (*Writer, error) {
 		f.Close()
 		return nil, err
 	}
-	w := &Writer{f: f, host: host, open: map[interfaces.ShardID]Event{}}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	w := &Writer{f: f, path: path, host: host, open: map[interfaces.ShardID]Event{}, size: fi.Size()}
 	for _, e := range evs {
 		if e.Host != host {
 			f.Close()
@@ -116,14 +136,26 @@ func (w *Writer) append(e Event) (Event, error) {
 	if w.f == nil {
 		return Event{}, errors.New("ledger: closed")
 	}
+	if w.broken != nil {
+		return Event{}, w.broken
+	}
 	e.Seq = w.seq + 1
 	b, err := json.Marshal(e)
 	if err != nil {
 		return Event{}, fmt.Errorf("ledger: %w", err)
 	}
-	if _, err := w.f.Write(append(b, '\n')); err != nil {
-		return Event{}, fmt.Errorf("ledger: %w", err)
+	n, err := w.f.Write(append(b, '\n'))
+	if err != nil {
+		if n == 0 {
+			return Event{}, fmt.Errorf("ledger %s: append seq %d: %w", w.path, e.Seq, err)
+		}
+		if terr := w.f.Truncate(w.size); terr != nil {
+			w.broken = fmt.Errorf("ledger %s: %w: an append failed after %d bytes (%v) and the partial line could not be cut off at offset %d (%v): open the ledger again", w.path, ErrBroken, n, err, w.size, terr)
+			return Event{}, w.broken
+		}
+		return Event{}, fmt.Errorf("ledger %s: append seq %d: %w (the %d bytes written were cut off again)", w.path, e.Seq, err, n)
 	}
+	w.size += int64(n)
 	w.seq = e.Seq
 	if e.Event == EventStart {
 		w.open[e.Shard] = e
