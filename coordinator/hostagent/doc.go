@@ -131,7 +131,10 @@
 // without a stop get a recovered stop at min(now, persisted lease deadline) —
 // drivers' work dies with the agent (an exec shard's group leader carries a
 // parent-death SIGKILL, and the restarted driver kills what is left of its
-// groups), and would have been fenced at the deadline anyway. ledger.Check
+// groups), and would have been fenced at the deadline anyway. The ledger is
+// not fsynced: a final line torn by a crash of the machine is cut off on Open
+// (ledger.Writer.Torn says so); a malformed line elsewhere stops the agent
+// with an error naming the line. ledger.Check
 // merges the files of all hosts and reports overlaps, epoch regressions, order
 // errors and (with ExpectRunning) shards not running at the end.
 //

@@ -50,6 +50,10 @@ type Result struct {
 	Violations []Violation
 	// Running maps each shard that runs at the end of the ledgers to its host(s).
 	Running map[interfaces.ShardID][]string
+	// Torn lists the torn final lines left out (see TornLine): a host's
+	// machine went down while it wrote them, and no host has opened the
+	// ledger since.
+	Torn []TornLine
 }
 
 // OK reports whether no violation was found.
@@ -86,14 +90,20 @@ func Check(files ...string) (*Result, error) {
 		return nil, errors.New("ledger check: no files given")
 	}
 	var all []Event
+	var torn []TornLine
 	for _, f := range files {
-		evs, err := ReadFile(f)
+		sc, err := readFile(f)
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, evs...)
+		all = append(all, sc.events...)
+		if sc.torn != nil {
+			torn = append(torn, *sc.torn)
+		}
 	}
-	return CheckEvents(all), nil
+	r := CheckEvents(all)
+	r.Torn = torn
+	return r, nil
 }
 
 // CheckEvents checks the events of any number of hosts. Each host's events are

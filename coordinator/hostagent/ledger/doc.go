@@ -20,6 +20,12 @@
 // Lines are written with one write(2) each and not fsynced: they survive a crash
 // of the process, not of the machine. An append the disk takes only part of (a
 // full disk) is cut off again, so the next line does not continue the fragment.
+// After a crash of the machine the final line may be cut short or be zeros:
+// a final line without its newline that does not decode is torn (TornLine);
+// Open cuts it off and reports it (Writer.Torn), ReadFile leaves it out and
+// Check lists it in Result.Torn. A final event that is whole but lacks its
+// newline is kept and Open adds the newline. Any other malformed line is an
+// error naming the file and the line.
 //
 // Check merges the ledgers of all hosts and reports:
 //   - overlap: one shard running on two hosts in intervals that intersect (or

@@ -54,13 +54,20 @@ type Writer struct {
 	size int64
 	// broken is set when a failed write could not be cut off.
 	broken error
+	// torn is the final line Open cut off, if any.
+	torn *TornLine
 }
+
+// Torn returns the torn final line Open cut off the ledger (nil if none), for
+// the caller to log.
+func (w *Writer) Torn() *TornLine { return w.torn }
 
 // Open opens (creating if needed) the ledger at path for host. It reads the
 // existing lines to continue the sequence and to learn which shards were left
 // started without a stop (see Writer.Open and Writer.Recover). A malformed line, a
 // line of another host or a sequence that does not grow is an error naming the
-// line.
+// line, except a torn final line (no newline, does not decode: see TornLine),
+// which is cut off the file and reported by Writer.Torn.
 func Open(path, host string) (*Writer, error) {
 	if err := interfaces.ValidateID("ledger.host", host); err != nil {
 		return nil, err
@@ -69,17 +76,31 @@ func Open(path, host string) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
-	evs, err := readEvents(f, path)
+	sc, err := readEvents(f, path)
 	if err != nil {
 		f.Close()
 		return nil, err
+	}
+	evs := sc.events
+	// A torn final line is cut off; a whole final event without its newline
+	// gets one, so that the next line does not continue it.
+	if sc.torn != nil {
+		if err := f.Truncate(sc.torn.Offset); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("ledger %s: cut off the torn final line %d at offset %d: %w", path, sc.torn.Line, sc.torn.Offset, err)
+		}
+	} else if sc.unterminated {
+		if _, err := f.Write([]byte("\n")); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("ledger %s: end the final line with a newline: %w", path, err)
+		}
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("ledger: %w", err)
 	}
-	w := &Writer{f: f, path: path, host: host, open: map[interfaces.ShardID]Event{}, size: fi.Size()}
+	w := &Writer{f: f, path: path, host: host, open: map[interfaces.ShardID]Event{}, size: fi.Size(), torn: sc.torn}
 	for _, e := range evs {
 		if e.Host != host {
 			f.Close()
@@ -177,48 +198,132 @@ func (w *Writer) Close() error {
 	return err
 }
 
-// ReadFile reads every event of a ledger file.
+// ReadFile reads every event of a ledger file. A torn final line (see
+// TornLine) is left out; Check reports it in Result.Torn.
 func ReadFile(path string) ([]Event, error) {
+	sc, err := readFile(path)
+	return sc.events, err
+}
+
+func readFile(path string) (scanned, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: %w", err)
+		return scanned{}, fmt.Errorf("ledger: %w", err)
 	}
 	defer f.Close()
 	return readEvents(f, path)
 }
 
-func readEvents(r io.Reader, name string) ([]Event, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	var out []Event
+// maxLine bounds the length of a ledger line.
+const maxLine = 1 << 20
+
+// TornLine is a final line of a ledger that has no newline and does not
+// decode: the part of a line that reached the disk before the machine went
+// down (the ledger is not fsynced), or the zeros some filesystems leave in its
+// place. Its event was never complete; Open cuts it off, ReadFile leaves it
+// out. A line that does not decode anywhere else, or that ends with its
+// newline, is an error naming the line.
+type TornLine struct {
+	File string
+	// Line is its line number, Offset where it began (the length of the file
+	// without it), Len its length in bytes.
+	Line   int
+	Offset int64
+	Len    int64
+	// Reason is why it does not decode.
+	Reason string
+}
+
+func (t TornLine) String() string {
+	return fmt.Sprintf("ledger %s line %d: torn final line (%d bytes at offset %d, no newline: %s)", t.File, t.Line, t.Len, t.Offset, t.Reason)
+}
+
+// scanned is what readEvents found.
+type scanned struct {
+	events []Event
+	// torn is the final line cut short, if any.
+	torn *TornLine
+	// unterminated: the final line is a whole event but lacks its newline.
+	unterminated bool
+}
+
+func readEvents(r io.Reader, name string) (scanned, error) {
+	br := bufio.NewReaderSize(r, 64*1024)
+	var out scanned
+	var off int64
 	line := 0
 	var last uint64
-	for sc.Scan() {
+	for {
+		raw, n, terminated, err := readLine(br)
+		if err != nil {
+			return scanned{}, fmt.Errorf("ledger %s line %d: %w", name, line+1, err)
+		}
+		if n == 0 {
+			return out, nil
+		}
 		line++
-		b := bytes.TrimSpace(sc.Bytes())
+		start := off
+		off += n
+		if len(raw) > maxLine {
+			if !terminated {
+				out.torn = &TornLine{File: name, Line: line, Offset: start, Len: n, Reason: fmt.Sprintf("longer than %d bytes", maxLine)}
+				return out, nil
+			}
+			return scanned{}, fmt.Errorf("ledger %s line %d: %w: longer than %d bytes", name, line, interfaces.ErrInvalid, maxLine)
+		}
+		b := bytes.TrimSpace(raw)
 		if len(b) == 0 {
 			continue
 		}
 		var e Event
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&e); err != nil {
-			return nil, fmt.Errorf("ledger %s line %d: %w: %v", name, line, interfaces.ErrInvalid, err)
+		err = dec.Decode(&e)
+		if err == nil && dec.InputOffset() != int64(len(b)) {
+			err = fmt.Errorf("%d bytes after the event", int64(len(b))-dec.InputOffset())
+		}
+		if err != nil {
+			if !terminated {
+				out.torn = &TornLine{File: name, Line: line, Offset: start, Len: n, Reason: err.Error()}
+				return out, nil
+			}
+			return scanned{}, fmt.Errorf("ledger %s line %d: %w: %v", name, line, interfaces.ErrInvalid, err)
 		}
 		if e.Event != EventStart && e.Event != EventStop {
-			return nil, fmt.Errorf("ledger %s line %d: %w: event must be start or stop (got %q)", name, line, interfaces.ErrInvalid, e.Event)
+			return scanned{}, fmt.Errorf("ledger %s line %d: %w: event must be start or stop (got %q)", name, line, interfaces.ErrInvalid, e.Event)
 		}
 		if e.Shard == "" || e.Host == "" {
-			return nil, fmt.Errorf("ledger %s line %d: %w: host and shard are required", name, line, interfaces.ErrInvalid)
+			return scanned{}, fmt.Errorf("ledger %s line %d: %w: host and shard are required", name, line, interfaces.ErrInvalid)
 		}
 		if e.Seq <= last {
-			return nil, fmt.Errorf("ledger %s line %d: %w: seq must grow (got %d after %d)", name, line, interfaces.ErrInvalid, e.Seq, last)
+			return scanned{}, fmt.Errorf("ledger %s line %d: %w: seq must grow (got %d after %d)", name, line, interfaces.ErrInvalid, e.Seq, last)
 		}
 		last = e.Seq
-		out = append(out, e)
+		out.events = append(out.events, e)
+		out.unterminated = !terminated
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("ledger %s: %w", name, err)
+}
+
+// readLine reads up to and including the next newline. It returns the line
+// (without the newline; only its first maxLine+1 bytes when longer), its whole
+// length n including the newline, and whether it ended with one (false for a
+// final line without). n is 0 at the end of the input.
+func readLine(br *bufio.Reader) (line []byte, n int64, terminated bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		n += int64(len(chunk))
+		if room := maxLine + 1 - len(line); room > 0 {
+			line = append(line, chunk[:min(room, len(chunk))]...)
+		}
+		switch err {
+		case nil:
+			return bytes.TrimSuffix(line, []byte("\n")), n, true, nil
+		case bufio.ErrBufferFull:
+			continue
+		case io.EOF:
+			return line, n, false, nil
+		default:
+			return nil, n, false, err
+		}
 	}
-	return out, nil
 }
