@@ -132,13 +132,23 @@ func (*WorkerMessage_Ack) isWorkerMessage_Msg() {}
 
 func (*WorkerMessage_Load) isWorkerMessage_Msg() {}
 
-// WorkerHello introduces a worker. worker_id is unique on the host (the SDK uses
-// the hostname and pid when none is given).
+// WorkerHello introduces a worker. worker_id is unique on the host among the
+// attached workers (the SDK uses the hostname and pid when none is given, which
+// two processes in different PID namespaces can share).
 type WorkerHello struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	WorkerId string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// max_shards is how many shards the worker takes at once; 0 means no limit.
-	MaxShards     uint32 `protobuf:"varint,2,opt,name=max_shards,json=maxShards,proto3" json:"max_shards,omitempty"`
+	MaxShards uint32 `protobuf:"varint,2,opt,name=max_shards,json=maxShards,proto3" json:"max_shards,omitempty"`
+	// incarnation is a random nonce the worker draws once and sends in every
+	// hello of its connection (the SDK: per Connect). A worker that re-attaches
+	// with the incarnation of its last stream has dropped that stream's shards
+	// (as the SDK does before it reconnects), so they may be placed at once;
+	// under any other incarnation — another process reusing the id — the agent
+	// waits until the old one must have noticed the broken stream. Empty means
+	// unknown (workers older than this field): the agent waits too. At most 64
+	// characters of letters, digits and . _ : / -.
+	Incarnation   string `protobuf:"bytes,3,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -185,6 +195,13 @@ func (x *WorkerHello) GetMaxShards() uint32 {
 		return x.MaxShards
 	}
 	return 0
+}
+
+func (x *WorkerHello) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
 }
 
 // WorkerCommand is what the agent sends a worker.
@@ -501,11 +518,12 @@ const file_worker_proto_rawDesc = "" +
 	"\x05hello\x18\x01 \x01(\v2\x16.strata.v1.WorkerHelloH\x00R\x05hello\x12(\n" +
 	"\x03ack\x18\x02 \x01(\v2\x14.strata.v1.WorkerAckH\x00R\x03ack\x12+\n" +
 	"\x04load\x18\x03 \x01(\v2\x15.strata.v1.WorkerLoadH\x00R\x04loadB\x05\n" +
-	"\x03msg\"I\n" +
+	"\x03msg\"k\n" +
 	"\vWorkerHello\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x1d\n" +
 	"\n" +
-	"max_shards\x18\x02 \x01(\rR\tmaxShards\"{\n" +
+	"max_shards\x18\x02 \x01(\rR\tmaxShards\x12 \n" +
+	"\vincarnation\x18\x03 \x01(\tR\vincarnation\"{\n" +
 	"\rWorkerCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12'\n" +
 	"\x03add\x18\x02 \x01(\v2\x13.strata.v1.AddShardH\x00R\x03add\x12*\n" +

@@ -10,7 +10,11 @@
 // for every shard it runs before it reconnects — a worker never keeps running
 // shards the agent may have given to another worker. It then reconnects with
 // exponential backoff (Options.MinBackoff doubling up to Options.MaxBackoff, with
-// ±20% jitter) until the context ends.
+// ±20% jitter) until the context ends. Every hello of a Conn carries the same
+// random incarnation (Conn.Incarnation): the agent gives a broken stream's
+// shards back at once only to that incarnation, so two processes that share a
+// worker id (the default <hostname>-<pid> repeats across PID namespaces) never
+// run a shard at the same time.
 //
 // Callbacks are called one at a time, in command order, from the connection's
 // goroutine. Goroutines: one per Conn (connect, receive and dispatch loop; it

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -73,6 +75,8 @@ type Conn struct {
 	addr string
 	h    Handler
 	opts Options
+	// incarnation is sent in every hello of this Conn (see Incarnation).
+	incarnation string
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -121,8 +125,12 @@ func Connect(ctx context.Context, addr string, h Handler, opts Options) (*Conn, 
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
+	var nonce [16]byte
+	if _, err := crand.Read(nonce[:]); err != nil {
+		return nil, fmt.Errorf("worker: draw an incarnation: %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	c := &Conn{addr: addr, h: h, opts: opts, cancel: cancel, done: make(chan struct{}),
+	c := &Conn{addr: addr, h: h, opts: opts, incarnation: hex.EncodeToString(nonce[:]), cancel: cancel, done: make(chan struct{}),
 		running: map[interfaces.ShardID]interfaces.Epoch{}}
 	go c.loop(ctx)
 	return c, nil
@@ -134,6 +142,13 @@ func (c *Conn) Close() error {
 	<-c.done
 	return nil
 }
+
+// Incarnation is the random nonce this Conn sends in every WorkerHello. The
+// agent gives the shards of a broken stream back at once only to a hello with
+// the same incarnation (this Conn dropped them before reconnecting); another
+// process attaching under the same worker id waits until the old one must
+// have stopped them.
+func (c *Conn) Incarnation() string { return c.incarnation }
 
 // Done is closed when the connection has ended for good.
 func (c *Conn) Done() <-chan struct{} { return c.done }
@@ -228,7 +243,7 @@ func (c *Conn) session(ctx context.Context) (bool, error) {
 		defer sendMu.Unlock()
 		return stream.Send(m)
 	}
-	if err := send(&wire.WorkerMessage{Msg: &wire.WorkerMessage_Hello{Hello: &wire.WorkerHello{WorkerId: c.opts.WorkerID, MaxShards: uint32(c.opts.MaxShards)}}}); err != nil {
+	if err := send(&wire.WorkerMessage{Msg: &wire.WorkerMessage_Hello{Hello: &wire.WorkerHello{WorkerId: c.opts.WorkerID, MaxShards: uint32(c.opts.MaxShards), Incarnation: c.incarnation}}}); err != nil {
 		return false, err
 	}
 	// The agent sends the header once it has registered the worker; a refused

@@ -41,13 +41,16 @@ type placed struct {
 	spec   interfaces.Shard
 	epoch  interfaces.Epoch
 	worker string // "" while pending
-	// gone is the worker that held the shard when it detached, and until
-	// when it may still be running it: a worker stops its shards only once
-	// it notices the broken stream, so the shard is neither placed again
-	// nor reported stopped before until (AckTimeout after the detach), unless
-	// that worker attaches again (it drops everything first).
-	gone  string
-	until time.Time
+	// gone is the worker that held the shard when it detached, goneInc its
+	// incarnation ("" if it sent none), and until when it may still be
+	// running it: a worker stops its shards only once it notices the broken
+	// stream, so the shard is neither placed again nor reported stopped
+	// before until (AckTimeout after the detach), unless that same
+	// incarnation attaches again (it drops everything first). Another
+	// process attaching under the same worker id does not end the wait.
+	gone    string
+	goneInc string
+	until   time.Time
 	// adding is closed when placePending's AddShard of the shard is answered
 	// (nil when none is in flight): a Stop waits for it, so that its
 	// DropShard never overtakes the AddShard.
@@ -58,11 +61,14 @@ type placed struct {
 }
 
 type worker struct {
-	id      string
-	max     int
-	send    chan *wire.WorkerCommand
-	done    chan struct{} // closed when the stream ends
-	pending map[uint64]chan error
+	id string
+	// incarnation is the hello's nonce of the worker's connection; ""
+	// (unknown) for workers that send none.
+	incarnation string
+	max         int
+	send        chan *wire.WorkerCommand
+	done        chan struct{} // closed when the stream ends
+	pending     map[uint64]chan error
 }
 
 // Driver is the callback driver and the Worker gRPC service. Register it on a
@@ -213,8 +219,9 @@ func (d *Driver) Start(ctx context.Context, spec interfaces.Shard, epoch interfa
 // Stop sends DropShard to the worker holding the shard and waits for its ack.
 // A shard whose worker detached (or detaches during the stop) is stopped once
 // that worker cannot be running it any more: AckTimeout after the detach, or
-// when it attaches again. A pending shard is forgotten. A stop that fails
-// otherwise keeps the shard, so that a retried Stop sends the drop again.
+// when the same incarnation attaches again. A pending shard is forgotten. A
+// stop that fails otherwise keeps the shard, so that a retried Stop sends the
+// drop again.
 func (d *Driver) Stop(id interfaces.ShardID) error {
 	d.mu.Lock()
 	p, ok := d.shards[id]
@@ -359,7 +366,10 @@ func (d *Driver) Connect(stream wire.Worker_ConnectServer) error {
 	if err := interfaces.ValidateID("hello.worker_id", hello.WorkerId); err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
-	w := &worker{id: hello.WorkerId, max: int(hello.MaxShards), send: make(chan *wire.WorkerCommand, 16),
+	if err := validIncarnation(hello.Incarnation); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	w := &worker{id: hello.WorkerId, incarnation: hello.Incarnation, max: int(hello.MaxShards), send: make(chan *wire.WorkerCommand, 16),
 		done: make(chan struct{}), pending: map[uint64]chan error{}}
 	d.mu.Lock()
 	if d.closed {
@@ -371,9 +381,11 @@ func (d *Driver) Connect(stream wire.Worker_ConnectServer) error {
 		return status.Errorf(codes.AlreadyExists, "worker: a worker with id %q is already attached", w.id)
 	}
 	d.workers[w.id] = w
-	for _, p := range d.shards {
-		if p.gone == w.id {
-			p.gone = "" // it dropped everything before attaching again
+	if w.incarnation != "" {
+		for _, p := range d.shards {
+			if p.gone == w.id && p.goneInc == w.incarnation {
+				p.gone, p.goneInc = "", "" // it dropped everything before attaching again
+			}
 		}
 	}
 	close(d.attach)
@@ -436,6 +448,21 @@ func (d *Driver) Connect(stream wire.Worker_ConnectServer) error {
 	}
 }
 
+// MaxIncarnation bounds the length of WorkerHello.incarnation.
+const MaxIncarnation = 64
+
+// validIncarnation checks a hello's incarnation: empty (unknown), or an ID
+// of at most MaxIncarnation characters.
+func validIncarnation(inc string) error {
+	if inc == "" {
+		return nil
+	}
+	if len(inc) > MaxIncarnation {
+		return &interfaces.FieldError{Field: "hello.incarnation", Rule: fmt.Sprintf("must be at most %d characters", MaxIncarnation), Value: fmt.Sprintf("%d characters", len(inc))}
+	}
+	return interfaces.ValidateID("hello.incarnation", inc)
+}
+
 func (d *Driver) takeLoad(w *worker, m *wire.WorkerLoad) error {
 	loads := make([]interfaces.ShardLoad, 0, len(m.Shards))
 	for i, s := range m.Shards {
@@ -459,8 +486,9 @@ func (d *Driver) takeLoad(w *worker, m *wire.WorkerLoad) error {
 // are re-placed on the remaining workers.
 //
 // The worker may run them until it notices the broken stream, so they wait
-// AckTimeout (or for that worker to attach again) before they are placed
-// elsewhere, and a Stop of one waits as long (see placed.gone).
+// AckTimeout (or for the same incarnation of that worker to attach again)
+// before they are placed elsewhere, and a Stop of one waits as long (see
+// placed.gone).
 func (d *Driver) detach(w *worker) {
 	d.mu.Lock()
 	close(w.done)
@@ -468,7 +496,7 @@ func (d *Driver) detach(w *worker) {
 	until := d.cfg.Clock.Now().Add(d.cfg.AckTimeout)
 	for id, p := range d.shards {
 		if p.worker == w.id {
-			p.worker, p.gone, p.until = "", w.id, until
+			p.worker, p.gone, p.goneInc, p.until = "", w.id, w.incarnation, until
 			delete(d.loads, id)
 		}
 	}
@@ -510,7 +538,7 @@ func (d *Driver) placePending() {
 			d.mu.Unlock()
 			return
 		}
-		p.worker, p.gone = w.id, ""
+		p.worker, p.gone, p.goneInc = w.id, "", ""
 		added := make(chan struct{})
 		p.adding = added
 		spec, epoch := p.spec, p.epoch

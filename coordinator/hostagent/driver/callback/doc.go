@@ -10,11 +10,17 @@
 //
 // When a worker's stream ends, the worker drops its shards once it notices (the
 // SDK does so before reconnecting) — which may take a while. The driver marks
-// them pending and re-sends them, under the same epoch, to another attached
-// worker after AckTimeout (or at once if that worker attaches again: it dropped
-// everything first); a Stop of such a shard returns only then too, so that the
-// agent's stop, and the parent's move that follows, never overlap the old
-// worker's run. A DropShard never overtakes the AddShard of a re-placement. The
+// them pending and re-sends them, under the same epoch, to an attached worker
+// after AckTimeout, or at once if the same incarnation of that worker attaches
+// again (it dropped everything first); a Stop of such a shard returns only then
+// too, so that the agent's stop, and the parent's move that follows, never
+// overlap the old worker's run. An incarnation is the random nonce a worker
+// sends in WorkerHello.incarnation, one per SDK Conn: a worker id alone does
+// not tell two processes apart (the SDK's default, <hostname>-<pid>, repeats
+// across PID namespaces, e.g. two containers of a pod), and a process that
+// attaches under the id of one whose stream just broke gets its shards only
+// after AckTimeout. A worker that sends no incarnation (older SDKs) always
+// waits out AckTimeout too. A DropShard never overtakes the AddShard of a re-placement. The
 // shards stay owned by this host throughout: this is placement onto local
 // slots, invisible to the parent.
 //
