@@ -351,6 +351,11 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 	return errors.Join(errs...)
 }
 
+// LedgerRepair returns the torn final line Open cut off the ownership ledger
+// (nil if none), for the daemon to log: a crash or power loss tore it, and the
+// interval it began is missing from the record.
+func (a *Agent) LedgerRepair() *ledger.TornLine { return a.ledger.Torn() }
+
 // startFollows reports whether effs start shard under epoch.
 func startFollows(effs []Effect, shard interfaces.ShardID, epoch interfaces.Epoch) bool {
 	for _, e := range effs {

@@ -98,6 +98,9 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t := d.agent.LedgerRepair(); t != nil {
+		d.logger.Printf("repaired: %s: cut off", t)
+	}
 	d.client, err = session.NewClient(session.Config{
 		Parents: cfg.Parents,
 		Hello:   d.hello,

@@ -10,6 +10,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/hostagent"
 	"github.com/strata-sched/strata/coordinator/hostagent/driver/synthetic"
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 func testConfig(t *testing.T, dir string) Config {
@@ -50,5 +51,34 @@ func TestStartCreatesDataDir(t *testing.T) {
 	_, err = Start(testConfig(t, filepath.Join(file, "sub")), io.Discard)
 	if err == nil || !strings.HasPrefix(err.Error(), "data_dir: ") || !strings.Contains(err.Error(), file) {
 		t.Fatalf("start with a data_dir under a file: %v, want an error starting with data_dir: naming the path", err)
+	}
+}
+
+// TestStartLogsATornLedgerLine: a torn final line of the ownership ledger (a
+// crash or power loss while appending) is cut off at start, and the daemon
+// says so in its log: the interval that line began is missing from the record.
+func TestStartLogsATornLedgerLine(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Start(testConfig(t, dir), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	f, err := os.OpenFile(filepath.Join(dir, "ledger.jsonl"), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"seq":1,"host":"h1","sha`); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var log testutil.Buffer
+	d, err = Start(testConfig(t, dir), &log)
+	if err != nil {
+		t.Fatalf("start after a torn ledger line: %v", err)
+	}
+	d.Close()
+	if !strings.Contains(log.String(), "torn final line") {
+		t.Errorf("log %q does not mention the torn line it cut off", log.String())
 	}
 }
