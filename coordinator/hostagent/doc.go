@@ -168,4 +168,14 @@
 //     its re-sent Assign is acked failed (TestExitedWorkerIsReportedAsAFailure).
 //   - Report sequence numbers restart at 1 when the agent restarts.
 //   - The ledger compares timestamps of different hosts directly (one clock).
+//   - The ledger is never rotated: Open reads it whole, so start-up time and
+//     memory grow with the host's lifetime.
+//   - A driver stop runs under the agent's lock: a revoke whose stop takes its
+//     whole budget just before the lease ends holds up the fence of the other
+//     shards by up to that budget, past the bound above (the parent waits one
+//     budget). Announcing twice the budget would cover it at the price of a
+//     slower failover; not done.
+//   - The exec driver waits for a killed process without a bound: one stuck in
+//     the kernel (D state) holds the agent's lock, and every input, until it
+//     exits.
 package hostagent
