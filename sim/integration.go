@@ -15,8 +15,10 @@ import (
 //   - decoupled: nothing; each tier plans alone from what it sees (the global
 //     tier sees a region as the sum of its hosts).
 //   - manual: the operator constraints of the policy spec, for the tier they
-//     name (for a region instance, children outside the region are dropped; a
-//     constraint left with no children is dropped, except max_moves).
+//     name, filtered per tier instance as the daemons filter theirs
+//     (coop.InView): only the shards and children the instance has, and a
+//     constraint left without what its kind needs is dropped (max_moves is
+//     always kept).
 //   - collaborative: tiers/coop. Each region derives hints from its hosts'
 //     state (usable headroom below the target, a shed request for the load it
 //     cannot keep below the target on any host, SLO at risk, avoid proposals
@@ -186,36 +188,32 @@ func (e *engine) constraints(tier string, v *interfaces.View) []interfaces.Const
 	var out []interfaces.Constraint
 	switch e.spec.Integration {
 	case Manual:
-		inView := map[interfaces.ChildID]bool{}
-		for _, c := range v.Children {
-			inView[c.ID] = true
-		}
-		for _, cs := range e.spec.Constraints {
-			if cs.Tier != tier {
+		// The operator constraints of the tier, as written (a job names its
+		// shards in v), filtered to what this instance holds as the daemons
+		// filter them (coop.InView).
+		var cs []interfaces.Constraint
+		for _, spec := range e.spec.Constraints {
+			if spec.Tier != tier {
 				continue
 			}
-			c := interfaces.Constraint{Limit: cs.Limit.Load(), Max: cs.Max, MaxBytes: int64(cs.MaxBytes), Reason: "operator constraint"}
-			c.Kind, _ = interfaces.ParseConstraintKind(cs.Kind) // validated with the scenario
-			for _, ch := range cs.Children {
-				if inView[interfaces.ChildID(ch)] {
-					c.Children = append(c.Children, interfaces.ChildID(ch))
-				}
+			c := interfaces.Constraint{Limit: spec.Limit.Load(), Max: spec.Max, MaxBytes: int64(spec.MaxBytes), Reason: "operator constraint"}
+			c.Kind, _ = interfaces.ParseConstraintKind(spec.Kind) // validated with the scenario
+			for _, ch := range spec.Children {
+				c.Children = append(c.Children, interfaces.ChildID(ch))
 			}
-			if len(c.Children) == 0 && c.Kind != interfaces.ConstraintMaxMoves {
-				continue
-			}
-			for _, id := range cs.Shards {
+			for _, id := range spec.Shards {
 				c.Shards = append(c.Shards, interfaces.ShardID(id))
 			}
-			if cs.Job != "" {
+			if spec.Job != "" {
 				for _, s := range v.Shards {
-					if s.Job == cs.Job {
+					if s.Job == spec.Job {
 						c.Shards = append(c.Shards, s.ID)
 					}
 				}
 			}
-			out = append(out, c)
+			cs = append(cs, c)
 		}
+		out = coop.InView(v, cs)
 	case Collaborative:
 		st := e.coop()
 		// A region's or rack's rounds get the budget its parent sent it, for

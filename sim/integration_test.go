@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCollaborativeVersusDecoupled runs the collab-vs-decoupled scenario (the
@@ -169,6 +171,66 @@ assertions:
 		_, err := ParseScenario([]byte(base+tc.assertion+"\n"), "v.yaml")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error containing %q", tc.assertion, err, tc.want)
+		}
+	}
+}
+
+// manualShardsScenario has a region-tier operator constraint naming a shard
+// of region eu, with a host of each region.
+const manualShardsScenario = `
+seed: 3
+duration: 3m
+tick: 5s
+control_interval: 30s
+topology:
+  regions:
+    - {name: eu, hosts: 2, capacity: {cpu: 16, mem: 64Gi}}
+    - {name: us, hosts: 2, capacity: {cpu: 16, mem: 64Gi}}
+workload:
+  jobs:
+    - {name: a, shards: 4, load: {cpu: 1, mem: 1Gi}, input_rate: 100, regions: [eu]}
+    - {name: b, shards: 4, load: {cpu: 1, mem: 1Gi}, input_rate: 100, regions: [us]}
+policies:
+  - name: m
+    solver: greedy
+    integration: manual
+    constraints:
+      - {tier: region, kind: allowed, shards: [a-00000], children: [eu-h000, us-h000]}
+`
+
+// TestManualConstraintKeepsTheInstancesShards: an operator constraint is
+// filtered per tier instance as the daemons filter it (coop.InView, tierd's
+// cooperate): each region keeps only the shards and children it has, and
+// drops a rule left without what its kind needs. Region us plans without the
+// rule on eu's shard (given it, every solve of us failed and its shards were
+// never placed); region eu keeps it, on its own host only.
+func TestManualConstraintKeepsTheInstancesShards(t *testing.T) {
+	sc, err := ParseScenario([]byte(manualShardsScenario), "m.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), sc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := res.Policies[0].Summary; s.SolveFailures > 0 || s.Unowned > 0 {
+		t.Fatalf("solve_failures %d, unowned at the end %d; alerts %+v", s.SolveFailures, s.Unowned, s.Alerts)
+	}
+	e, err := newEngine(sc, sc.Policies[0], sc.Seed, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for r, want := range []string{"[{allowed [a-00000] [eu-h000]}]", "[]"} {
+		v, _ := e.regionView(3*time.Minute, int32(r))
+		var got []string
+		for _, c := range v.Constraints {
+			got = append(got, fmt.Sprintf("{%s %v %v}", c.Kind, c.Shards, c.Children))
+		}
+		if s := "[" + strings.Join(got, " ") + "]"; s != want {
+			t.Errorf("region %s: constraints %s, want %s", v.Instance, s, want)
 		}
 	}
 }

@@ -113,7 +113,7 @@ func (c Config) validateIntegration() error {
 func (d *Daemon) cooperate(v *interfaces.View) []interfaces.Constraint {
 	switch d.cfg.Integration {
 	case IntegrationManual:
-		return inView(v, d.cfg.Constraints)
+		return coop.InView(v, d.cfg.Constraints)
 	case IntegrationCollaborative:
 	default:
 		return nil
@@ -152,12 +152,12 @@ func (d *Daemon) cooperate(v *interfaces.View) []interfaces.Constraint {
 func (d *Daemon) rulesInForce(v *interfaces.View) []interfaces.Constraint {
 	switch d.cfg.Integration {
 	case IntegrationManual:
-		return inView(v, d.cfg.Constraints)
+		return coop.InView(v, d.cfg.Constraints)
 	case IntegrationCollaborative:
 		d.coop.mu.Lock()
 		last := d.coop.last
 		d.coop.mu.Unlock()
-		return inView(v, last)
+		return coop.InView(v, last)
 	}
 	return nil
 }
@@ -172,59 +172,7 @@ func (d *Daemon) parentBudget(v *interfaces.View) []interfaces.Constraint {
 	if len(parent) == 0 || coop.NeedsPlacement(v) {
 		return nil
 	}
-	return inView(v, parent)
-}
-
-// inView keeps the constraints of cs that still make sense in v: only the
-// shards and children v has, and only if what the kind needs is left.
-func inView(v *interfaces.View, cs []interfaces.Constraint) []interfaces.Constraint {
-	shards := make(map[interfaces.ShardID]bool, len(v.Shards))
-	for _, s := range v.Shards {
-		shards[s.ID] = true
-	}
-	children := make(map[interfaces.ChildID]bool, len(v.Children))
-	for _, c := range v.Children {
-		children[c.ID] = true
-	}
-	var out []interfaces.Constraint
-	for _, k := range cs {
-		c := k
-		c.Shards, c.Children = nil, nil
-		for _, id := range k.Shards {
-			if shards[id] {
-				c.Shards = append(c.Shards, id)
-			}
-		}
-		for _, id := range k.Children {
-			if children[id] {
-				c.Children = append(c.Children, id)
-			}
-		}
-		switch k.Kind {
-		case interfaces.ConstraintMaxMoves:
-		case interfaces.ConstraintCapacity:
-			if len(c.Children) == 0 {
-				continue
-			}
-		case interfaces.ConstraintAntiAffinity:
-			if len(c.Shards) == 0 {
-				continue
-			}
-		case interfaces.ConstraintPin:
-			if len(c.Shards) == 0 || len(c.Children) != 1 || len(k.Children) != 1 {
-				continue
-			}
-		default:
-			if len(c.Shards) == 0 || len(c.Children) == 0 {
-				continue
-			}
-		}
-		if c.Reason == "" {
-			c.Reason = "operator constraint"
-		}
-		out = append(out, c)
-	}
-	return out
+	return coop.InView(v, parent)
 }
 
 // sendDown sends each child tier its budget and target, when they changed or
