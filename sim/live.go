@@ -169,7 +169,10 @@ func (l *liveState) buildShards(w *world) {
 // place of the declared ones.
 func (s LiveShard) load() interfaces.Load { return s.Shard.Load.WithMeasured(s.Measured) }
 
-// place starts the run from the live cluster's assignment and host states.
+// place starts the run from the live cluster's assignment and host states. A
+// host the live cluster has declared failed starts declared failed (its region
+// tier's next round re-places its shards), not as a host that has just failed
+// (silent, then within its grace, perhaps held by the mass-failure guard).
 func (l *liveState) place(e *engine) {
 	w := e.w
 	hosts := make(map[string]int32, len(w.hostName))
@@ -180,8 +183,11 @@ func (l *liveState) place(e *engine) {
 	for i, n := range w.regionName {
 		regions[n] = int32(i)
 	}
+	e.resizeHosts()
 	for _, h := range l.hosts {
-		w.hostState[hosts[h.Name]] = h.State
+		i := hosts[h.Name]
+		w.hostState[i] = h.State
+		e.hostDeclared[i] = h.State == interfaces.ChildFailed
 	}
 	for i, s := range l.shards {
 		w.active[i] = true

@@ -285,3 +285,51 @@ func TestPlanExamples(t *testing.T) {
 		})
 	}
 }
+
+// liveWithFailed: region a with 4 hosts; a-0 and a-1 are already failed in
+// the live cluster (declared by the region tier) and still hold 2 shards
+// each, as a-2 and a-3 do.
+func liveWithFailed() *LiveState {
+	l := &LiveState{GlobalPolicy: "greedy", RegionPolicy: "greedy"}
+	capacity := interfaces.Load{CPU: 16, Mem: 64 << 30, Tasks: 100}
+	for k := 0; k < 4; k++ {
+		l.Hosts = append(l.Hosts, LiveHost{Name: fmt.Sprintf("a-%d", k), Region: "a", Capacity: capacity})
+	}
+	l.Hosts[0].State = interfaces.ChildFailed
+	l.Hosts[1].State = interfaces.ChildFailed
+	n := 0
+	for _, h := range l.Hosts {
+		for k := 0; k < 2; k++ {
+			l.Shards = append(l.Shards, LiveShard{Region: "a", Host: h.Name, Shard: interfaces.Shard{
+				ID: interfaces.ShardID(fmt.Sprintf("etl/%d", n)), Job: "etl", Load: interfaces.Load{CPU: 1, Mem: 1 << 30, Tasks: 1},
+				InputRate: 100, StateBytes: 1 << 20}})
+			n++
+		}
+	}
+	return l
+}
+
+// TestPlanStartsFromDeclaredFailures: hosts the live cluster has already
+// declared failed start the run declared, not as hosts that have just failed
+// (silent for detect_after, then within their grace, and — half the region
+// at once — held by the mass-failure guard): the region's first round
+// re-places their 4 shards, as the live region tier's next round would.
+func TestPlanStartsFromDeclaredFailures(t *testing.T) {
+	sc, err := ParsePlan([]byte("duration: 2m\ncontrol_interval: 30s\n"), "plan.yaml", liveWithFailed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	moves, _, err := FirstMoves(context.Background(), sc, LivePolicy, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := 0
+	for _, m := range moves {
+		if (m.From == "a-0" || m.From == "a-1") && (m.To == "a-2" || m.To == "a-3") {
+			off++
+		}
+	}
+	if len(moves) != 4 || off != 4 {
+		t.Fatalf("first moves %+v: want the 4 shards of the already-failed hosts re-placed on a-2 and a-3", moves)
+	}
+}
