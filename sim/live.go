@@ -342,13 +342,17 @@ type PlanMove struct {
 }
 
 // FirstWindow is the stretch of a plan's run whose moves are listed: the first
-// control interval, stretched to detect_after past a failure at t=0 so that
-// its re-placement is included; never past the end of the run.
+// control interval, stretched past a failure at t=0 to the round that declares
+// it and re-places its shards — detect_after, plus the largest control grace of
+// the plan's policies (FailoverAfter), plus a tick; never past the end of the
+// run.
 func (sc *Scenario) FirstWindow() time.Duration {
 	w := sc.ControlInterval.D()
 	for _, e := range sc.Events {
 		if e.At == 0 && (e.Kind == EventHostFail || e.Kind == EventRegionLoss) {
-			w = max(w, sc.Model.DetectAfter.D()+sc.Tick.D())
+			for _, p := range sc.Policies {
+				w = max(w, sc.FailoverAfter(p)+sc.Tick.D())
+			}
 		}
 	}
 	if tick := sc.Tick.D(); w%tick != 0 {

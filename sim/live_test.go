@@ -125,7 +125,7 @@ assertions:
 		t.Fatal(err)
 	}
 	if got := sc.FirstWindow(); got != 30*time.Second {
-		t.Errorf("first window %v, want 30s (detect_after 10s + tick < control_interval 30s)", got)
+		t.Errorf("first window %v, want 30s (detect_after 10s + grace 5s + tick < control_interval 30s)", got)
 	}
 	moves, bytes, err = FirstMoves(ctx, sc, LivePolicy, 0)
 	if err != nil {
@@ -202,8 +202,39 @@ func TestFirstWindowCoversDetection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sc.FirstWindow(); got != 13*time.Second {
-		t.Errorf("first window %v, want 13s (detect_after 12s + tick 1s)", got)
+	if got := sc.FirstWindow(); got != 18*time.Second {
+		t.Errorf("first window %v, want 18s (detect_after 12s + grace 5s + tick 1s)", got)
+	}
+	// The largest grace of the file's policies.
+	sc, err = ParsePlan([]byte("duration: 5m\ncontrol_interval: 5s\nevents:\n  - {at: 0, kind: host_fail, host: a-0}\npolicies:\n  - {name: p, solver: greedy}\n  - {name: q, solver: greedy, control: {grace: 20s}}\n"), "plan.yaml", testLive())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sc.FirstWindow(); got != 31*time.Second {
+		t.Errorf("first window %v, want 31s (detect_after 10s + grace 20s + tick 1s)", got)
+	}
+}
+
+// TestFirstWindowCoversGrace: a host failing at t=0 is declared failed
+// detect_after + grace later; with a control interval shorter than that, the
+// first window still reaches the round that re-places its shards.
+func TestFirstWindowCoversGrace(t *testing.T) {
+	l := liveWithFailed()
+	l.Hosts[0].State, l.Hosts[1].State = interfaces.ChildActive, interfaces.ChildActive
+	plan := "duration: 2m\ncontrol_interval: 10s\nevents:\n  - {at: 0s, kind: host_fail, host: a-0}\n"
+	sc, err := ParsePlan([]byte(plan), "plan.yaml", l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sc.FirstWindow(), sc.FailoverAfter(sc.Policies[0])+sc.Tick.D(); got != want {
+		t.Errorf("first window %v, want %v (failover after %v + a tick)", got, want, sc.FailoverAfter(sc.Policies[0]))
+	}
+	moves, _, err := FirstMoves(context.Background(), sc, LivePolicy, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(moves) != 2 || moves[0].From != "a-0" || moves[1].From != "a-0" {
+		t.Fatalf("first moves %+v (window %v): want a-0's 2 shards re-placed", moves, sc.FirstWindow())
 	}
 }
 
