@@ -217,12 +217,11 @@ func (e *engine) constraints(tier string, v *interfaces.View) []interfaces.Const
 	case Collaborative:
 		st := e.coop()
 		// A region's or rack's rounds get the budget its parent sent it, for
-		// relocations: a round with shards to place or evacuate has none
-		// (the balancer counts first placements against max_moves), nor has
-		// an instance with a host that is not active (its controller may
-		// declare it failed and evacuate it in this very round).
+		// relocations: a round whose view has shards to place or evacuate
+		// (coop.NeedsPlacement) has none — the balancer counts first
+		// placements against max_moves — as the daemons' parentBudget.
 		if parent, ok := e.parentOf(v.Tier, v.Instance); ok {
-			if d, ok := st.sent(parent, interfaces.ChildID(v.Instance)); ok && d.MaxMoves > 0 && e.allHostsActive(v.Tier, v.Instance) && !coop.NeedsPlacement(v) {
+			if d, ok := st.sent(parent, interfaces.ChildID(v.Instance)); ok && d.MaxMoves > 0 && !coop.NeedsPlacement(v) {
 				from := "the global tier"
 				if parent != globalTier {
 					from = "region " + parent.name
@@ -258,34 +257,6 @@ func (e *engine) viewFailed(err error) {
 	if e.viewErr == nil {
 		e.viewErr = err
 	}
-}
-
-// allHostsActive reports whether the region or rack instance of tier exists
-// and all its hosts are active (in the world, whatever it has noticed yet).
-func (e *engine) allHostsActive(tier, instance string) bool {
-	var hosts []int32
-	switch tier {
-	case interfaces.TierRegion:
-		r := e.regionIndex(instance)
-		if r < 0 {
-			return false
-		}
-		hosts = e.w.regionHosts[r]
-	case TierRack:
-		k := e.w.rackIndex(instance)
-		if k < 0 {
-			return false
-		}
-		hosts = e.w.rackHosts[k]
-	default:
-		return false
-	}
-	for _, h := range hosts {
-		if e.w.hostState[h] != interfaces.ChildActive {
-			return false
-		}
-	}
-	return true
 }
 
 // Versus compares two policies of a run (the versus assertion).

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/tiers/coop"
 )
 
 // TestCollaborativeVersusDecoupled runs the collab-vs-decoupled scenario (the
@@ -231,6 +234,63 @@ func TestManualConstraintKeepsTheInstancesShards(t *testing.T) {
 		}
 		if s := "[" + strings.Join(got, " ") + "]"; s != want {
 			t.Errorf("region %s: constraints %s, want %s", v.Instance, s, want)
+		}
+	}
+}
+
+// budgetScenario: two regions, a collaborative policy, and a drain of one of
+// eu's hosts at 1m.
+const budgetScenario = `
+seed: 3
+duration: 5m
+tick: 5s
+control_interval: 30s
+topology:
+  regions:
+    - {name: eu, hosts: 4, capacity: {cpu: 16, mem: 64Gi}}
+    - {name: us, hosts: 4, capacity: {cpu: 16, mem: 64Gi}}
+workload:
+  jobs:
+    - {name: web, shards: 40, load: {cpu: 1, mem: 1Gi}, input_rate: 100, state_bytes: 1Mi}
+events:
+  - {at: 1m, kind: drain, host: eu-h000}
+policies:
+  - {name: collab, solver: greedy, integration: collaborative}
+`
+
+// TestRegionBudgetOnlyWithoutShardsToPlace: a region's rounds plan under the
+// move budget the global tier sent it unless its view has a shard to place or
+// to evacuate (coop.NeedsPlacement), as the daemons' parentBudget decides.
+// Once eu-h000 is drained and empty, region eu has nothing to place: its
+// rounds get the budget again, as us's do (it used to be held back for as
+// long as a host was not active).
+func TestRegionBudgetOnlyWithoutShardsToPlace(t *testing.T) {
+	sc, err := ParseScenario([]byte(budgetScenario), "b.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEngine(sc, sc.Policies[0], sc.Seed, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range e.host {
+		if h == 0 {
+			t.Fatalf("shard %s is still on the drained host", e.w.shardID[i])
+		}
+	}
+	for r := range e.w.regionName {
+		v, _ := e.regionView(5*time.Minute, int32(r))
+		budget := 0
+		for _, c := range v.Constraints {
+			if c.Kind == interfaces.ConstraintMaxMoves {
+				budget++
+			}
+		}
+		if coop.NeedsPlacement(v) || budget != 1 {
+			t.Errorf("region %s: needs placement %v, %d budget rules in its view; want the global tier's budget", v.Instance, coop.NeedsPlacement(v), budget)
 		}
 	}
 }
