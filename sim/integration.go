@@ -120,8 +120,10 @@ func (e *engine) childHints(parent instanceKey, tier string, child interfaces.Ch
 	return hs
 }
 
-// hintView is a region's or rack's picture for its hints: its hosts with their
-// current load and modeled p99 as reports, and shards — those its parent gave
+// hintView is a region's or rack's picture for its hints: its hosts in the
+// state it knows them in (seenState: a failed host it has not declared failed
+// yet is still active there, as in the daemons' baseView), with their current
+// load and modeled p99 as reports, and shards — those its parent gave
 // it and that are not leaving it (regionShards, rackShards) — placed on their
 // hosts (in-flight host moves counted as done).
 func (e *engine) hintView(tier, instance string, hosts, shards []int32) *interfaces.View {
@@ -131,7 +133,7 @@ func (e *engine) hintView(tier, instance string, hosts, shards []int32) *interfa
 		id := interfaces.ChildID(w.hostName[h])
 		o := int(h) * nres
 		capacity := interfaces.Load{CPU: w.hostCap[o], Mem: w.hostCap[o+1], Net: w.hostCap[o+2], Tasks: w.hostCap[o+3]}
-		v.Children = append(v.Children, interfaces.Child{ID: id, Tier: interfaces.TierHost, Capacity: capacity, Labels: w.hostLabels[h], State: w.hostState[h]})
+		v.Children = append(v.Children, interfaces.Child{ID: id, Tier: interfaces.TierHost, Capacity: capacity, Labels: w.hostLabels[h], State: e.seenState(h)})
 		u := interfaces.Load{CPU: e.hostLoad[o], Mem: e.hostLoad[o+1], Net: e.hostLoad[o+2], Tasks: e.hostLoad[o+3]}
 		v.Reports[id] = interfaces.Report{Child: id, Capacity: capacity, Used: u, LatencyP99: time.Duration(e.hostLat[h] * float64(time.Millisecond))}
 	}

@@ -294,3 +294,27 @@ func TestRegionBudgetOnlyWithoutShardsToPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestHintViewSeesWhatTheRegionKnows: a region's hints are derived from its
+// own picture (the daemons' come from baseView, the tier's child states), not
+// from the world's truth: a host that has just failed is an active child
+// there until the region declares it failed (seenState), and is counted in the
+// capacity the region reports.
+func TestHintViewSeesWhatTheRegionKnows(t *testing.T) {
+	sc, err := ParseScenario([]byte(budgetScenario), "b.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEngine(sc, sc.Policies[0], sc.Seed, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.w.hostState[0] = interfaces.ChildFailed // eu-h000 failed a moment ago
+	for _, declared := range []bool{false, true} {
+		e.hostDeclared[0] = declared
+		v := e.hintView(interfaces.TierRegion, "eu", e.w.regionHosts[0], nil)
+		if got, want := v.Children[0].State, e.seenState(0); got != want || (want == interfaces.ChildFailed) != declared {
+			t.Errorf("declared %v: the hint view has %s %s, region eu knows it as %s", declared, v.Children[0].ID, got, want)
+		}
+	}
+}
