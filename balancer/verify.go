@@ -219,6 +219,25 @@ func VerifyRules(st PlanState, rules []interfaces.Constraint, moves []interfaces
 	return v
 }
 
+// CommitRules are the tier-level rules a commit holds moves to (VerifyRules at
+// commit, in coordinator/tierd and in the simulator's control rounds): pin,
+// allowed and anti_affinity. Capacity limits are left to planning: the policy
+// and the limits (an operator's usable capacity, cooperation's load minus a
+// cut) work on the loads the children measured, while the state counts the
+// declared ones — checked against those, a move that fits as planned was
+// refused every round wherever the declared loads exceed the measured ones.
+// The commit holds every move to the child's own capacity, on declared loads.
+// rules is not changed.
+func CommitRules(rules []interfaces.Constraint) []interfaces.Constraint {
+	var out []interfaces.Constraint
+	for _, k := range rules {
+		if k.Kind != interfaces.ConstraintCapacity {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // Screen splits a plan's moves into the ones the tier may still accept, in
 // plan order, and the ones it refuses whatever else the plan does: a shard's
 // second move, and each move that, verified alone, is invalid, names an

@@ -414,3 +414,21 @@ func TestScreen(t *testing.T) {
 		t.Errorf("refused %v, want %v", codes, want)
 	}
 }
+
+// CommitRules keeps every tier rule but the capacity limits, in order, and
+// leaves its input alone.
+func TestCommitRules(t *testing.T) {
+	in := []interfaces.Constraint{
+		{Kind: interfaces.ConstraintPin, Reason: "p"},
+		{Kind: interfaces.ConstraintCapacity, Reason: "c"},
+		{Kind: interfaces.ConstraintAntiAffinity, Reason: "a"},
+		{Kind: interfaces.ConstraintMaxMoves, Reason: "m"},
+	}
+	var got []string
+	for _, k := range balancer.CommitRules(in) {
+		got = append(got, k.Reason)
+	}
+	if strings.Join(got, ",") != "p,a,m" || len(in) != 4 || in[1].Reason != "c" {
+		t.Fatalf("CommitRules = %v (input %+v)", got, in)
+	}
+}

@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/strata-sched/strata/balancer"
@@ -24,8 +23,8 @@ type RoundOutcome struct {
 	// SolveErr the policy's error.
 	Plan     interfaces.Plan
 	SolveErr error
-	// Accepted are the moves that passed Decision.Admit and verification against
-	// the projected state; Applied those the caller carried out.
+	// Accepted are the moves that passed Decision.Admit and the commit's
+	// verification; Applied those the caller carried out.
 	Accepted []interfaces.Move
 	Applied  []interfaces.Move
 	Rejected []Rejection
@@ -38,11 +37,13 @@ type RoundOutcome struct {
 // (observe → detect → decide); when it solves, the policy plans on
 // Decision.Apply's view, the moves refused whatever else the plan does are
 // screened out (balancer.Screen), Decision.Admit keeps what the round allows
-// of the rest (budget, anti-bounce, emergency scope), every admitted move is verified as the
-// daemons' FSM does at commit (balancer.VerifyView) and then against the tier's
-// constraints in the projected state, apply carries out the accepted moves and returns
-// those it applied, and ctl.Observe gets the result (a failed solve applies
-// nothing: the last good assignment is kept). The caller must mark the
+// of the rest (budget, anti-bounce, emergency scope), the admitted moves are
+// verified as the daemons' commit verifies them (balancer.VerifyRules with the
+// tier's rules less its capacity limits, balancer.CommitRules; a shard's own
+// anti-affinity group is the policy's to keep, not checked at commit), apply
+// carries out the accepted moves and returns those it applied, and ctl.Observe
+// gets the result (a failed solve applies nothing: the last good assignment is
+// kept). The caller must mark the
 // Decision's DeclareFailed children failed in the views it builds from then on.
 //
 // An error from the policy is not an error of the round (it is in SolveErr);
@@ -100,24 +101,15 @@ func ControlRoundWith(ctx context.Context, ctl *control.Controller, pols *contro
 	admitted, refused := dec.Admit(sv, screened)
 	out.Rejected = append(out.Rejected, refused...)
 	if len(admitted) > 0 {
-		// What the FSM checks at commit (owner, epoch, in-flight, target state,
-		// the shard's own constraints, capacity), then the tier's constraints.
-		verdict, err := balancer.VerifyView(sv, admitted)
-		if err != nil {
-			return out, fmt.Errorf("verifying the plan of %s %s: %w", sv.Tier, sv.Instance, err)
-		}
+		// What the daemons' commit checks (tierd's verifyMoves): owner,
+		// epoch, in-flight, target state, the shard's own constraints and the
+		// child's capacity, then the tier's rules less its capacity limits
+		// (balancer.CommitRules), counted with the moves accepted before.
+		verdict := balancer.VerifyRules(vs, balancer.CommitRules(sv.Constraints), admitted)
 		for _, r := range verdict.Rejected {
 			out.Rejected = append(out.Rejected, Rejection{Move: r.Move, Why: r.Err().Error()})
 		}
-		st := newProjection(sv)
-		for _, m := range verdict.Accepted {
-			if err := st.verifyTier(m); err != nil {
-				out.Rejected = append(out.Rejected, Rejection{Move: m, Why: err.Error()})
-				continue
-			}
-			st.apply(m)
-			out.Accepted = append(out.Accepted, m)
-		}
+		out.Accepted = verdict.Accepted
 	}
 	if len(out.Accepted) > 0 && apply != nil {
 		out.Applied = apply(out.Accepted)
@@ -129,126 +121,6 @@ func ControlRoundWith(ctx context.Context, ctl *control.Controller, pols *contro
 const nres = 4 // the built-in resources, in interfaces.BuiltinResources order
 
 func vec(l interfaces.Load) [nres]float64 { return [nres]float64{l.CPU, l.Mem, l.Net, l.Tasks} }
-
-// projection is a tier's state as a control round checks accepted moves against
-// its own constraints: every shard's owner with in-flight moves counted as done,
-// each child's load and anti-affinity counts, updated as moves are accepted.
-type projection struct {
-	view     *interfaces.View
-	childIdx map[interfaces.ChildID]int
-	shardIdx map[interfaces.ShardID]int
-	owner    []int // child index, -1 unplaced
-	load     [][nres]float64
-	group    map[string][]int // anti-affinity group → count per child
-}
-
-// newProjection builds the projected state of a view.
-func newProjection(v *interfaces.View) *projection {
-	st := &projection{
-		view:     v,
-		childIdx: make(map[interfaces.ChildID]int, len(v.Children)),
-		shardIdx: make(map[interfaces.ShardID]int, len(v.Shards)),
-		owner:    make([]int, len(v.Shards)),
-		load:     make([][nres]float64, len(v.Children)),
-		group:    map[string][]int{},
-	}
-	for i, c := range v.Children {
-		st.childIdx[c.ID] = i
-	}
-	for i, s := range v.Shards {
-		st.shardIdx[s.ID] = i
-		st.owner[i] = -1
-	}
-	own := func(s interfaces.ShardID, c interfaces.ChildID) {
-		if i, ok := st.shardIdx[s]; ok {
-			if j, ok := st.childIdx[c]; ok {
-				st.owner[i] = j
-			}
-		}
-	}
-	for _, a := range v.Assignments {
-		own(a.Shard, a.Child)
-	}
-	for _, m := range v.InFlight {
-		own(m.Shard, m.To)
-	}
-	for i, c := range st.owner {
-		if c >= 0 {
-			st.add(c, i, 1)
-		}
-	}
-	return st
-}
-
-func (st *projection) add(c, i int, sign float64) {
-	sh := &st.view.Shards[i]
-	l := vec(sh.Load)
-	for r := 0; r < nres; r++ {
-		st.load[c][r] += sign * l[r]
-	}
-	if g := sh.Constraints.AntiAffinity; g != "" {
-		cnt := st.group[g]
-		if cnt == nil {
-			cnt = make([]int, len(st.view.Children))
-			st.group[g] = cnt
-		}
-		cnt[c] += int(sign)
-	}
-}
-
-// apply counts an accepted move as done.
-func (st *projection) apply(m interfaces.Move) {
-	i := st.shardIdx[m.Shard]
-	if c := st.owner[i]; c >= 0 {
-		st.add(c, i, -1)
-	}
-	c := st.childIdx[m.To]
-	st.owner[i] = c
-	st.add(c, i, 1)
-}
-
-// verifyTier checks a move that balancer.Verify accepted against what only the
-// tier knows: its anti-affinity groups and its constraints (pin, allowed,
-// capacity limits) in the projected state (avoid is soft: a preference for the
-// policy, not checked here).
-func (st *projection) verifyTier(m interfaces.Move) error {
-	i, c := st.shardIdx[m.Shard], st.childIdx[m.To]
-	sh := &st.view.Shards[i]
-	sc := sh.Constraints
-	if g := sc.AntiAffinity; g != "" {
-		limit := sc.MaxPerChild
-		if limit == 0 {
-			limit = 1
-		}
-		if cnt := st.group[g]; cnt != nil && cnt[c] >= limit {
-			return fmt.Errorf("anti-affinity group %s already has %d shards on %s", g, cnt[c], m.To)
-		}
-	}
-	l := vec(sh.Load)
-	for _, k := range st.view.Constraints {
-		listed := slices.Contains(k.Shards, m.Shard)
-		switch k.Kind {
-		case interfaces.ConstraintPin:
-			if listed && len(k.Children) > 0 && k.Children[0] != m.To {
-				return fmt.Errorf("constraint pin: %s stays on %s", m.Shard, k.Children[0])
-			}
-		case interfaces.ConstraintAllowed:
-			if listed && !slices.Contains(k.Children, m.To) {
-				return fmt.Errorf("constraint allowed: %s may not use %s", m.Shard, m.To)
-			}
-		case interfaces.ConstraintCapacity:
-			if slices.Contains(k.Children, m.To) {
-				lim := vec(k.Limit)
-				for r := 0; r < nres; r++ {
-					if lim[r] > 0 && st.load[c][r]+l[r] > lim[r] {
-						return fmt.Errorf("constraint capacity: %s %s would reach %.4g, limit %.4g (%s)", m.To, interfaces.BuiltinResources[r], st.load[c][r]+l[r], lim[r], k.Reason)
-					}
-				}
-			}
-		}
-	}
-	return nil
-}
 
 // FailoverAfter is how long after a host fails (or a region is lost) its tier
 // instance first re-places its shards, unless the mass-failure guard holds:

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-sched/strata/balancer"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/tiers/control"
 )
@@ -124,8 +125,8 @@ func TestControlRoundEmergencyMovesOnlyWhatNeedsIt(t *testing.T) {
 	}
 }
 
-// TestControlRoundVerifies: what the controller admits is still verified
-// against the projected state, as the daemons' FSM does at commit.
+// TestControlRoundVerifies: what the controller admits is still verified, as
+// the daemons' commit verifies it.
 func TestControlRoundVerifies(t *testing.T) {
 	calls := 0
 	v := testView(interfaces.ChildFailed, map[string]string{"s1": "a", "s2": "a", "s3": "a", "s4": "a"})
@@ -294,55 +295,128 @@ func TestControlRoundNoActiveChild(t *testing.T) {
 	}
 }
 
-// TestControlRoundVerifiesTierConstraints: after the FSM's checks, an
-// accepted move must also keep the tier's own rules — its anti-affinity
-// groups, pin and allowed constraints, and capacity limits, counted with the
-// moves accepted before it in the round.
+// TestControlRoundVerifiesTierConstraints: after admission, an accepted move
+// must keep what the daemons' commit checks (balancer.VerifyRules with
+// balancer.CommitRules): the tier's pin, allowed and anti_affinity rules and
+// the child's own capacity, counted with the moves accepted before it in the
+// round. The tier's capacity limits are left to planning, as at the daemons'
+// commit: a move over one is accepted.
 func TestControlRoundVerifiesTierConstraints(t *testing.T) {
 	calls := 0
-	view := func() *interfaces.View {
+	view := func(cCapacity float64) *interfaces.View {
 		v := testView(interfaces.ChildActive, map[string]string{"s1": "a", "s2": "a", "s3": "a", "s4": "b"})
 		for _, id := range []string{"s5", "s6"} {
 			v.Shards = append(v.Shards, interfaces.Shard{ID: interfaces.ShardID(id), Job: "j", Load: cpu(2)})
 			v.Assignments = append(v.Assignments, interfaces.Assignment{Shard: interfaces.ShardID(id), Child: "a", Epoch: 3})
 		}
-		v.Shards[1].Constraints = interfaces.ShardConstraints{AntiAffinity: "g"} // s2
-		v.Shards[3].Constraints = interfaces.ShardConstraints{AntiAffinity: "g"} // s4, on b
+		v.Children[2].Capacity = cpu(cCapacity)
 		v.Constraints = []interfaces.Constraint{
 			{Kind: interfaces.ConstraintPin, Shards: []interfaces.ShardID{"s3"}, Children: []interfaces.ChildID{"a"}},
 			{Kind: interfaces.ConstraintAllowed, Shards: []interfaces.ShardID{"s1"}, Children: []interfaces.ChildID{"a", "c"}},
+			{Kind: interfaces.ConstraintAntiAffinity, Shards: []interfaces.ShardID{"s2", "s4"}, Max: 1, Reason: "apart"},
 			{Kind: interfaces.ConstraintCapacity, Children: []interfaces.ChildID{"c"}, Limit: cpu(3), Reason: "test limit"},
 		}
 		return v
 	}
 	// The round's budget is 4 moves: two rounds.
 	for _, tc := range []struct {
-		plan     []interfaces.Move
-		accepted string
-		want     []string
+		cCapacity float64
+		plan      []interfaces.Move
+		accepted  []string
+		want      []string
 	}{
-		{[]interfaces.Move{
+		{10, []interfaces.Move{
 			mv("s5", "a", "c"), // c: 2 of its limit 3
-			mv("s6", "a", "c"), // c: 4 > 3 with s5 counted
-			mv("s2", "a", "b"), // s4 of the same group is on b
+			mv("s6", "a", "c"), // c: 4 > its limit 3, left to planning
+			mv("s2", "a", "b"), // s4 of the same rule is on b
 			mv("s3", "a", "b"), // pinned to a
-		}, "s5", []string{"constraint capacity: c cpu would reach 4", "anti-affinity group g", "constraint pin"}},
-		{[]interfaces.Move{
+		}, []string{"s5", "s6"}, []string{"the child already holds 1 of the shards of the tier's anti_affinity rule: apart", "pinned to \"a\" by the tier's pin rule"}},
+		{3, []interfaces.Move{
 			mv("s1", "a", "b"), // allowed on a and c only
-			mv("s5", "a", "c"),
-		}, "s5", []string{"constraint allowed"}},
+			mv("s5", "a", "c"), // c: 2 of its capacity 3
+			mv("s6", "a", "c"), // c: 4 > its capacity 3 with s5 counted
+		}, []string{"s5"}, []string{"not among the children the tier's allowed rule allows", `target child "c" would carry cpu=4, capacity 3`}},
 	} {
-		out, err := ControlRound(context.Background(), newCtl(t), fixedPolicy{moves: tc.plan, calls: &calls}, input(view(), 1), all)
+		out, err := ControlRound(context.Background(), newCtl(t), fixedPolicy{moves: tc.plan, calls: &calls}, input(view(tc.cCapacity), 1), all)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(out.Accepted) != 1 || string(out.Accepted[0].Shard) != tc.accepted || len(out.Rejected) != len(tc.want) {
-			t.Fatalf("mode %s accepted %+v rejected %+v", out.Decision.Mode, out.Accepted, out.Rejected)
+		var got []string
+		for _, m := range out.Accepted {
+			got = append(got, string(m.Shard))
+		}
+		if !slices.Equal(got, tc.accepted) || len(out.Rejected) != len(tc.want) {
+			t.Fatalf("mode %s accepted %v rejected %+v; want %v accepted", out.Decision.Mode, got, out.Rejected, tc.accepted)
 		}
 		for i, w := range tc.want {
 			if !strings.Contains(out.Rejected[i].Why, w) {
 				t.Errorf("rejection %d: %q does not mention %q", i, out.Rejected[i].Why, w)
 			}
+		}
+	}
+}
+
+// daemonAccepts is coordinator/tierd's act → commitMoves on the same view,
+// written out as an oracle: Screen, Admit, then balancer.VerifyRules with the
+// tier's rules less its capacity limits (tierd's commit leaves those to
+// planning).
+func daemonAccepts(t *testing.T, v *interfaces.View, plan []interfaces.Move) []interfaces.Move {
+	t.Helper()
+	dec, err := newCtl(t).Step(input(v, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv := dec.Apply(v)
+	st, err := balancer.NewViewState(sv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, _ := balancer.Screen(st, plan)
+	admitted, _ := dec.Admit(sv, interfaces.Plan{Moves: kept})
+	var rules []interfaces.Constraint
+	for _, k := range sv.Constraints {
+		if k.Kind != interfaces.ConstraintCapacity {
+			rules = append(rules, k)
+		}
+	}
+	return balancer.VerifyRules(st, rules, admitted).Accepted
+}
+
+// TestControlRoundCommitsAsTheDaemon: the moves a round accepts are those the
+// daemons' round commits from the same view and plan — a capacity limit (an
+// operator's, or cooperation's load + headroom cap) is not checked at commit,
+// a tier-level anti_affinity rule (coop.Derive accepts them from children's
+// proposals) is, and so are pin and allowed rules.
+func TestControlRoundCommitsAsTheDaemon(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rule interfaces.Constraint
+		want []string
+	}{
+		{"capacity limit", interfaces.Constraint{Kind: interfaces.ConstraintCapacity, Children: []interfaces.ChildID{"c"}, Limit: cpu(3), Reason: "limit"}, []string{"s1", "s2"}},
+		{"anti_affinity", interfaces.Constraint{Kind: interfaces.ConstraintAntiAffinity, Shards: []interfaces.ShardID{"s1", "s2"}, Max: 1, Reason: "apart"}, []string{"s1"}},
+		{"allowed", interfaces.Constraint{Kind: interfaces.ConstraintAllowed, Shards: []interfaces.ShardID{"s2"}, Children: []interfaces.ChildID{"a", "b"}, Reason: "not c"}, []string{"s1"}},
+	} {
+		v := func() *interfaces.View {
+			v := testView(interfaces.ChildActive, map[string]string{"s1": "a", "s2": "a", "s3": "a", "s4": "b"})
+			v.Constraints = []interfaces.Constraint{tc.rule}
+			return v
+		}
+		plan := []interfaces.Move{mv("s1", "a", "c"), mv("s2", "a", "c")}
+		calls := 0
+		out, err := ControlRound(context.Background(), newCtl(t), fixedPolicy{moves: plan, calls: &calls}, input(v(), 1), all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, daemon []string
+		for _, m := range out.Accepted {
+			got = append(got, string(m.Shard))
+		}
+		for _, m := range daemonAccepts(t, v(), plan) {
+			daemon = append(daemon, string(m.Shard))
+		}
+		if !slices.Equal(got, daemon) || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: the simulator accepts %v (rejected %+v), the daemons commit %v; want %v", tc.name, got, out.Rejected, daemon, tc.want)
 		}
 	}
 }

@@ -25,8 +25,8 @@
 //     the daemons run it — the controller of tiers/control decides (mode,
 //     budget, anti-bounce, grace, mass-failure guard), the policy plans, the
 //     moves refused whatever the plan does are screened out (balancer.Screen),
-//     and the admitted moves are verified (balancer.VerifyView, as the FSM does
-//     at commit, then the tier's own constraints).
+//     and the admitted moves are verified as the daemons' commit verifies them
+//     (balancer.VerifyRules with the tier's balancer.CommitRules).
 //   - report.go: table, JSON, CSV and a self-contained HTML report with SVG plots.
 //   - live.go: plans against a live cluster ("strata plan --scenario") —
 //     ParsePlan turns a plan file and a LiveState (hosts, shards, assignment)

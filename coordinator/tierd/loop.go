@@ -438,13 +438,13 @@ func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID,
 }
 
 // verifyMoves checks moves against the latest state and the tier-level rules
-// (fsm.VerifyPlanRules; see commitRules), counts and logs the rejected ones
+// (fsm.VerifyPlanRules; see balancer.CommitRules), counts and logs the rejected ones
 // (with earlier ones of the same plan), and returns the accepted ones in plan
 // order, with defaultReason for those without a reason, and for each whether it
 // is begun (revoke → ack → commit: a move off a live child) or committed
 // directly (a first placement, a move off a failed child).
 func (d *Daemon) verifyMoves(moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string, earlier []balancer.Rejection) (accepted []interfaces.Move, begin []bool, rejected int) {
-	verdict := d.tier.FSM.VerifyPlanRules(commitRules(rules), moves)
+	verdict := d.tier.FSM.VerifyPlanRules(balancer.CommitRules(rules), moves)
 	rejected = len(verdict.Rejected)
 	d.noteRejections(append(earlier[:len(earlier):len(earlier)], verdict.Rejected...), defaultReason)
 	accepted = make([]interfaces.Move, 0, len(verdict.Accepted))
@@ -458,23 +458,6 @@ func (d *Daemon) verifyMoves(moves []interfaces.Move, rules []interfaces.Constra
 		begin = append(begin, m.From != "" && ok && src.State != interfaces.ChildFailed)
 	}
 	return accepted, begin, rejected
-}
-
-// commitRules are the tier-level rules a commit holds moves to: pin, allowed
-// and anti-affinity. Capacity limits are left to planning: the policy and the
-// limits (an operator's usable capacity, cooperation's load minus a cut) work
-// on the loads the children measured, while the state counts the declared
-// ones — checked against those, a move that fits as planned was refused every
-// round wherever the declared loads exceed the measured ones. The commit holds
-// every move to the child's own capacity, on declared loads.
-func commitRules(rules []interfaces.Constraint) []interfaces.Constraint {
-	var out []interfaces.Constraint
-	for _, k := range rules {
-		if k.Kind != interfaces.ConstraintCapacity {
-			out = append(out, k)
-		}
-	}
-	return out
 }
 
 // noteRejections counts and logs the moves a verification rejected and keeps
