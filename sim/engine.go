@@ -309,7 +309,7 @@ type engine struct {
 	rounds  int
 
 	// Accumulators.
-	utilHist [nres]*linHist
+	util     [nres]*utilDist
 	latHist  logHist
 	ivLat    logHist // since the last sample
 	sloHist  []*logHist
@@ -432,8 +432,8 @@ func newEngine(sc *Scenario, spec PolicySpec, seed uint64, replay *replaySeries,
 	}
 	e.jf = make([]float64, len(w.jobName))
 	e.resizeHosts()
-	for r := range e.utilHist {
-		e.utilHist[r] = newLinHist(8, 0.001)
+	for r := range e.util {
+		e.util[r] = newUtilDist()
 	}
 	for i, a := range sc.Assertions {
 		if len(a.Policies) > 0 && !slices.Contains(a.Policies, spec.Name) {
@@ -718,7 +718,7 @@ func (e *engine) process(t time.Duration, tick time.Duration) {
 			if u > maxU[r] {
 				maxU[r] = u
 			}
-			e.utilHist[r].add(u, 1)
+			e.util[r].add(u)
 			if (r == 0 || r == 2) && u > rho {
 				rho = u
 			}
@@ -1051,9 +1051,9 @@ func (e *engine) finish() PolicyResult {
 		if !e.hasCap[r] {
 			continue
 		}
-		s.UtilP50[name] = round4(e.utilHist[r].quantile(0.5))
-		s.UtilP99[name] = round4(e.utilHist[r].quantile(0.99))
-		s.UtilMax[name] = round4(e.utilHist[r].quantile(1))
+		s.UtilP50[name] = round4(e.util[r].quantile(0.5))
+		s.UtilP99[name] = round4(e.util[r].quantile(0.99))
+		s.UtilMax[name] = round4(e.util[r].quantile(1))
 		if e.nTicks > 0 {
 			s.MaxOverLB[name] = round4(e.sumMOLB[r] / float64(e.nTicks))
 			s.MaxOverMean[name] = round4(e.sumMOM[r] / float64(e.nTicks))

@@ -1,6 +1,62 @@
 package sim
 
-import "math"
+import (
+	"math"
+	"slices"
+)
+
+// maxUtilSamples is how many (host, tick) samples of one resource a run keeps
+// for exact utilization quantiles (8 bytes each: 16 MiB). Far above the
+// scenario library's runs (at most a few tens of thousands); a longer or wider
+// run falls back to the histogram. A variable for tests.
+var maxUtilSamples = 1 << 21
+
+// utilDist is the distribution of host utilization over a run's live (host,
+// tick) samples, for one resource. Its quantiles are exact — nearest rank over
+// the samples — while the run has at most maxUtilSamples of them; past that
+// the samples are dropped and the quantiles come from a histogram of
+// 0.001-wide bins (the upper edge of the bin holding the rank: at most 0.001
+// above the exact value). The maximum is always exact.
+type utilDist struct {
+	samples []float64
+	sorted  bool
+	over    bool // more than maxUtilSamples: hist only
+	hist    *linHist
+}
+
+func newUtilDist() *utilDist { return &utilDist{hist: newLinHist(8, 0.001)} }
+
+func (d *utilDist) add(x float64) {
+	d.hist.add(x, 1)
+	if d.over {
+		return
+	}
+	if len(d.samples) >= maxUtilSamples {
+		d.samples, d.over = nil, true
+		return
+	}
+	d.samples = append(d.samples, x)
+	d.sorted = false
+}
+
+// quantile returns the nearest-rank q-quantile of the samples (the sample of
+// rank ⌈q·n⌉; the maximum for q ≥ 1), or the histogram's past
+// maxUtilSamples; 0 without samples.
+func (d *utilDist) quantile(q float64) float64 {
+	if d.over || q >= 1 {
+		return d.hist.quantile(q)
+	}
+	n := len(d.samples)
+	if n == 0 {
+		return 0
+	}
+	if !d.sorted {
+		slices.Sort(d.samples)
+		d.sorted = true
+	}
+	i := int(math.Ceil(q*float64(n))) - 1
+	return d.samples[min(max(i, 0), n-1)]
+}
 
 // linHist is a weighted histogram with fixed-width bins over [0, max); larger
 // values land in the last bin and are tracked exactly by maxSeen.
