@@ -84,7 +84,7 @@ func TestDirectAndBegunMovesCommitInOneEntry(t *testing.T) {
 // mode) are checked again when its moves commit: before, the commit checked
 // only the shards' own constraints, and a policy or plugin that ignored
 // view.Constraints broke them. Capacity limits are not: they are measured on
-// the children's reported loads, the commit on declared ones (commitRules), so
+// the children's reported loads, the commit on declared ones (balancer.CommitRules), so
 // j/3 past h2's limit commits (within h2's capacity).
 func TestCommitChecksTheTiersRules(t *testing.T) {
 	d, err := Start(Config{
