@@ -272,11 +272,14 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 		case EffPersist:
 			if err := a.store.Put(e.Record); err != nil {
 				errs = append(errs, fmt.Errorf("persist %s@%d: %w", e.Shard, e.Epoch, err))
-				if !e.Record.Fenced && startFollows(effs[i+1:], e.Shard, e.Epoch) {
+				switch {
+				case !e.Record.Fenced && startFollows(effs[i+1:], e.Shard, e.Epoch):
 					// The start that follows must not run without a durable
 					// record: cancel it and drop the shard.
 					skip[e.Shard] = true
 					effs = append(effs, a.core.StartFailed(e.Shard, e.Epoch)...)
+				case !e.Record.Fenced:
+					a.core.PersistFailed(e.Shard, e.Epoch) // the parent's next Assign persists it
 				}
 				// Without a start (a changed spec of a running shard) the shard
 				// runs on: the durable record, of the same epoch, still stands,

@@ -128,6 +128,10 @@ type Core struct {
 	// next call, and a failed stop puts it back — the shard still runs, so
 	// the agent must keep holding it, and keep trying to stop it.
 	undo map[interfaces.ShardID]stopUndo
+	// unsaved holds, per shard, the epoch of a running shard whose changed
+	// spec failed to persist (PersistFailed): the next Assign of that epoch
+	// persists it again even though the spec it carries is the one in memory.
+	unsaved map[interfaces.ShardID]interfaces.Epoch
 }
 
 // stopUndo is the state of one shard before a stop was asked for.
@@ -149,6 +153,8 @@ func NewCore(lease LeaseConfig, records []Record, tombs map[interfaces.ShardID]i
 		tombs:  make(map[interfaces.ShardID]interfaces.Epoch, len(tombs)),
 		failed: map[interfaces.ShardID]failure{},
 		undo:   map[interfaces.ShardID]stopUndo{},
+
+		unsaved: map[interfaces.ShardID]interfaces.Epoch{},
 	}
 	for _, r := range records {
 		r := r
@@ -354,7 +360,8 @@ func (c *Core) Assign(now time.Time, spec interfaces.Shard, epoch interfaces.Epo
 	}
 	if held && epoch == r.Epoch {
 		if !r.Fenced {
-			if !specEqual(r.Spec, spec) {
+			if e, ok := c.unsaved[id]; !specEqual(r.Spec, spec) || ok && e == epoch {
+				delete(c.unsaved, id)
 				r.Spec = spec
 				effs = append(effs, Effect{Kind: EffPersist, Shard: id, Epoch: epoch, Record: *r})
 			}
@@ -439,6 +446,16 @@ func (c *Core) Exited(shard interfaces.ShardID, epoch interfaces.Epoch, why stri
 	c.tombs[shard] = epoch
 	c.failed[shard] = failure{epoch: epoch, why: why}
 	return []Effect{{Kind: EffStop, Shard: shard, Epoch: epoch}, {Kind: EffDelete, Shard: shard, Epoch: epoch}}
+}
+
+// PersistFailed tells the core that persisting shard's record at epoch failed
+// with no start after it (a changed spec of a running shard): the shard runs
+// on, and the next Assign of that epoch persists its record again, whatever
+// spec it carries.
+func (c *Core) PersistFailed(shard interfaces.ShardID, epoch interfaces.Epoch) {
+	if r, ok := c.shards[shard]; ok && r.Epoch == epoch {
+		c.unsaved[shard] = epoch
+	}
 }
 
 // StartFailed is called by the executor when the driver could not start shard

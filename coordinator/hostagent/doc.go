@@ -53,7 +53,7 @@
 // fence or a revoke stops it. A persist that fails cancels the start it comes
 // before; a changed spec of a running shard whose persist fails leaves the
 // shard running (the durable record, of the same epoch, stands) and fails the
-// ack. A process that ends on its own (a driver with ExitError,
+// ack, and the parent's next Assign of that epoch persists it again. A process that ends on its own (a driver with ExitError,
 // e.g. exec) is stopped and dropped the same way on the next Tick. A re-sent
 // Assign of a failed epoch is refused as stale and marked failed again, so the
 // parent's doctor control policy counts the failure and the parent places the
@@ -175,6 +175,10 @@
 //     shards by up to that budget, past the bound above (the parent waits one
 //     budget). Announcing twice the budget would cover it at the price of a
 //     slower failover; not done.
+//   - A start that fails and whose cleanup stop fails too keeps the shard held
+//     as running (the driver may run it: callback with a stuck worker), so the
+//     fence or a revoke stops it; until then its reports list it and the
+//     parent's re-sent Assign is acked, even if nothing runs it.
 //   - The exec driver waits for a killed process without a bound: one stuck in
 //     the kernel (D state) holds the agent's lock, and every input, until it
 //     exits.

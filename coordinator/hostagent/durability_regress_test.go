@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-sched/strata/coordinator/hostagent/driver/synthetic"
 	"github.com/strata-sched/strata/interfaces"
+	bolt "go.etcd.io/bbolt"
 )
 
 // Regression tests from a review of the host agent's durability (each failed
@@ -116,5 +117,42 @@ func TestResentRevokeWritesItsTombstone(t *testing.T) {
 	_ = c.LeaseGrant(ctx, now, 10*time.Second, nil)
 	if err := c.Assign(ctx, now, spec("x"), 5); err == nil {
 		t.Errorf("after restart the delayed Assign x@5 (revoked and acked) is accepted and runs: %v", r.synth.Running())
+	}
+}
+
+// A changed spec whose persist failed was never persisted when the parent
+// re-sent it: the core had taken the new spec in memory, saw it unchanged and
+// acked OK, and host.db kept the old one (a review's probe). The re-sent
+// Assign now persists it.
+func TestSpecChangeRetryPersists(t *testing.T) {
+	r := newRig(t)
+	a := r.open(t, "h1")
+	now := r.clock.Now()
+	if err := a.LeaseGrant(ctx, now, 4*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Assign(ctx, now, spec("a"), 1); err != nil {
+		t.Fatal(err)
+	}
+	a.store.db.Close() // the disk fails for one write
+	s2 := spec("a")
+	s2.InputRate = 200
+	if err := a.Assign(ctx, now, s2, 1); err == nil {
+		t.Fatal("the changed spec's failed persist was acked OK")
+	}
+	db, err := bolt.Open(a.store.path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.store.db = db                                   // the disk is back
+	if err := a.Assign(ctx, now, s2, 1); err != nil { // the parent re-sends it
+		t.Fatal(err)
+	}
+	st, err := a.store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Records[0].Spec.InputRate; got != 200 {
+		t.Fatalf("the durable record has input_rate %v after the re-sent Assign was acked, want 200", got)
 	}
 }
