@@ -515,8 +515,9 @@ func (s *viewState) InFlight(id interfaces.ShardID) (interfaces.Move, bool) {
 
 func (s *viewState) Used(id interfaces.ChildID) interfaces.Load { return s.used[id] }
 
-// VerifyView is Verify against a View: the simulator's entry point. It does
-// not check v.Constraints; VerifyViewRules does.
+// VerifyView is Verify against a View (tests, and tools that verify a plan
+// against a view they hold). It does not check v.Constraints; VerifyViewRules
+// does.
 func VerifyView(v *interfaces.View, moves []interfaces.Move) (Verdict, error) {
 	st, err := NewViewState(v)
 	if err != nil {
