@@ -19,15 +19,7 @@ import (
 // dropped the shard from the agent (StartFailed) while the driver still ran it:
 // no fence ever stopped it. Now the shard is kept, and the fence stops it.
 func TestSpecChangeWhosePersistFailsKeepsTheShard(t *testing.T) {
-	r := newRig(t)
-	a := r.open(t, "h1")
-	now := r.clock.Now()
-	if err := a.LeaseGrant(ctx, now, 4*time.Second, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Assign(ctx, now, spec("a"), 1); err != nil {
-		t.Fatal(err)
-	}
+	r, a, now := runningA(t)
 	a.store.db.Close() // disk gone: every write now fails
 	s2 := spec("a")
 	s2.InputRate = 200 // the parent re-sends the assign with an updated spec
@@ -125,15 +117,7 @@ func TestResentRevokeWritesItsTombstone(t *testing.T) {
 // acked OK, and host.db kept the old one (a review's probe). The re-sent
 // Assign now persists it.
 func TestSpecChangeRetryPersists(t *testing.T) {
-	r := newRig(t)
-	a := r.open(t, "h1")
-	now := r.clock.Now()
-	if err := a.LeaseGrant(ctx, now, 4*time.Second, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Assign(ctx, now, spec("a"), 1); err != nil {
-		t.Fatal(err)
-	}
+	_, a, now := runningA(t)
 	a.store.db.Close() // the disk fails for one write
 	s2 := spec("a")
 	s2.InputRate = 200
@@ -155,4 +139,19 @@ func TestSpecChangeRetryPersists(t *testing.T) {
 	if got := st.Records[0].Spec.InputRate; got != 200 {
 		t.Fatalf("the durable record has input_rate %v after the re-sent Assign was acked, want 200", got)
 	}
+}
+
+// runningA opens an agent h1 with a 4s lease that runs shard a at epoch 1.
+func runningA(t *testing.T) (*rig, *Agent, time.Time) {
+	t.Helper()
+	r := newRig(t)
+	a := r.open(t, "h1")
+	now := r.clock.Now()
+	if err := a.LeaseGrant(ctx, now, 4*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Assign(ctx, now, spec("a"), 1); err != nil {
+		t.Fatal(err)
+	}
+	return r, a, now
 }

@@ -87,6 +87,34 @@ func newProxy(t *testing.T, backend string) *proxy {
 	return p
 }
 
+// proxiedWorker starts a callback driver (AckTimeout 2s) and one worker,
+// named name for the owners and connected under id through a proxy that can
+// cut its connection; the worker takes dropDelay to drop a shard. It returns
+// the driver, the owners, the proxy and the driver's own address.
+func proxiedWorker(t *testing.T, id, name string, dropDelay time.Duration) (*callback.Driver, *owners, *proxy, string) {
+	t.Helper()
+	ctx := context.Background()
+	d, err := callback.New(callback.Config{Clock: hostagent.WallClock{}, AckTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, addr := serve(t, d, "127.0.0.1:0")
+	t.Cleanup(srv.Stop)
+	o := &owners{by: map[interfaces.ShardID]map[string]bool{}}
+	px := newProxy(t, addr)
+	w, err := worker.Connect(ctx, px.addr, o.h(name, dropDelay), worker.Options{WorkerID: id, MinBackoff: time.Minute, MaxBackoff: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := d.WaitWorkers(wctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	return d, o, px, addr
+}
+
 func (p *proxy) cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -101,24 +129,7 @@ func (p *proxy) cut() {
 // after AckTimeout, never running on both (they used to move at once).
 func TestDetachedShardsWaitBeforeTheyMove(t *testing.T) {
 	ctx := context.Background()
-	d, err := callback.New(callback.Config{Clock: hostagent.WallClock{}, AckTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, addr := serve(t, d, "127.0.0.1:0")
-	defer srv.Stop()
-	o := &owners{by: map[interfaces.ShardID]map[string]bool{}}
-	px := newProxy(t, addr)
-	w1, err := worker.Connect(ctx, px.addr, o.h("w1", 300*time.Millisecond), worker.Options{WorkerID: "w1", MinBackoff: time.Minute, MaxBackoff: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w1.Close()
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := d.WaitWorkers(wctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	d, o, px, addr := proxiedWorker(t, "w1", "w1", 300*time.Millisecond)
 	for _, s := range []string{"s1", "s2", "s3"} {
 		if err := d.Start(ctx, spec(s), 1); err != nil {
 			t.Fatal(err)
@@ -129,6 +140,8 @@ func TestDetachedShardsWaitBeforeTheyMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w2.Close()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	if err := d.WaitWorkers(wctx, 2); err != nil {
 		t.Fatal(err)
 	}

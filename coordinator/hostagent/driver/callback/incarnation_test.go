@@ -19,7 +19,6 @@ import (
 
 	"github.com/strata-sched/strata/coordinator/hostagent"
 	"github.com/strata-sched/strata/coordinator/hostagent/driver/callback"
-	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
 	"github.com/strata-sched/strata/internal/testutil"
 	"github.com/strata-sched/strata/sdk/worker"
@@ -33,24 +32,7 @@ import (
 // both processes at once.
 func TestDuplicateWorkerIDWaitsOutTheDetach(t *testing.T) {
 	ctx := context.Background()
-	d, err := callback.New(callback.Config{Clock: hostagent.WallClock{}, AckTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, addr := serve(t, d, "127.0.0.1:0")
-	defer srv.Stop()
-	o := &owners{by: map[interfaces.ShardID]map[string]bool{}}
-	px := newProxy(t, addr)
-	a, err := worker.Connect(ctx, px.addr, o.h("procA", 500*time.Millisecond), worker.Options{WorkerID: "pod-1", MinBackoff: time.Minute, MaxBackoff: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := d.WaitWorkers(wctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	d, o, px, addr := proxiedWorker(t, "pod-1", "procA", 500*time.Millisecond)
 	if err := d.Start(ctx, spec("s1"), 1); err != nil {
 		t.Fatal(err)
 	}
