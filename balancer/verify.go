@@ -26,6 +26,14 @@ type PlanState interface {
 	Used(id interfaces.ChildID) interfaces.Load
 }
 
+// Quarantiner is a PlanState that knows quarantined shards (the daemons' FSM):
+// Verify rejects their moves (constraint) before anything else, as if they were
+// not in the plan, as the FSM refuses them at commit.
+type Quarantiner interface {
+	// Quarantined says why shard id is quarantined, "" when it is not.
+	Quarantined(id interfaces.ShardID) string
+}
+
 // RejectCode says why Verify rejected a move. Only ever append.
 type RejectCode uint8
 
@@ -140,7 +148,14 @@ func VerifyRules(st PlanState, rules []interfaces.Constraint, moves []interfaces
 	reject := func(m interfaces.Move, code RejectCode, format string, args ...any) {
 		v.Rejected = append(v.Rejected, Rejection{Move: m, Code: code, Reason: fmt.Sprintf(format, args...)})
 	}
+	q, _ := st.(Quarantiner)
 	for _, m := range moves {
+		if q != nil {
+			if why := q.Quarantined(m.Shard); why != "" {
+				reject(m, RejectConstraint, "shard %q is quarantined (%s); release it first", m.Shard, why)
+				continue
+			}
+		}
 		if m.To == "" {
 			reject(m, RejectInvalid, "the move names no target child")
 			continue

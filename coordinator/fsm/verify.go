@@ -1,9 +1,6 @@
 package fsm
 
 import (
-	"fmt"
-	"math"
-
 	"github.com/strata-sched/strata/balancer"
 	"github.com/strata-sched/strata/interfaces"
 )
@@ -46,6 +43,15 @@ func (p planState) InFlight(id interfaces.ShardID) (interfaces.Move, bool) {
 	return *r.flight, true
 }
 
+// Quarantined makes planState a balancer.Quarantiner: Apply refuses the moves
+// of a quarantined shard, and so does verification.
+func (p planState) Quarantined(id interfaces.ShardID) string {
+	if r := p.s.shard(id); r != nil {
+		return r.quarantine
+	}
+	return ""
+}
+
 func (p planState) Used(id interfaces.ChildID) interfaces.Load {
 	if c, ok := p.s.children[id]; ok {
 		return c.used
@@ -67,58 +73,7 @@ func (f *FSM) VerifyPlan(moves []interfaces.Move) balancer.Verdict {
 func (f *FSM) VerifyPlanRules(rules []interfaces.Constraint, moves []interfaces.Move) balancer.Verdict {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.st.verify(planState{f.st}, rules, moves)
-}
-
-// verify is balancer.VerifyRules on st, which also rejects the moves of quarantined
-// shards (constraint), as Apply would: the rejections stay in plan order, and
-// the other moves are verified as if those were not in the plan.
-func (s *state) verify(st balancer.PlanState, rules []interfaces.Constraint, moves []interfaces.Move) balancer.Verdict {
-	quarantined := func(m interfaces.Move) string {
-		if r := s.shard(m.Shard); r != nil {
-			return r.quarantine
-		}
-		return ""
-	}
-	rest := moves
-	for i, m := range moves {
-		if quarantined(m) != "" {
-			rest = make([]interfaces.Move, 0, len(moves))
-			rest = append(rest, moves[:i]...)
-			for _, m := range moves[i:] {
-				if quarantined(m) == "" {
-					rest = append(rest, m)
-				}
-			}
-			break
-		}
-	}
-	v := balancer.VerifyRules(st, rules, rest)
-	if len(rest) == len(moves) {
-		return v
-	}
-	// Merge the quarantined moves' rejections in, in plan order: Verify
-	// answers every move of rest, in order, accepted or rejected.
-	out := balancer.Verdict{Accepted: v.Accepted}
-	next := 0
-	for _, m := range moves {
-		if why := quarantined(m); why != "" {
-			out.Rejected = append(out.Rejected, balancer.Rejection{Move: m, Code: balancer.RejectConstraint,
-				Reason: fmt.Sprintf("shard %q is quarantined (%s); release it first", m.Shard, why)})
-			continue
-		}
-		if next < len(v.Rejected) && sameMove(v.Rejected[next].Move, m) {
-			out.Rejected = append(out.Rejected, v.Rejected[next])
-			next++
-		}
-	}
-	return out
-}
-
-// sameMove is m == n but for a NaN Delta, which is not equal to itself.
-func sameMove(m, n interfaces.Move) bool {
-	return m.Shard == n.Shard && m.From == n.From && m.To == n.To && m.Epoch == n.Epoch &&
-		m.Reason == n.Reason && m.Goal == n.Goal && math.Float64bits(m.Delta) == math.Float64bits(n.Delta)
+	return balancer.VerifyRules(planState{f.st}, rules, moves)
 }
 
 // Screen is balancer.Screen against the FSM's current state: the moves of a
@@ -176,7 +131,7 @@ func (f *FSM) VerifyPlanPending(pending []Pending, moves []interfaces.Move) (bal
 	if len(pending) > 0 {
 		st = newPendingState(planState{f.st}, pending)
 	}
-	v := f.st.verify(st, nil, moves)
+	v := balancer.Verify(st, moves)
 	accepted := make([]Pending, len(v.Accepted))
 	for i, m := range v.Accepted {
 		accepted[i].Move = m
