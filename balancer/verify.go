@@ -142,73 +142,16 @@ func Verify(st PlanState, moves []interfaces.Move) Verdict {
 // does not have are ignored. Each rejection names the rule's Reason.
 func VerifyRules(st PlanState, rules []interfaces.Constraint, moves []interfaces.Move) Verdict {
 	v := Verdict{}
-	seen := make(map[interfaces.ShardID]struct{}, len(moves))
 	delta := map[interfaces.ChildID]interfaces.Load{}
 	tr := newTierRules(st, rules)
 	reject := func(m interfaces.Move, code RejectCode, format string, args ...any) {
 		v.Rejected = append(v.Rejected, Rejection{Move: m, Code: code, Reason: fmt.Sprintf(format, args...)})
 	}
-	q, _ := st.(Quarantiner)
+	one := newMoveChecker(st, len(moves))
 	for _, m := range moves {
-		if q != nil {
-			if why := q.Quarantined(m.Shard); why != "" {
-				reject(m, RejectConstraint, "shard %q is quarantined (%s); release it first", m.Shard, why)
-				continue
-			}
-		}
-		if m.To == "" {
-			reject(m, RejectInvalid, "the move names no target child")
-			continue
-		}
-		if m.To == m.From {
-			reject(m, RejectInvalid, "the target %q is the source", m.To)
-			continue
-		}
-		if why := uncommittable(m); why != "" {
-			reject(m, RejectInvalid, "%s", why)
-			continue
-		}
-		if _, dup := seen[m.Shard]; dup {
-			reject(m, RejectDuplicate, "shard %q already has a move earlier in this plan", m.Shard)
-			continue
-		}
-		seen[m.Shard] = struct{}{}
-		shard, ok := st.Shard(m.Shard)
-		if !ok {
-			reject(m, RejectUnknownShard, "shard %q does not exist", m.Shard)
-			continue
-		}
-		child, ok := st.Child(m.To)
-		if !ok {
-			reject(m, RejectUnknownChild, "target child %q does not exist", m.To)
-			continue
-		}
-		if fl, ok := st.InFlight(m.Shard); ok {
-			reject(m, RejectInFlight, "shard %q already has a move to %q in flight", m.Shard, fl.To)
-			continue
-		}
-		owner, epoch := st.Owner(m.Shard)
-		if owner != m.From {
-			switch {
-			case m.From == "":
-				reject(m, RejectWrongOwner, "first placement of shard %q, but it is on %q", m.Shard, owner)
-			case owner == "":
-				reject(m, RejectWrongOwner, "shard %q is unassigned, the move expects it on %q", m.Shard, m.From)
-			default:
-				reject(m, RejectWrongOwner, "shard %q is on %q, the move expects it on %q", m.Shard, owner, m.From)
-			}
-			continue
-		}
-		if m.From != "" && epoch != m.Epoch {
-			reject(m, RejectStaleEpoch, "shard %q is at epoch %d, the move was planned at epoch %d", m.Shard, epoch, m.Epoch)
-			continue
-		}
-		if child.State != interfaces.ChildActive {
-			reject(m, RejectTargetInactive, "target child %q is %s", m.To, child.State)
-			continue
-		}
-		if why := shard.Constraints.Excludes(&child); why != "" {
-			reject(m, RejectConstraint, "shard %q may not use child %q: %s", m.Shard, m.To, why)
+		shard, child, code, why := one.check(m)
+		if code != 0 {
+			reject(m, code, "%s", why)
 			continue
 		}
 		if why := tr.excludes(m); why != "" {
@@ -263,25 +206,90 @@ func CommitRules(rules []interfaces.Constraint) []interfaces.Constraint {
 // admits, so that refused moves spend none of its move budget, and never
 // refuses a move for the room of one the round then drops.
 func Screen(st PlanState, moves []interfaces.Move) (kept []interfaces.Move, refused []Rejection) {
-	seen := make(map[interfaces.ShardID]bool, len(moves))
+	one := newMoveChecker(st, len(moves))
 	for _, m := range moves {
-		if seen[m.Shard] {
-			refused = append(refused, Rejection{Move: m, Code: RejectDuplicate,
-				Reason: fmt.Sprintf("shard %q already has a move earlier in this plan", m.Shard)})
+		if _, _, code, why := one.check(m); code != 0 && code != RejectConstraint {
+			refused = append(refused, Rejection{Move: m, Code: code, Reason: why})
 			continue
-		}
-		seen[m.Shard] = true
-		if v := Verify(st, []interfaces.Move{m}); len(v.Rejected) == 1 {
-			switch v.Rejected[0].Code {
-			case RejectCapacity, RejectConstraint:
-			default:
-				refused = append(refused, v.Rejected[0])
-				continue
-			}
 		}
 		kept = append(kept, m)
 	}
 	return kept, refused
+}
+
+// moveChecker checks a plan's moves one at a time for what depends on no
+// other move of the plan (Verify's first rules, Screen's whole): quarantine,
+// malformed, repeated shard, unknown shard or child, in flight, wrong owner,
+// stale epoch, inactive target, and the shard's own pin, allowed list and
+// labels.
+type moveChecker struct {
+	st   PlanState
+	q    Quarantiner // nil when st knows no quarantine
+	seen map[interfaces.ShardID]struct{}
+}
+
+func newMoveChecker(st PlanState, n int) *moveChecker {
+	q, _ := st.(Quarantiner)
+	return &moveChecker{st: st, q: q, seen: make(map[interfaces.ShardID]struct{}, n)}
+}
+
+// check returns m's shard and target, or the code and reason of its
+// rejection (code 0 when it passes).
+func (c *moveChecker) check(m interfaces.Move) (shard interfaces.Shard, child interfaces.Child, code RejectCode, why string) {
+	st := c.st
+	fail := func(code RejectCode, format string, args ...any) (interfaces.Shard, interfaces.Child, RejectCode, string) {
+		return interfaces.Shard{}, interfaces.Child{}, code, fmt.Sprintf(format, args...)
+	}
+	if c.q != nil {
+		if why := c.q.Quarantined(m.Shard); why != "" {
+			return fail(RejectConstraint, "shard %q is quarantined (%s); release it first", m.Shard, why)
+		}
+	}
+	if m.To == "" {
+		return fail(RejectInvalid, "the move names no target child")
+	}
+	if m.To == m.From {
+		return fail(RejectInvalid, "the target %q is the source", m.To)
+	}
+	if why := uncommittable(m); why != "" {
+		return fail(RejectInvalid, "%s", why)
+	}
+	if _, dup := c.seen[m.Shard]; dup {
+		return fail(RejectDuplicate, "shard %q already has a move earlier in this plan", m.Shard)
+	}
+	c.seen[m.Shard] = struct{}{}
+	shard, ok := st.Shard(m.Shard)
+	if !ok {
+		return fail(RejectUnknownShard, "shard %q does not exist", m.Shard)
+	}
+	child, ok = st.Child(m.To)
+	if !ok {
+		return fail(RejectUnknownChild, "target child %q does not exist", m.To)
+	}
+	if fl, ok := st.InFlight(m.Shard); ok {
+		return fail(RejectInFlight, "shard %q already has a move to %q in flight", m.Shard, fl.To)
+	}
+	owner, epoch := st.Owner(m.Shard)
+	if owner != m.From {
+		switch {
+		case m.From == "":
+			return fail(RejectWrongOwner, "first placement of shard %q, but it is on %q", m.Shard, owner)
+		case owner == "":
+			return fail(RejectWrongOwner, "shard %q is unassigned, the move expects it on %q", m.Shard, m.From)
+		default:
+			return fail(RejectWrongOwner, "shard %q is on %q, the move expects it on %q", m.Shard, owner, m.From)
+		}
+	}
+	if m.From != "" && epoch != m.Epoch {
+		return fail(RejectStaleEpoch, "shard %q is at epoch %d, the move was planned at epoch %d", m.Shard, epoch, m.Epoch)
+	}
+	if child.State != interfaces.ChildActive {
+		return fail(RejectTargetInactive, "target child %q is %s", m.To, child.State)
+	}
+	if why := shard.Constraints.Excludes(&child); why != "" {
+		return fail(RejectConstraint, "shard %q may not use child %q: %s", m.Shard, m.To, why)
+	}
+	return shard, child, 0, ""
 }
 
 // uncommittable says why a move's other fields could not be committed — a
