@@ -152,7 +152,7 @@ func (f *FSM) Stats() Stats {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	st := Stats{AppliedIndex: f.st.applied, Children: len(f.st.children), Shards: len(f.st.shards),
-		InFlight: f.st.inflight, PlanLog: f.st.log.n}
+		InFlight: f.st.inflight, PlanLog: len(f.st.log.buf)}
 	for _, r := range f.st.shards {
 		if r.owner != "" {
 			st.Assigned++
@@ -326,7 +326,7 @@ func (f *FSM) History(id interfaces.ShardID) []LogEntry {
 	defer f.mu.RUnlock()
 	var out []LogEntry
 	g := &f.st.log
-	for i := 0; i < g.n; i++ {
+	for i := range g.buf {
 		if e := g.buf[(g.start+i)%len(g.buf)]; e.Shard == id {
 			out = append(out, e)
 		}

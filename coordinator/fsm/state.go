@@ -135,7 +135,6 @@ type ring struct {
 	buf   []LogEntry
 	limit int
 	start int // index of the oldest entry (0 until the buffer is full)
-	n     int
 }
 
 func newRing(capacity int) ring { return ring{limit: capacity} }
@@ -146,7 +145,6 @@ func (g *ring) add(e LogEntry) {
 	}
 	if len(g.buf) < g.limit {
 		g.buf = append(g.buf, e)
-		g.n++
 		return
 	}
 	g.buf[g.start] = e
@@ -155,7 +153,7 @@ func (g *ring) add(e LogEntry) {
 
 // entries returns a copy of the entries, oldest first.
 func (g *ring) entries() []LogEntry {
-	out := make([]LogEntry, g.n)
+	out := make([]LogEntry, len(g.buf))
 	for i := range out {
 		out[i] = g.buf[(g.start+i)%len(g.buf)]
 	}

@@ -166,21 +166,7 @@ func (d *Daemon) Close() error {
 }
 
 func (d *Daemon) hello() *wire.Hello {
-	h := d.agent.Hello()
-	held := make(map[string]uint64, len(h.Held))
-	for _, x := range h.Held {
-		held[string(x.Shard)] = uint64(x.Epoch)
-	}
-	return &wire.Hello{
-		ChildId:            string(d.cfg.Host),
-		Tier:               interfaces.TierHost,
-		Capacity:           wire.LoadToWire(d.cfg.Capacity),
-		Labels:             d.cfg.Labels,
-		ProtocolVersion:    wire.ContractVersion,
-		MinProtocolVersion: wire.MinContractVersion,
-		HeldEpochs:         held,
-		StopBudgetNanos:    int64(h.StopBudget),
-	}
+	return d.agent.HelloMessage(interfaces.TierHost, d.cfg.Labels).GetHello()
 }
 
 func (d *Daemon) report() *wire.Report {

@@ -3,7 +3,6 @@ package raftnode_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -11,19 +10,8 @@ import (
 	"github.com/strata-sched/strata/coordinator/fsm"
 	"github.com/strata-sched/strata/coordinator/raftnode"
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/internal/testutil"
 )
-
-// closedAddr is a TCP address nothing listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
 
 // TestJoinRefusesAnUnreachableOrWrongReplica: a join that names a replica
 // which does not answer, or answers as another server, is refused before the
@@ -49,7 +37,7 @@ func TestJoinRefusesAnUnreachableOrWrongReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := raftnode.NewClient(a.AdminAddr())
-	dead := closedAddr(t)
+	dead := testutil.FreeAddr(t)
 	for _, tt := range []struct {
 		name     string
 		req      raftnode.JoinRequest

@@ -341,6 +341,9 @@ func TestDeposedLeaderGrantsNoLease(t *testing.T) {
 			last = g
 		}
 	}
+	if last.at.IsZero() {
+		t.Fatal("r1 got no grant before its shard moved: nothing to check the move against")
+	}
 	deadline := last.at.Add(last.ttl - margin(last.ttl))
 	t.Logf("partition at 0; L lost raft leadership at %v; B leads since %v (term %d)", lost.Sub(tPart), bSince.Sub(tPart), B.Tier().Raft().CurrentTerm())
 	t.Logf("r1 got %d LeaseGrants from L after L lost leadership; last at %v (term %d, ttl %v) -> r1 fences at %v", n, last.at.Sub(tPart), last.term, last.ttl, deadline.Sub(tPart))
@@ -385,6 +388,9 @@ func TestRenewalWhileDeclaredLost(t *testing.T) {
 	})
 	gs := r1.records("grant")
 	last := gs[len(gs)-1]
+	if last.at.IsZero() {
+		t.Fatal("r1 got no grant before its shard moved: nothing to check the move against")
+	}
 	deadline := last.at.Add(last.ttl - margin(last.ttl))
 	st, _ := L.Tier().FSM.Child("r1")
 	t.Logf("r1 state %s; r1 last grant at T; r2 assigned %s@%d at T+%v; r1 fences at T+%v",

@@ -156,6 +156,8 @@ func (d *Daemon) ApplyPlan(ctx context.Context, req *wire.ApplyPlanRequest) (*wi
 	if now := d.tier.FSM.AppliedIndex(); now != p.index {
 		return nil, wire.ToStatus(fmt.Errorf("the state changed since the plan was made (index %d, now %d); plan again: %w", p.index, now, interfaces.ErrConflict))
 	}
+	// Marked used when the apply ends (d.decide keeps a second apply of it
+	// waiting until then).
 	markUsed := func(how string) {
 		d.mu.Lock()
 		if q, ok := d.plans[tok]; ok {
@@ -164,7 +166,6 @@ func (d *Daemon) ApplyPlan(ctx context.Context, req *wire.ApplyPlanRequest) (*wi
 		}
 		d.mu.Unlock()
 	}
-	markUsed("an apply of it was in progress")
 	// The drains and the moves in one entry: all of the plan, or nothing.
 	var drain []interfaces.ChildID
 	for _, id := range p.drain {

@@ -232,14 +232,11 @@ func (d *Daemon) resize(ctx context.Context, r control.Resize) ([]interfaces.Sha
 	// The job's shards as the policy counted them: not the quarantined ones,
 	// which are out of placement (and never deleted or copied here).
 	var shards []interfaces.Shard
+	quarantined := d.tier.FSM.Quarantined()
 	for _, s := range d.tier.FSM.View(d.cfg.Tier, d.cfg.Instance).Shards {
-		if s.Job != r.Job {
-			continue
+		if s.Job == r.Job && quarantined[s.ID] == "" {
+			shards = append(shards, s)
 		}
-		if st, ok := d.tier.FSM.Shard(s.ID); ok && st.Quarantined != "" {
-			continue
-		}
-		shards = append(shards, s)
 	}
 	if len(shards) != r.Current {
 		return nil, fmt.Errorf("the job has %d shards now, not %d: %w", len(shards), r.Current, interfaces.ErrConflict)
