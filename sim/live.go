@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -262,13 +261,9 @@ func ParsePlan(data []byte, name string, live *LiveState) (*Scenario, error) {
 	}
 	if len(sc.Policies) == 0 {
 		for _, p := range []struct{ what, name string }{{"global", live.GlobalPolicy}, {"region", live.RegionPolicy}} {
-			if p.name == Plugin {
+			if why := policyProblem(p.name); why != "" {
 				return nil, fmt.Errorf("%s: policies: the file lists none, and the cluster's %s policy %q cannot be simulated: %s; list policies in the file: %w",
-					name, p.what, p.name, PluginRule, interfaces.ErrInvalid)
-			}
-			if !PolicyKnown(p.name) {
-				return nil, fmt.Errorf("%s: policies: the file lists none, and the cluster's %s policy %q is not one the simulator can build (known: %s); list policies in the file: %w",
-					name, p.what, p.name, strings.Join(PolicyNames(), ", "), interfaces.ErrInvalid)
+					name, p.what, p.name, why, interfaces.ErrInvalid)
 			}
 		}
 		sc.Policies = []PolicySpec{{Name: LivePolicy, Solver: live.RegionPolicy, GlobalSolver: live.GlobalPolicy, Integration: Collaborative}}

@@ -1,6 +1,10 @@
 package sim
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/tiers"
 )
@@ -23,13 +27,19 @@ func PolicyKnown(name string) bool { return name != Plugin && tiers.Default.Has(
 
 // PolicyNames lists the policy names a scenario may use, sorted.
 func PolicyNames() []string {
-	var out []string
-	for _, n := range tiers.Default.Names() {
-		if n != Plugin {
-			out = append(out, n)
-		}
+	return slices.DeleteFunc(tiers.Default.Names(), func(n string) bool { return n == Plugin })
+}
+
+// policyProblem says why a scenario cannot run the policy name (the plugin
+// policy, or an unknown name, listing the known ones), or "".
+func policyProblem(name string) string {
+	switch {
+	case name == Plugin:
+		return PluginRule
+	case !PolicyKnown(name):
+		return fmt.Sprintf("unknown policy %q (known: %s)", name, strings.Join(PolicyNames(), ", "))
 	}
-	return out
+	return ""
 }
 
 // newPolicy builds the named policy with its parameters.

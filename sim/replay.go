@@ -87,8 +87,8 @@ func parseReplay(r io.Reader, name string, scale float64) (*replaySeries, error)
 			}
 			vals[i] = v
 		}
-		if vals[0] >= maxReplaySeconds {
-			return nil, fmt.Errorf("%s:%d: time must be below %g seconds (got %q): %w", name, line, maxReplaySeconds, rec[0], interfaces.ErrInvalid)
+		if vals[0] >= maxDurationSeconds {
+			return nil, fmt.Errorf("%s:%d: time must be below %g seconds (got %q): %w", name, line, maxDurationSeconds, rec[0], interfaces.ErrInvalid)
 		}
 		id := strings.TrimSpace(rec[1])
 		if err := interfaces.ValidateID("shard", id); err != nil {
@@ -114,8 +114,9 @@ func parseReplay(r io.Reader, name string, scale float64) (*replaySeries, error)
 	return s, nil
 }
 
-// maxReplaySeconds bounds a replay row's time: time.Duration's range.
-const maxReplaySeconds = float64(math.MaxInt64) / float64(time.Second)
+// maxDurationSeconds is time.Duration's range in seconds: it bounds a replay
+// row's time and a duration given in seconds.
+const maxDurationSeconds = float64(math.MaxInt64) / float64(time.Second)
 
 // maxArrivalBins bounds the bins of an arrival series (80 MB of them).
 const maxArrivalBins = 10_000_000

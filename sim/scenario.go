@@ -593,7 +593,7 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	}
 	if v, err := strconv.ParseFloat(n.Value, 64); err == nil {
 		// Seconds; time.Duration holds ±292 years.
-		if math.IsNaN(v) || math.Abs(v) >= float64(math.MaxInt64)/float64(time.Second) {
+		if math.IsNaN(v) || math.Abs(v) >= maxDurationSeconds {
 			return fmt.Errorf("line %d: %q is not a duration in range (want e.g. 30s, 5m, 2h, or seconds up to 292 years)", n.Line, n.Value)
 		}
 		*d = Duration(v * float64(time.Second))
@@ -1277,11 +1277,8 @@ func (sc *Scenario) validate() error {
 			if s.name == "" {
 				return sc.fail(append(path, s.key), "is required (or tiers.region)")
 			}
-			if s.name == Plugin {
-				return sc.fail(append(path, s.key), "%s", PluginRule)
-			}
-			if !PolicyKnown(s.name) {
-				return sc.fail(append(path, s.key), "unknown policy %q (known: %s)", s.name, strings.Join(PolicyNames(), ", "))
+			if why := policyProblem(s.name); why != "" {
+				return sc.fail(append(path, s.key), "%s", why)
 			}
 			if _, err := newPolicy(s.name, pol.Params); err != nil {
 				return sc.fail(append(path, s.key), "%v", err)
@@ -1484,11 +1481,8 @@ func (sc *Scenario) checkChain(path []any, pol PolicySpec) error {
 			return sc.fail(append(tp, t), "tier %q is not a planning tier of the chain %v", t, pol.Chain)
 		}
 		name := pol.Tiers[t]
-		if name == Plugin {
-			return sc.fail(append(tp, t), "%s", PluginRule)
-		}
-		if !PolicyKnown(name) {
-			return sc.fail(append(tp, t), "unknown policy %q (known: %s)", name, strings.Join(PolicyNames(), ", "))
+		if why := policyProblem(name); why != "" {
+			return sc.fail(append(tp, t), "%s", why)
 		}
 		if _, err := newPolicy(name, pol.Params); err != nil {
 			return sc.fail(append(tp, t), "%v", err)

@@ -45,11 +45,17 @@ func usageErr(err error) error { return &exitError{code: 2, err: err} }
 // addrSource names where the address came from: "--addr", or "STRATA_ADDR"
 // when the flag was not given and the environment set it.
 func (f *clientFlags) addrSource() string {
-	if (f.cmd == nil || !f.cmd.Flags().Changed("addr")) && os.Getenv("STRATA_ADDR") != "" {
+	if !f.addrFlagSet() && os.Getenv("STRATA_ADDR") != "" {
 		return "STRATA_ADDR"
 	}
 	return "--addr"
 }
+
+// addrFlagSet reports whether --addr was given on the command line.
+func (f *clientFlags) addrFlagSet() bool { return f.cmd != nil && f.cmd.Flags().Changed("addr") }
+
+// addrGiven reports whether the user named an address: --addr or STRATA_ADDR.
+func (f *clientFlags) addrGiven() bool { return f.addrFlagSet() || os.Getenv("STRATA_ADDR") != "" }
 
 // check validates the flags: --addr (or STRATA_ADDR) must be host:port,
 // --timeout positive.

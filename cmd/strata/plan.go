@@ -268,7 +268,7 @@ is asked. Without either, ADDRESS is asked. A malformed TOKEN is a usage error
 			// instance (a region's, with --addr at the global tier) is unknown
 			// there; then the token's own address is asked.
 			addrs := []string{tokAddr}
-			if (cmd.Flags().Changed("addr") || os.Getenv("STRATA_ADDR") != "") && cf.addr != tokAddr {
+			if cf.addrGiven() && cf.addr != tokAddr {
 				addrs = []string{cf.addr, tokAddr}
 			}
 			ctx, conns, done := cf.connect()

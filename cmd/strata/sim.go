@@ -152,10 +152,8 @@ func failedAssertions(rep sim.Report, where string) error {
 	return &exitError{code: 1, err: fmt.Errorf("%d assertion(s) failed %s:\n  %s", len(failed), where, strings.Join(msgs, "\n  "))}
 }
 
+// writeSimDir writes the report's files into dir, which runSim made.
 func writeSimDir(dir string, rep sim.Report, res *sim.Result) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
 	// Render every file first: one that fails to render leaves no file
 	// written or half-written.
 	files := []struct {
