@@ -2,7 +2,6 @@ package balancer
 
 import (
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/strata-sched/strata/interfaces"
@@ -251,8 +250,8 @@ func (c *moveChecker) check(m interfaces.Move) (shard interfaces.Shard, child in
 	if m.To == m.From {
 		return fail(RejectInvalid, "the target %q is the source", m.To)
 	}
-	if why := uncommittable(m); why != "" {
-		return fail(RejectInvalid, "%s", why)
+	if err := interfaces.ValidateMoveFields("move", m); err != nil {
+		return fail(RejectInvalid, "%v", err)
 	}
 	if _, dup := c.seen[m.Shard]; dup {
 		return fail(RejectDuplicate, "shard %q already has a move earlier in this plan", m.Shard)
@@ -290,20 +289,6 @@ func (c *moveChecker) check(m interfaces.Move) (shard interfaces.Shard, child in
 		return fail(RejectConstraint, "shard %q may not use child %q: %s", m.Shard, m.To, why)
 	}
 	return shard, child, 0, ""
-}
-
-// uncommittable says why a move's other fields could not be committed — a
-// non-finite Delta, a Reason or Goal over interfaces.MaxTextLen bytes — or "".
-func uncommittable(m interfaces.Move) string {
-	switch {
-	case math.IsNaN(m.Delta) || math.IsInf(m.Delta, 0):
-		return fmt.Sprintf("delta: must be a finite number (got %g)", m.Delta)
-	case len(m.Reason) > interfaces.MaxTextLen:
-		return fmt.Sprintf("reason: length %d exceeds the limit of %d bytes", len(m.Reason), interfaces.MaxTextLen)
-	case len(m.Goal) > interfaces.MaxTextLen:
-		return fmt.Sprintf("goal: length %d exceeds the limit of %d bytes", len(m.Goal), interfaces.MaxTextLen)
-	}
-	return ""
 }
 
 // overCapacity returns the first dimension (in Names order) where load exceeds

@@ -208,3 +208,20 @@ func ValidateChild(c Child) error {
 	}
 	return nil
 }
+
+// ValidateMoveFields checks what committing a move needs besides its IDs: a
+// finite Delta, and a Reason and a Goal of at most MaxTextLen bytes (field
+// prefixes the names: "move" gives "move.delta"). The wire conversion refuses
+// such a move, and balancer.Verify rejects it on its own, so that one move a
+// tier's state machine would refuse never sinks the rest of its plan.
+func ValidateMoveFields(field string, m Move) error {
+	if math.IsNaN(m.Delta) || math.IsInf(m.Delta, 0) {
+		return fieldErr(field+".delta", "must be a finite number", m.Delta)
+	}
+	for _, t := range [...]struct{ name, s string }{{"reason", m.Reason}, {"goal", m.Goal}} {
+		if len(t.s) > MaxTextLen {
+			return fieldErr(field+"."+t.name, fmt.Sprintf("must be at most %d bytes", MaxTextLen), fmt.Sprintf("%d bytes", len(t.s)))
+		}
+	}
+	return nil
+}

@@ -116,11 +116,11 @@ Example:
 			case flatBudget < 0:
 				return fmt.Errorf("--flat-budget: must be ≥ 0 (got %s)", flatBudget)
 			}
-			if !slices.Contains(benchPolicies(), policy) {
+			if usable := benchPolicies(); !slices.Contains(usable, policy) {
 				if tiers.Default.Has(policy) {
-					return fmt.Errorf("--policy: policy %q needs keys this benchmark does not set (usable here: %s)", policy, strings.Join(benchPolicies(), ", "))
+					return fmt.Errorf("--policy: policy %q needs keys this benchmark does not set (usable here: %s)", policy, strings.Join(usable, ", "))
 				}
-				return fmt.Errorf("--policy: unknown policy %q (usable here: %s)", policy, strings.Join(benchPolicies(), ", "))
+				return fmt.Errorf("--policy: unknown policy %q (usable here: %s)", policy, strings.Join(usable, ", "))
 			}
 			now, err := benchClock(clock)
 			if err != nil {

@@ -180,7 +180,7 @@ func (u *uplink) report() *wire.Report {
 	var shards []interfaces.ShardLoad
 	for _, cr := range reported {
 		for _, sl := range cr.Shards {
-			if st, ok := d.tier.FSM.Shard(sl.Shard); ok && st.Owner == cr.Child {
+			if a, ok := d.tier.FSM.Assignment(sl.Shard); ok && a.Child == cr.Child {
 				shards = append(shards, sl)
 			}
 		}

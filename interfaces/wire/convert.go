@@ -69,14 +69,6 @@ func checkNotNaN(field string, v float64) error {
 	return nil
 }
 
-// checkText checks that a free-text field is at most interfaces.MaxTextLen bytes.
-func checkText(field, s string) error {
-	if len(s) > interfaces.MaxTextLen {
-		return fieldErr(field, fmt.Sprintf("must be at most %d bytes", interfaces.MaxTextLen), fmt.Sprintf("%d bytes", len(s)))
-	}
-	return nil
-}
-
 // checkNonNegInt checks an integer field and converts it to int.
 func checkNonNegInt(field string, v int64) (int, error) {
 	if v < 0 {
@@ -395,16 +387,7 @@ func MoveFromWire(m *Move) (interfaces.Move, error) {
 	if m.GetFrom() == m.GetTo() {
 		return interfaces.Move{}, fieldErr(field+".to", "must differ from "+field+".from", m.GetTo())
 	}
-	if d := m.GetDelta(); math.IsNaN(d) || math.IsInf(d, 0) {
-		return interfaces.Move{}, fieldErr(field+".delta", "must be a finite number", d)
-	}
-	if err := checkText(field+".reason", m.GetReason()); err != nil {
-		return interfaces.Move{}, err
-	}
-	if err := checkText(field+".goal", m.GetGoal()); err != nil {
-		return interfaces.Move{}, err
-	}
-	return interfaces.Move{
+	mv := interfaces.Move{
 		Shard:  interfaces.ShardID(m.GetShard()),
 		From:   interfaces.ChildID(m.GetFrom()),
 		To:     interfaces.ChildID(m.GetTo()),
@@ -412,7 +395,11 @@ func MoveFromWire(m *Move) (interfaces.Move, error) {
 		Reason: m.GetReason(),
 		Goal:   m.GetGoal(),
 		Delta:  m.GetDelta(),
-	}, nil
+	}
+	if err := interfaces.ValidateMoveFields(field, mv); err != nil {
+		return interfaces.Move{}, err
+	}
+	return mv, nil
 }
 
 func movesToWire(in []interfaces.Move) []*Move {
