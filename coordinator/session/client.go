@@ -127,18 +127,16 @@ func (c *Client) Run(ctx context.Context) error {
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case leader != "" && live:
-			// A session that worked ended with a Redirect: follow it at once.
-			redirects = 0
-			backoff = c.cfg.BackoffMin
+		case leader != "":
 			c.cfg.Logf("session: %s redirects to leader %s", addr, leader)
 			redirect = leader
-			continue
-		case leader != "":
+			if live {
+				// A session that worked ended with a Redirect: follow it at once.
+				redirects, backoff = 0, c.cfg.BackoffMin
+				continue
+			}
 			// Follow a redirect at once, but not forever: replicas that
 			// point at each other (an election in progress) get the backoff.
-			c.cfg.Logf("session: %s redirects to leader %s", addr, leader)
-			redirect = leader
 			if redirects++; redirects < maxRedirects {
 				continue
 			}
