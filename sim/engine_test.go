@@ -18,6 +18,17 @@ func mustParse(t *testing.T, src string) *Scenario {
 	return sc
 }
 
+// mustEngine parses src and builds the engine of its first policy.
+func mustEngine(t *testing.T, src string) *engine {
+	t.Helper()
+	sc := mustParse(t, src)
+	e, err := newEngine(sc, sc.Policies[0], sc.Seed, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 func mustRun(t *testing.T, sc *Scenario, o Options) *Result {
 	t.Helper()
 	res, err := Run(context.Background(), sc, o)

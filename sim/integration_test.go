@@ -208,14 +208,7 @@ policies:
 // rule on eu's shard (given it, every solve of us failed and its shards were
 // never placed); region eu keeps it, on its own host only.
 func TestManualConstraintKeepsTheInstancesShards(t *testing.T) {
-	sc, err := ParseScenario([]byte(manualShardsScenario), "m.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := newEngine(sc, sc.Policies[0], sc.Seed, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustEngine(t, manualShardsScenario)
 	pr, err := e.run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -262,14 +255,7 @@ policies:
 // rounds get the budget again, as us's do (it used to be held back for as
 // long as a host was not active).
 func TestRegionBudgetOnlyWithoutShardsToPlace(t *testing.T) {
-	sc, err := ParseScenario([]byte(budgetScenario), "b.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := newEngine(sc, sc.Policies[0], sc.Seed, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustEngine(t, budgetScenario)
 	if _, err := e.run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -298,14 +284,7 @@ func TestRegionBudgetOnlyWithoutShardsToPlace(t *testing.T) {
 // there until the region declares it failed (seenState), and is counted in the
 // capacity the region reports.
 func TestHintViewSeesWhatTheRegionKnows(t *testing.T) {
-	sc, err := ParseScenario([]byte(budgetScenario), "b.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := newEngine(sc, sc.Policies[0], sc.Seed, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustEngine(t, budgetScenario)
 	e.w.hostState[0] = interfaces.ChildFailed // eu-h000 failed a moment ago
 	for _, declared := range []bool{false, true} {
 		e.hostDeclared[0] = declared

@@ -35,14 +35,7 @@ policies:
 // max/mean, and the modeled latency percentiles (weighted by input, within
 // the log histogram's ≈4.4%).
 func TestSummaryFiguresOfASteadyRun(t *testing.T) {
-	sc, err := ParseScenario([]byte(threeHostsScenario), "steady.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := newEngine(sc, sc.Policies[0], sc.Seed, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := mustEngine(t, threeHostsScenario)
 	pr, err := e.run(context.Background())
 	if err != nil {
 		t.Fatal(err)
