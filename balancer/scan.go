@@ -180,6 +180,11 @@ type moveScorer struct {
 	load   []float64
 	free   bool
 	budget bool
+	// fast is set when the first three levels are one goal each —
+	// threshold, min-max balance, squared balance — over every resource in
+	// order (the default goals' shape): bestFree then scores a free shard's
+	// candidates with those levels written out (belowFast).
+	fast bool
 }
 
 // scoredGoal is one goal as moveScorer.below scores it: its code and weight,
@@ -216,7 +221,22 @@ func newMoveScorer(st *state) *moveScorer {
 			m.lv[l] = append(m.lv[l], g)
 		}
 	}
+	m.fast = len(m.lv) >= 3 && fastLevel(m.lv[0], codeThreshold, st.R) && fastLevel(m.lv[1], codeBalanceMinMax, st.R) && fastLevel(m.lv[2], codeBalanceSq, st.R)
 	return m
+}
+
+// fastLevel reports whether level gs is one goal of kind code over the
+// resources 0..R-1 in order.
+func fastLevel(gs []scoredGoal, code goalCode, R int) bool {
+	if len(gs) != 1 || gs[0].code != code || len(gs[0].res) != R {
+		return false
+	}
+	for i, r := range gs[0].res {
+		if r != i {
+			return false
+		}
+	}
+	return true
 }
 
 // reset prepares the scorer for the moves of shard s from where it is now.
@@ -361,16 +381,147 @@ func (m *moveScorer) below(c int, bound, out *levels) bool {
 		v := m.level(l, c, inv)
 		out[l] = v
 		if v < bound[l]-levelTol {
-			for l2 := l + 1; l2 < n; l2++ {
-				out[l2] = m.level(l2, c, inv)
-			}
-			return true
+			return m.fill(l+1, c, inv, out)
 		}
 		if v > bound[l]+levelTol {
 			return false
 		}
 	}
 	return false
+}
+
+// bestFree is bestDestination's loop over the kept order ord (cold keys key)
+// for the scorer's shard when it is free, no move budget applies and the
+// scorer is fast: feasible and below written out, the same decisions. It
+// scores at most k feasible children and returns the best, or -1.
+func (m *moveScorer) bestFree(ord []int32, key []float64, k int) int {
+	st := m.st
+	R := st.R
+	best, found := -1, 0
+	bestD, d := unbounded, levels{}
+	load, nb := m.load[:R], m.nb[:R]
+	for _, c32 := range ord {
+		c := int(c32)
+		if key[c] == negInf {
+			break // only drained children remain
+		}
+		if c == m.a || st.p.Drained(c) {
+			continue
+		}
+		row, limit := st.load[c*R:c*R+R], st.limit[c*R:c*R+R]
+		fits := true
+		for r, x := range load {
+			v := row[r] + x
+			nb[r] = v
+			if v > limit[r] {
+				fits = false // state.fits
+				break
+			}
+		}
+		if !fits {
+			continue
+		}
+		if m.belowFast(c, &bestD, &d) {
+			best, bestD = c, d
+		}
+		if found++; found >= k {
+			break
+		}
+	}
+	return best
+}
+
+// belowFast is below for a fast scorer: the first three levels computed
+// with the floating-point operations of goal and level, in their order,
+// without their calls and dispatch; the later levels through level.
+func (m *moveScorer) belowFast(c int, bound, out *levels) bool {
+	R := m.st.R
+	inv := m.st.inv[c*R : c*R+R]
+	nb := m.nb[:R]
+	inv = inv[:len(nb)]
+	// Level 0: threshold (goal's codeThreshold, thresholdTerm).
+	g := &m.lv[0][0]
+	t := 0.0
+	for r, l := range nb {
+		if x := float64(l*inv[r]) - g.thr; x > 0 {
+			t += x
+		}
+	}
+	v := 0.0
+	v += float64(g.w * (m.part[g.gi] + (t - g.term[c])))
+	out[0] = v
+	if v < bound[0]-levelTol {
+		return m.fill(1, c, inv, out)
+	}
+	if v > bound[0]+levelTol {
+		return false
+	}
+	// Level 1: min-max balance (goal's codeBalanceMinMax).
+	g = &m.lv[1][0]
+	mm := g.mm[:len(nb)]
+	dm := 0.0
+	for r := range nb {
+		tp := &mm[r]
+		nw := 0.0
+		switch {
+		case tp.n > 0 && int(tp.t[0]) != c:
+			nw = tp.k[0]
+		case tp.n > 1:
+			nw = tp.k[1]
+		}
+		if m.a >= 0 && tp.srcU > nw {
+			nw = tp.srcU
+		}
+		if u := nb[r] * inv[r]; u > nw {
+			nw = u
+		}
+		dm += nw - tp.old
+	}
+	v = 0.0
+	v += float64(g.w * dm)
+	out[1] = v
+	if v < bound[1]-levelTol {
+		return m.fill(2, c, inv, out)
+	}
+	if v > bound[1]+levelTol {
+		return false
+	}
+	// Level 2: squared balance (goal's codeBalanceSq, sqTerm).
+	g = &m.lv[2][0]
+	sq := g.sq[:len(nb)]
+	q := 0.0
+	for r, l := range nb {
+		q += float64(l * l * inv[r] * sq[r])
+	}
+	v = 0.0
+	v += float64(g.w * (m.part[g.gi] + (q - g.term[c])))
+	out[2] = v
+	if v < bound[2]-levelTol {
+		return m.fill(3, c, inv, out)
+	}
+	if v > bound[2]+levelTol {
+		return false
+	}
+	for l := 3; l < len(m.lv); l++ {
+		v := m.level(l, c, inv)
+		out[l] = v
+		if v < bound[l]-levelTol {
+			return m.fill(l+1, c, inv, out)
+		}
+		if v > bound[l]+levelTol {
+			return false
+		}
+	}
+	return false
+}
+
+// fill computes levels from..last of the move to c into out and returns
+// true: below's work once a level is known to be below the bound.
+func (m *moveScorer) fill(from, c int, inv []float64, out *levels) bool {
+	for l := from; l < len(m.lv); l++ {
+		out[l] = m.level(l, c, inv)
+	}
+	return true
 }
 
 // topTwoExcept returns the two items with the largest keys other than a (ties

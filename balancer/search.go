@@ -236,6 +236,9 @@ func (pl *placer) bestDestination(s, k int) int {
 	// unbounded bound and is scored in full.
 	bestD, d := unbounded, levels{}
 	if sc := pl.scorer; pl.order != nil && m.scored {
+		if sc.fast && sc.free && !sc.budget {
+			return sc.bestFree(pl.order.ord, pl.cold.key, k)
+		}
 		// coldFirst's loop over the kept order, written out: no call per
 		// candidate through the visitor and shardMoves.
 		key := pl.cold.key
