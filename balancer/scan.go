@@ -374,6 +374,9 @@ func (m *moveScorer) level(l, c int, inv []float64) float64 {
 // lexicographically below bound, and if so its change in out (out is
 // overwritten either way).
 func (m *moveScorer) below(c int, bound, out *levels) bool {
+	if m.fast {
+		return m.belowFast(c, bound, out)
+	}
 	R := m.st.R
 	inv := m.st.inv[c*R : c*R+R]
 	n := len(m.lv)
