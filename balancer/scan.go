@@ -180,10 +180,8 @@ type moveScorer struct {
 	load   []float64
 	free   bool
 	budget bool
-	// fast is set when the first three levels are one goal each —
-	// threshold, min-max balance, squared balance — over every resource in
-	// order (the default goals' shape): bestFree then scores a free shard's
-	// candidates with those levels written out (belowFast).
+	// fast is state.fast: bestFree then scores a free shard's candidates
+	// with the first three levels written out (belowFast).
 	fast bool
 }
 
@@ -221,22 +219,8 @@ func newMoveScorer(st *state) *moveScorer {
 			m.lv[l] = append(m.lv[l], g)
 		}
 	}
-	m.fast = len(m.lv) >= 3 && fastLevel(m.lv[0], codeThreshold, st.R) && fastLevel(m.lv[1], codeBalanceMinMax, st.R) && fastLevel(m.lv[2], codeBalanceSq, st.R)
+	m.fast = st.fast
 	return m
-}
-
-// fastLevel reports whether level gs is one goal of kind code over the
-// resources 0..R-1 in order.
-func fastLevel(gs []scoredGoal, code goalCode, R int) bool {
-	if len(gs) != 1 || gs[0].code != code || len(gs[0].res) != R {
-		return false
-	}
-	for i, r := range gs[0].res {
-		if r != i {
-			return false
-		}
-	}
-	return true
 }
 
 // reset prepares the scorer for the moves of shard s from where it is now.

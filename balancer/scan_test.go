@@ -20,6 +20,12 @@ import (
 // paths differ). bestDestination gives the same child with and without the
 // kept order.
 func TestPropMoveScorerAndColdOrderMatchTheHeap(t *testing.T) {
+	fastSeen := false
+	defer func() {
+		if !t.Failed() && !fastSeen {
+			t.Error("no generated problem had the default goals' shape (state.fast): the written-out levels went unchecked")
+		}
+	}()
 	rapid.Check(t, func(t *rapid.T) {
 		p := genProblem(t, genSpec{maxShards: 14, maxChildren: 24, constraints: true})
 		for i := range p.Load {
@@ -90,6 +96,19 @@ func TestPropMoveScorerAndColdOrderMatchTheHeap(t *testing.T) {
 						var got levels
 						if ok2 := m.below(c, bound, &got); ok1 != ok2 || ok1 && want != got {
 							t.Fatalf("shard %d → child %d below %v: deltaBelow %v %v, scorer %v %v", s, c, bound[:st.nLevels], ok1, want[:st.nLevels], ok2, got[:st.nLevels])
+						}
+						if st.fast {
+							// The written-out levels (deltaBelowFast,
+							// belowFast) against the generic paths.
+							st.fast, m.fast = false, false
+							gen, ok3 := st.deltaBelow(&ch, bound)
+							var sc levels
+							ok4 := m.below(c, bound, &sc)
+							st.fast, m.fast = true, true
+							if ok3 != ok1 || ok1 && gen != want || ok4 != ok1 || ok1 && sc != want {
+								t.Fatalf("shard %d → child %d below %v: fast %v %v, generic deltaBelow %v %v, generic scorer %v %v", s, c, bound[:st.nLevels], ok1, want[:st.nLevels], ok3, gen[:st.nLevels], ok4, sc[:st.nLevels])
+							}
+							fastSeen = true
 						}
 					}
 				}

@@ -98,6 +98,11 @@ type state struct {
 	// scratch rows for singleMove
 	scratchA, scratchB []float64
 	start              *startInfo
+	// fast is set when the first three levels are one goal each —
+	// threshold, min-max balance, squared balance — over every resource in
+	// order (the default goals' shape): deltaBelow and the move scorer then
+	// compute those levels written out (deltaBelowFast, belowFast).
+	fast bool
 }
 
 func newState(p *Problem, goals []Goal, lm LatencyModel, assign []int32) *state {
@@ -171,12 +176,28 @@ func newState(p *Problem, goals []Goal, lm LatencyModel, assign []int32) *state 
 			st.bytes += p.Bytes(s)
 		}
 	}
+	st.fast = st.nLevels >= 3 && st.fastLevel(0, codeThreshold) && st.fastLevel(1, codeBalanceMinMax) && st.fastLevel(2, codeBalanceSq)
 	st.gd = make([]float64, len(goals))
 	st.term = make([]float64, len(goals)*M)
 	for c := 0; c < M; c++ {
 		st.retouch(c)
 	}
 	return st
+}
+
+// fastLevel reports whether level l is one goal of kind code over the
+// resources 0..R-1 in order.
+func (st *state) fastLevel(l int, code goalCode) bool {
+	gis := st.byLevel[l]
+	if len(gis) != 1 || st.code[gis[0]] != code || len(st.gres[gis[0]]) != st.R {
+		return false
+	}
+	for i, r := range st.gres[gis[0]] {
+		if r != i {
+			return false
+		}
+	}
+	return true
 }
 
 // retouch recomputes child c's cached terms (childTerm; 0 for the goals that
@@ -321,6 +342,9 @@ func (st *state) delta(ch *change) levels {
 // bound (by more than levelTol at the first differing level). It returns the
 // change and whether it is below bound; levels after a rejection are left 0.
 func (st *state) deltaBelow(ch *change, bound *levels) (levels, bool) {
+	if st.fast {
+		return st.deltaBelowFast(ch, bound)
+	}
 	var out levels
 	for l := range st.byLevel {
 		v := st.levelDelta(l, ch)
@@ -338,6 +362,108 @@ func (st *state) deltaBelow(ch *change, bound *levels) (levels, bool) {
 		}
 	}
 	return out, false
+}
+
+// deltaBelowFast is deltaBelow for a fast state: the first three levels
+// computed with goalDelta's and levelDelta's floating-point operations, in
+// their order, without their calls and dispatch; the later levels through
+// levelDelta.
+func (st *state) deltaBelowFast(ch *change, bound *levels) (levels, bool) {
+	var out levels
+	R, M := st.R, st.M
+	a, b := ch.a, ch.b
+	var invA, invB []float64
+	if a >= 0 {
+		invA = st.inv[a*R : a*R+R]
+	}
+	if b >= 0 {
+		invB = st.inv[b*R : b*R+R]
+	}
+	// Level 0: threshold (goalDelta's default case, thresholdTerm).
+	gi := st.byLevel[0][0]
+	thr := st.goals[gi].Threshold
+	d := 0.0
+	if a >= 0 {
+		d += thresholdTerm(ch.na, invA, st.gres[gi], thr) - st.term[gi*M+a]
+	}
+	if b >= 0 {
+		d += thresholdTerm(ch.nb, invB, st.gres[gi], thr) - st.term[gi*M+b]
+	}
+	v := 0.0
+	v += float64(st.goals[gi].Weight * d)
+	out[0] = v
+	if v < bound[0]-levelTol {
+		return st.fillDelta(1, ch, &out), true
+	}
+	if v > bound[0]+levelTol {
+		return out, false
+	}
+	// Level 1: min-max balance (goalDelta's codeBalanceMinMax).
+	gi = st.byLevel[1][0]
+	d = 0.0
+	for r := 0; r < R; r++ {
+		h := st.uheap[r]
+		old := h.key[h.top()]
+		nw := h.maxExcluding(a, b, 0)
+		if a >= 0 {
+			if u := ch.na[r] * invA[r]; u > nw {
+				nw = u
+			}
+		}
+		if b >= 0 {
+			if u := ch.nb[r] * invB[r]; u > nw {
+				nw = u
+			}
+		}
+		d += nw - old
+	}
+	v = 0.0
+	v += float64(st.goals[gi].Weight * d)
+	out[1] = v
+	if v < bound[1]-levelTol {
+		return st.fillDelta(2, ch, &out), true
+	}
+	if v > bound[1]+levelTol {
+		return out, false
+	}
+	// Level 2: squared balance (goalDelta's default case, sqTerm).
+	gi = st.byLevel[2][0]
+	d = 0.0
+	if a >= 0 {
+		d += sqTerm(ch.na, invA, st.gres[gi], st.sqInv[gi]) - st.term[gi*M+a]
+	}
+	if b >= 0 {
+		d += sqTerm(ch.nb, invB, st.gres[gi], st.sqInv[gi]) - st.term[gi*M+b]
+	}
+	v = 0.0
+	v += float64(st.goals[gi].Weight * d)
+	out[2] = v
+	if v < bound[2]-levelTol {
+		return st.fillDelta(3, ch, &out), true
+	}
+	if v > bound[2]+levelTol {
+		return out, false
+	}
+	for l := 3; l < st.nLevels; l++ {
+		v := st.levelDelta(l, ch)
+		out[l] = v
+		if v < bound[l]-levelTol {
+			return st.fillDelta(l+1, ch, &out), true
+		}
+		if v > bound[l]+levelTol {
+			return out, false
+		}
+	}
+	return out, false
+}
+
+// fillDelta computes levels from..last of ch into out and returns it:
+// deltaBelow's work once a level is known to be below the bound.
+func (st *state) fillDelta(from int, ch *change, out *levels) levels {
+	for l := from; l < st.nLevels; l++ {
+		out[l] = st.levelDelta(l, ch)
+	}
+	return *out
 }
 
 // levelDelta is the weighted change of level l's goals under ch.

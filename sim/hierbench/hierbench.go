@@ -606,8 +606,9 @@ func planAndApply(ctx context.Context, policy interfaces.Policy, v *interfaces.V
 }
 
 // group orders the shards by region (counting sort, by shard index within a
-// region; unplaced shards last), copies their views into rshards in that order
-// and sets off, so that each region's view is a subslice.
+// region; unplaced shards last) into idx and sets off; each region's plan
+// copies its shards' views into its part of rshards (regionPlan), so that
+// each region's view is a subslice and the copies run on the workers.
 func (h *hier) group() {
 	Rg := len(h.regions)
 	next := make([]int, Rg+2)
@@ -634,7 +635,6 @@ func (h *hier) group() {
 			pos[r]++
 		}
 		h.idx[p] = int32(s)
-		h.rshards[p] = h.gshards[s]
 	}
 }
 
@@ -686,6 +686,7 @@ func (h *hier) regionPlan(r int) (interfaces.Status, error) {
 	asg := h.asg[lo:lo]
 	for pos := lo; pos < hi; pos++ {
 		s := h.idx[pos]
+		h.rshards[pos] = h.gshards[s]
 		if c := h.host[s]; c >= 0 {
 			asg = append(asg, interfaces.Assignment{Shard: h.rshards[pos].ID, Child: h.hosts[c].ID, Epoch: h.hostEpoch[s]})
 		}
