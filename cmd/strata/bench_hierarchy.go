@@ -21,8 +21,12 @@ import (
 // and the settings it ran with.
 type benchHierarchyJSON struct {
 	hierbench.Result
-	Policy       string  `json:"policy"`
-	Candidates   int     `json:"candidates"`
+	Policy string `json:"policy"`
+	// Candidates is the region tier's and the flat run's policy key
+	// candidates (--hosts for "all"), GlobalCandidates the global tier's
+	// (0 = the policy's default).
+	Candidates       int     `json:"candidates"`
+	GlobalCandidates int     `json:"global_candidates"`
 	GlobalTarget float64 `json:"global_target"`
 	RegionTarget float64 `json:"region_target"`
 	Clock        string  `json:"clock"`
@@ -36,7 +40,8 @@ func newBenchHierarchyCmd(g *globalOptions) *cobra.Command {
 		regions      int
 		seed         uint64
 		policy       string
-		candidates   int
+		candidates   string
+		globalCands  string
 		globalTarget float64
 		regionTarget float64
 		change       float64
@@ -67,12 +72,17 @@ as soon as the busiest host is within the max_over_lb the hierarchy reached
 flat run) ends; a flat run cut short leaves shards it had not reached unplaced,
 its status is partial and the speed-up a lower bound.
 
---candidates is how many of the coldest children the local search scores per
-shard at every tier (the default 1 is the fastest). With --candidates at least the
-number of hosts every child is scored for every shard (a full scan): the flat run
-then scores all --hosts hosts per shard and the hierarchy --regions regions plus a
-region's hosts, which is where a hierarchy's speed-up comes from — and the flat
-run takes minutes at a million shards (see docs/benchmarks.md).
+Which hosts a shard is scored on: --candidates is the policy key candidates
+(how many of the coldest children a local search scores per shard; placing
+scores four times as many) of the region tier and of the flat run. Its default,
+all, scores every host for every shard (a full scan): the flat run then scores
+all --hosts hosts per shard and a region its own hosts, which is where a
+hierarchy's speed-up comes from — and the flat run takes minutes at a million
+shards (see docs/benchmarks.md). --global-candidates is the global tier's
+(default 1: the four coldest regions, each region a large pool whose fine
+placement is the region tier's work; all scores every region too). A number
+gives both tiers and the flat run a sample of that many coldest children: with
+--candidates 1 every run is fast and the speed-up small.
 
 Per run it prints seconds (both rounds: views, plans, applying plans; wall clock, or
 this process's CPU time with --clock cpu — summed over all cores), max_over_lb (the
@@ -103,8 +113,16 @@ Example:
 				return fmt.Errorf("--regions: must be ≤ --hosts (%d): every region needs a host (got %d)", hosts, regions)
 			case shards > math.MaxInt32 || hosts > math.MaxInt32:
 				return fmt.Errorf("--shards, --hosts: must fit 32-bit indices")
-			case candidates < 0:
-				return fmt.Errorf("--candidates: must be ≥ 0 (got %d)", candidates)
+			}
+			regionCands, err := benchCandidates("--candidates", candidates, hosts)
+			if err != nil {
+				return err
+			}
+			globalK, err := benchCandidates("--global-candidates", globalCands, hosts)
+			if err != nil {
+				return err
+			}
+			switch {
 			case math.IsNaN(globalTarget) || (globalTarget != 0 && globalTarget < 1) || math.IsInf(globalTarget, 0):
 				return fmt.Errorf("--global-target: must be 0 (none) or a number ≥ 1 (got %g)", globalTarget)
 			case math.IsNaN(regionTarget) || (regionTarget != 0 && regionTarget < 1) || math.IsInf(regionTarget, 0):
@@ -126,14 +144,12 @@ Example:
 			if err != nil {
 				return err
 			}
-			base := interfaces.PolicyConfig{}
-			if candidates > 0 {
-				base["candidates"] = strconv.Itoa(candidates)
-			}
-			withTarget := func(t float64) interfaces.PolicyConfig {
+			// tierConfig is the policy configuration of candidates k (0 = the
+			// policy's default) and target t (0 = none).
+			tierConfig := func(k int, t float64) interfaces.PolicyConfig {
 				c := interfaces.PolicyConfig{}
-				for k, v := range base {
-					c[k] = v
+				if k > 0 {
+					c["candidates"] = strconv.Itoa(k)
 				}
 				if t > 0 {
 					c["target_max_over_lb"] = strconv.FormatFloat(t, 'g', -1, 64)
@@ -147,7 +163,7 @@ Example:
 			cfg := hierbench.Config{
 				Shards: shards, Hosts: hosts, Regions: regions, Seed: seed,
 				GlobalPolicy: policy, RegionPolicy: policy, FlatPolicy: policy,
-				GlobalConfig: withTarget(globalTarget), RegionConfig: withTarget(regionTarget), FlatConfig: base,
+				GlobalConfig: tierConfig(globalK, globalTarget), RegionConfig: tierConfig(regionCands, regionTarget), FlatConfig: tierConfig(regionCands, 0),
 				Change: chg, Workers: workers, SkipFlat: noFlat, MatchQuality: true, Now: now,
 			}
 			ctx := cmd.Context()
@@ -181,7 +197,7 @@ Example:
 				// Per-region spans of process CPU time include the other workers.
 				res.Hier.SlowestRegionSeconds, res.Hier.CriticalPathSeconds = 0, 0
 			}
-			v := benchHierarchyJSON{Result: res, Policy: policy, Candidates: candidates, GlobalTarget: globalTarget, RegionTarget: regionTarget, Clock: clock}
+			v := benchHierarchyJSON{Result: res, Policy: policy, Candidates: regionCands, GlobalCandidates: globalK, GlobalTarget: globalTarget, RegionTarget: regionTarget, Clock: clock}
 			return out.print(g.stdout, v, func(w io.Writer) error { return printBenchHierarchy(w, v, noFlat) })
 		},
 	}
@@ -191,7 +207,8 @@ Example:
 	f.IntVar(&regions, "regions", 10, "number of regions (≤ hosts; hosts are split into contiguous blocks)")
 	f.Uint64Var(&seed, "seed", 1, "seed of the instance, the load change and the policies")
 	f.StringVar(&policy, "policy", tiers.DefaultPolicy, "tier policy of every tier and of the flat run: "+strings.Join(benchPolicies(), "|"))
-	f.IntVar(&candidates, "candidates", 1, "policy key candidates: coldest children a local search tries per shard (0 = the policy's default, 8)")
+	f.StringVar(&candidates, "candidates", "all", "policy key candidates of the region tier and the flat run: all (every host: a full scan) or how many coldest children a local search tries per shard (0 = the policy's default, 8)")
+	f.StringVar(&globalCands, "global-candidates", "1", "policy key candidates of the global tier: all (every region) or how many coldest regions a local search tries per shard (0 = the policy's default, 8)")
 	f.Float64Var(&globalTarget, "global-target", 1.002, "policy key target_max_over_lb of the global tier: its local search stops at this max/LB over regions (0 = none)")
 	f.Float64Var(&regionTarget, "region-target", 1.02, "policy key target_max_over_lb of the region tier: each region's local search stops at this max/LB over its hosts (0 = none)")
 	f.Float64Var(&change, "change", 0.05, "fraction of shards whose load changes before the rebalance round, in [0, 1]")
@@ -205,8 +222,8 @@ Example:
 }
 
 func printBenchHierarchy(w io.Writer, v benchHierarchyJSON, noFlat bool) error {
-	fmt.Fprintf(w, "%d shards, %d hosts in %d regions, seed %d, policy %s; %d shards changed load before the rebalance; seconds: %s clock\n",
-		v.Shards, v.Hosts, v.Regions, v.Seed, v.Policy, v.Changed, v.Clock)
+	fmt.Fprintf(w, "%d shards, %d hosts in %d regions, seed %d, policy %s (candidates: global tier %s, region tier and flat %s); %d shards changed load before the rebalance; seconds: %s clock\n",
+		v.Shards, v.Hosts, v.Regions, v.Seed, v.Policy, candidatesText(v.GlobalCandidates, v.Hosts), candidatesText(v.Candidates, v.Hosts), v.Changed, v.Clock)
 	tw := newTable(w)
 	fmt.Fprintln(tw, "run\tseconds\tplace\trebalance\tmax_over_lb\tcpu\tmem\tmoves\tunplaced\toverloaded\tstatus")
 	row := func(name string, r hierbench.Run) {
@@ -320,6 +337,30 @@ func (p *phaseTicker) close() {
 	if p.drawn {
 		fmt.Fprintln(p.w)
 	}
+}
+
+// candidatesText shows a candidates setting: "all" when it is every host.
+func candidatesText(k, hosts int) string {
+	switch {
+	case k >= hosts:
+		return "all"
+	case k == 0:
+		return "default"
+	}
+	return strconv.Itoa(k)
+}
+
+// benchCandidates reads a candidates flag: "all" is hosts (every child of
+// any tier, a full scan), else a number ≥ 0.
+func benchCandidates(flag, v string, hosts int) (int, error) {
+	if v == "all" {
+		return hosts, nil
+	}
+	k, err := strconv.Atoi(v)
+	if err != nil || k < 0 {
+		return 0, fmt.Errorf("%s: must be all or a whole number ≥ 0 (got %q)", flag, v)
+	}
+	return k, nil
 }
 
 // benchPolicies lists the registered tier policies that build without keys:

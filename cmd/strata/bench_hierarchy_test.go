@@ -20,7 +20,7 @@ func TestBenchHierarchyJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &raw); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, k := range []string{"hierarchy", "flat", "speedup", "shards", "hosts", "regions", "seed", "lb", "policy", "clock", "flat_reached_target"} {
+	for _, k := range []string{"hierarchy", "flat", "speedup", "shards", "hosts", "regions", "seed", "lb", "policy", "clock", "flat_reached_target", "candidates", "global_candidates"} {
 		if _, ok := raw[k]; !ok {
 			t.Errorf("no key %q in %s", k, out)
 		}
@@ -39,6 +39,11 @@ func TestBenchHierarchyJSON(t *testing.T) {
 	}
 	if v.Shards != 2000 || v.Hosts != 40 || v.Regions != 4 || v.Policy != "local" || v.Speedup <= 0 {
 		t.Errorf("%+v", v)
+	}
+	// The defaults: every host scored in the regions and the flat run (all =
+	// --hosts), the four coldest regions at the global tier (1).
+	if v.Candidates != 40 || v.GlobalCandidates != 1 {
+		t.Errorf("candidates %d, global_candidates %d: want 40 (all) and 1", v.Candidates, v.GlobalCandidates)
 	}
 	// Same flags, same figures (except the seconds).
 	_, out2, _ := runCLI("bench", "hierarchy", "--shards", "2000", "--hosts", "40", "--regions", "4", "--seed", "3", "-o", "json")
@@ -90,7 +95,9 @@ func TestBenchHierarchyTableAndErrors(t *testing.T) {
 		{[]string{"--region-target", "0.9"}, "--region-target: must be 0 (none) or a number ≥ 1"},
 		{[]string{"--global-target", "NaN"}, "--global-target: must be 0 (none) or a number ≥ 1"},
 		{[]string{"--change", "1.5"}, "--change: must be in [0, 1]"},
-		{[]string{"--candidates", "-2"}, "--candidates: must be ≥ 0"},
+		{[]string{"--candidates", "-2"}, `--candidates: must be all or a whole number ≥ 0 (got "-2")`},
+		{[]string{"--candidates", "most"}, `--candidates: must be all or a whole number ≥ 0 (got "most")`},
+		{[]string{"--global-candidates", "1.5"}, `--global-candidates: must be all or a whole number ≥ 0 (got "1.5")`},
 		{[]string{"--workers", "-2"}, "--workers: must be ≥ 0"},
 		{[]string{"--flat-budget", "-1s"}, "--flat-budget: must be ≥ 0"},
 		{[]string{"--clock", "sundial"}, "--clock: must be one of wall, cpu"},
