@@ -27,9 +27,9 @@ type benchHierarchyJSON struct {
 	// (0 = the policy's default).
 	Candidates       int     `json:"candidates"`
 	GlobalCandidates int     `json:"global_candidates"`
-	GlobalTarget float64 `json:"global_target"`
-	RegionTarget float64 `json:"region_target"`
-	Clock        string  `json:"clock"`
+	GlobalTarget     float64 `json:"global_target"`
+	RegionTarget     float64 `json:"region_target"`
+	Clock            string  `json:"clock"`
 }
 
 func newBenchHierarchyCmd(g *globalOptions) *cobra.Command {
