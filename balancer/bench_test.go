@@ -40,3 +40,33 @@ func BenchmarkSolve(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSortBySize: the order shards are placed in (size decreasing, ties
+// by index) for a region's 10,000 and a global tier's 1,000,000 shards of a
+// generated instance, by the comparison sort sortBySize used for every
+// length before (compareBySize) and by radixBySize (radix), from index order.
+func BenchmarkSortBySize(b *testing.B) {
+	for _, n := range []int{10000, 1000000} {
+		p, err := Generate(InstanceSpec{Shards: n, Hosts: 100, Seed: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := sizeWeights(p, lbWeights(p, DefaultGoals()))
+		size := func(s int) float64 { return sizeOf(p, w, s) }
+		xs := make([]int32, n)
+		for _, radix := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/n=%d", map[bool]string{false: "compare", true: "radix"}[radix], n), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					for j := range xs {
+						xs[j] = int32(j)
+					}
+					if radix {
+						radixBySize(xs, size)
+					} else {
+						compareBySize(xs, size)
+					}
+				}
+			})
+		}
+	}
+}

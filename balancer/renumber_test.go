@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"cmp"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -203,6 +204,61 @@ func TestSortBySize(t *testing.T) {
 			}
 			if sortedBySize(in, size) != slices.Equal(in, want) {
 				t.Fatalf("trial %d: sortedBySize(%v) = %v", trial, in, !slices.Equal(in, want))
+			}
+		}
+	}
+}
+
+// TestRadixBySize: lists long enough for the radix sort (radixMin and
+// more) come out in the comparison sort's order — size decreasing with
+// cmp.Compare (NaN last, -0 equal to +0), ties by index — for int32 and int
+// indices, from any input order, with many ties, zeros of both signs,
+// negative sizes, infinities and NaN.
+func TestRadixBySize(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	special := []float64{0, math.Copysign(0, -1), -1.5, math.Inf(1), math.Inf(-1), math.NaN(), 1e-300, 1e300}
+	for trial := 0; trial < 40; trial++ {
+		n := radixMin + rng.IntN(3*radixMin)
+		sizes := make([]float64, n+rng.IntN(n))
+		for i := range sizes {
+			switch rng.IntN(4) {
+			case 0:
+				sizes[i] = special[rng.IntN(len(special))]
+			case 1:
+				sizes[i] = float64(rng.IntN(5)) // ties
+			default:
+				sizes[i] = rng.Float64() * math.Pow(10, float64(rng.IntN(20)-10))
+			}
+		}
+		size := func(s int) float64 { return sizes[s] }
+		xs := make([]int32, n)
+		for i, x := range rng.Perm(len(sizes))[:n] {
+			xs[i] = int32(x)
+		}
+		want := slices.Clone(xs)
+		slices.SortFunc(want, func(a, b int32) int {
+			if c := cmp.Compare(sizes[b], sizes[a]); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+		got := slices.Clone(xs)
+		radixBySize(got, size)
+		if !slices.Equal(got, want) {
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("trial %d: position %d: %d (size %v), want %d (size %v)", trial, i, got[i], sizes[got[i]], want[i], sizes[want[i]])
+				}
+			}
+		}
+		ints := make([]int, n)
+		for i, x := range xs {
+			ints[i] = int(x)
+		}
+		sortBySize(ints, size)
+		for i := range ints {
+			if int32(ints[i]) != want[i] {
+				t.Fatalf("trial %d, int indices: position %d: %d, want %d", trial, i, ints[i], want[i])
 			}
 		}
 	}

@@ -430,6 +430,15 @@ func sortBySize[T ~int | ~int32](xs []T, size func(int) float64) {
 	if sortedBySize(xs, size) {
 		return
 	}
+	if len(xs) >= radixMin {
+		radixBySize(xs, size)
+		return
+	}
+	compareBySize(xs, size)
+}
+
+// compareBySize is sortBySize's order by a comparison sort.
+func compareBySize[T ~int | ~int32](xs []T, size func(int) float64) {
 	type keyed struct {
 		size float64
 		s    T
@@ -446,6 +455,79 @@ func sortBySize[T ~int | ~int32](xs []T, size func(int) float64) {
 	})
 	for i, k := range ks {
 		xs[i] = k.s
+	}
+}
+
+// radixMin is the shortest list sortBySize sorts with radixBySize: below
+// it the comparison sort is as fast.
+const radixMin = 1024
+
+// sizeKey maps a size to an integer in the order cmp.Compare gives sizes:
+// NaN below every number, -0 equal to +0.
+func sizeKey(x float64) uint64 {
+	switch {
+	case x != x:
+		return 0
+	case x == 0:
+		x = 0 // -0 sorts with +0
+	}
+	b := math.Float64bits(x)
+	if b>>63 != 0 {
+		return ^b
+	}
+	return b | 1<<63
+}
+
+// radixBySize is sortBySize's order by a stable least-significant-digit
+// radix sort: first by index, then by decreasing size (sizeKey), 11 bits a
+// pass, a pass skipped when every key has the same digit. Exact by
+// construction — the order is total — and O(n) for the million shards of a
+// global tier's view, where the comparison sort took ~0.15 s.
+func radixBySize[T ~int | ~int32](xs []T, size func(int) float64) {
+	type rec struct {
+		key uint64
+		s   T
+	}
+	a := make([]rec, len(xs))
+	for i, s := range xs {
+		a[i] = rec{^sizeKey(size(int(s))), s}
+	}
+	b := make([]rec, len(xs))
+	const bits = 11
+	var count [1 << bits]int
+	pass := func(digit func(r *rec) int) {
+		clear(count[:])
+		for i := range a {
+			count[digit(&a[i])]++
+		}
+		for _, c := range count {
+			if c == len(a) {
+				return // one digit for all: the pass would change nothing
+			}
+			if c != 0 {
+				break
+			}
+		}
+		sum := 0
+		for d, c := range count {
+			count[d] = sum
+			sum += c
+		}
+		for i := range a {
+			d := digit(&a[i])
+			b[count[d]] = a[i]
+			count[d]++
+		}
+		a, b = b, a
+	}
+	for shift := 0; shift < 32; shift += bits {
+		pass(func(r *rec) int { return int(uint32(r.s)>>shift) & (1<<bits - 1) })
+	}
+	for shift := 0; shift < 64; shift += bits {
+		pass(func(r *rec) int { return int(r.key>>shift) & (1<<bits - 1) })
+	}
+	for i := range a {
+		xs[i] = a[i].s
 	}
 }
 
