@@ -426,7 +426,7 @@ type hier struct {
 	hosts            []interfaces.Child
 	hostRegion       []int32
 	gshards          []interfaces.Shard // by shard index: the global view
-	rshards          []interfaces.Shard // grouped by region after each global plan
+	rshards          []interfaces.Shard // grouped by region: region r's part is copied by its plan
 	idx              []int32            // position in rshards → shard index
 	off              []int              // region r's shards are rshards[off[r]:off[r+1]]
 	asg              []interfaces.Assignment
