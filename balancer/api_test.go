@@ -52,6 +52,16 @@ func TestBadInputIsAClearError(t *testing.T) {
 			v.Shards[2].Load.CPU = -1
 			v.Shards[3].ID = "s0"
 		}, interfaces.ErrInvalid, "shards[2]"},
+		{"invalid shard after a duplicate one", func(v *interfaces.View) {
+			v.Shards[2].ID = "s1"
+			v.Shards[3].Load.CPU = -1
+		}, interfaces.ErrInvalid, "shards[2].id: must be unique"},
+		{"invalid ID after a duplicate one, unsorted", func(v *interfaces.View) {
+			v.Shards[0].ID, v.Shards[1].ID, v.Shards[2].ID, v.Shards[3].ID = "s9", "s0", "s0", "a b"
+		}, interfaces.ErrInvalid, "shards[2].id: must be unique"},
+		{"invalid ID before a duplicate one", func(v *interfaces.View) {
+			v.Shards[1].ID, v.Shards[2].ID = "-s1", "s0"
+		}, interfaces.ErrInvalid, `shards[1] ("-s1"): shard.id`},
 		{"assignment of missing shard, unsorted", func(v *interfaces.View) {
 			v.Shards[0], v.Shards[3] = v.Shards[3], v.Shards[0]
 			v.Assignments[2].Shard = "s25"

@@ -64,24 +64,33 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 	// simulator send) are unique by construction and are found by position or
 	// binary search; any other order builds an index. Either way the first
 	// invalid or repeated shard is the one reported.
+	// ValidateShards reports the first invalid shard; the repeats before it
+	// are looked for next, so that the first fault in order is reported
+	// (at one shard, validity before uniqueness).
+	bad, badErr := interfaces.ValidateShards(v.Shards)
+	valid := v.Shards
+	if badErr != nil {
+		valid = v.Shards[:bad]
+	}
 	var shardIdx map[interfaces.ShardID]int32
-	for i, sh := range v.Shards {
-		if err := interfaces.ValidateShard(sh); err != nil {
-			return nil, fmt.Errorf("shards[%d] (%q): %w", i, sh.ID, err)
-		}
+	for i := range valid {
+		id := valid[i].ID
 		if shardIdx == nil {
-			if i == 0 || v.Shards[i-1].ID < sh.ID {
+			if i == 0 || valid[i-1].ID < id {
 				continue
 			}
 			shardIdx = make(map[interfaces.ShardID]int32, len(v.Shards))
 			for j := 0; j < i; j++ {
-				shardIdx[v.Shards[j].ID] = int32(j)
+				shardIdx[valid[j].ID] = int32(j)
 			}
 		}
-		if _, dup := shardIdx[sh.ID]; dup {
-			return nil, invalid(fmt.Sprintf("shards[%d].id", i), "must be unique", fmt.Sprintf("%q", sh.ID))
+		if _, dup := shardIdx[id]; dup {
+			return nil, invalid(fmt.Sprintf("shards[%d].id", i), "must be unique", fmt.Sprintf("%q", id))
 		}
-		shardIdx[sh.ID] = int32(i)
+		shardIdx[id] = int32(i)
+	}
+	if badErr != nil {
+		return nil, fmt.Errorf("shards[%d] (%q): %w", bad, v.Shards[bad].ID, badErr)
 	}
 	// lookChild and lookShard name the field as a format with one %d for i
 	// (used as is when i < 0), formatted only for the error: views list a
@@ -165,15 +174,47 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		return g
 	}
 	var groups [][]int32
-	for s, sh := range v.Shards {
+	// dim[r] is the built-in field res[r] names (0-3: CPU, Mem, Net, Tasks),
+	// or -1 for an extra one: a million loads are read without a string switch.
+	dim := make([]int, R)
+	for r, name := range res {
+		switch name {
+		case interfaces.CPU:
+			dim[r] = 0
+		case interfaces.Mem:
+			dim[r] = 1
+		case interfaces.Net:
+			dim[r] = 2
+		case interfaces.Tasks:
+			dim[r] = 3
+		default:
+			dim[r] = -1
+		}
+	}
+	for s := range v.Shards {
+		sh := &v.Shards[s]
 		p.ShardIDs[s] = sh.ID
-		for r, name := range res {
-			p.Load[s*R+r] = sh.Load.Get(name)
+		l := &sh.Load
+		for r, d := range dim {
+			x := 0.0
+			switch d {
+			case 0:
+				x = l.CPU
+			case 1:
+				x = l.Mem
+			case 2:
+				x = l.Net
+			case 3:
+				x = l.Tasks
+			default:
+				x = l.Get(res[r])
+			}
+			p.Load[s*R+r] = x
 		}
 		p.StateBytes[s] = sh.StateBytes
 		p.Current[s] = -1
 		p.Pinned[s] = -1
-		sc := sh.Constraints
+		sc := &sh.Constraints
 		// The shard's name is formatted only for an error.
 		shardChild := func(format string, i int, id interfaces.ChildID) (int32, error) {
 			if c, ok := childIdx[id]; ok {
@@ -443,36 +484,48 @@ func (p *Problem) Assignment(assign []int32) []interfaces.Assignment {
 }
 
 // viewResources is every dimension (built-in, then extra by name) that some
-// child has capacity for or some shard loads; cpu when there is none.
+// child has capacity for or some shard loads; cpu when there is none. It reads
+// every load once (views list a million shards).
 func viewResources(v *interfaces.View) []interfaces.Resource {
+	var builtin [4]bool // CPU, Mem, Net, Tasks: some load is above zero
 	var extra map[string]bool
-	each := func(f func(interfaces.Load) bool) bool {
-		for _, ch := range v.Children {
-			if f(ch.Capacity) {
-				return true
-			}
-		}
-		for _, sh := range v.Shards {
-			if f(sh.Load) {
-				return true
-			}
-		}
-		return false
-	}
-	each(func(l interfaces.Load) bool {
-		for k := range l.Extra {
+	see := func(l *interfaces.Load) {
+		builtin[0] = builtin[0] || l.CPU > 0
+		builtin[1] = builtin[1] || l.Mem > 0
+		builtin[2] = builtin[2] || l.Net > 0
+		builtin[3] = builtin[3] || l.Tasks > 0
+		for k, x := range l.Extra {
 			if extra == nil {
 				extra = map[string]bool{}
 			}
-			extra[k] = true
+			extra[k] = extra[k] || x > 0
 		}
-		return false
-	})
+	}
+	for c := range v.Children {
+		see(&v.Children[c].Capacity)
+	}
+	for s := range v.Shards {
+		see(&v.Shards[s].Load)
+	}
+	// used is Get(r) > 0 for some load: a built-in name reads its field.
+	used := func(r interfaces.Resource) bool {
+		switch r {
+		case interfaces.CPU:
+			return builtin[0]
+		case interfaces.Mem:
+			return builtin[1]
+		case interfaces.Net:
+			return builtin[2]
+		case interfaces.Tasks:
+			return builtin[3]
+		}
+		return extra[r]
+	}
 	names := append([]interfaces.Resource(nil), interfaces.BuiltinResources...)
 	names = append(names, slices.Sorted(maps.Keys(extra))...)
 	var res []interfaces.Resource
 	for _, r := range names {
-		if each(func(l interfaces.Load) bool { return l.Get(r) > 0 }) {
+		if used(r) {
 			res = append(res, r)
 		}
 	}

@@ -97,6 +97,9 @@ func checkNumber(field string, v float64) error {
 	return nil
 }
 
+// inRange reports whether checkNumber accepts v (NaN compares false).
+func inRange(v float64) bool { return v >= 0 && v <= MaxQuantity }
+
 // MaxQuantity bounds every load, capacity and rate: far above any real machine
 // or fleet (1e24 bytes is a million exabytes), and low enough that sums over
 // any number of shards a tier can hold (2³¹) — a child's used load, a region's
@@ -107,6 +110,12 @@ const MaxQuantity = 1e24
 // ValidateLoad checks a load vector: every dimension finite and non-negative, extra
 // dimension names non-empty and not shadowing a built-in one.
 func ValidateLoad(field string, l Load) error {
+	// The common case — built-in dimensions only, all in range — is decided
+	// without the per-dimension loop (views validate millions of loads); any
+	// other load takes the checks below, which name the field at fault.
+	if len(l.Extra) == 0 && inRange(l.CPU) && inRange(l.Mem) && inRange(l.Net) && inRange(l.Tasks) {
+		return nil
+	}
 	for _, r := range BuiltinResources {
 		// The field name is built only for an error: views validate millions of loads.
 		if v := l.Get(r); checkNumber("", v) != nil {
@@ -147,6 +156,45 @@ func ValidateShard(s Shard) error {
 	if err := ValidateID("shard.job", s.Job); err != nil {
 		return err
 	}
+	return validateShardRest(&s)
+}
+
+// ValidateShards checks shards in order as ValidateShard does and returns the
+// index of the first invalid one with its error, or -1 and nil. It is
+// ValidateShard for views of a million shards: it reads every shard in place,
+// checks the IDs in a pass of their own (a region's shards share their ID
+// strings with the whole tier's, far apart in memory, and a tight pass lets
+// the cache misses overlap), and checks a job only when it differs from the
+// previous shard's (shards come in runs of one job).
+func ValidateShards(shards []Shard) (int, error) {
+	badID := len(shards)
+	for i := range shards {
+		if !validID(string(shards[i].ID)) {
+			badID = i
+			break
+		}
+	}
+	lastJob := "" // the previous shard's job, once checked (never "" then)
+	for i := range shards {
+		s := &shards[i]
+		if i == badID {
+			return i, ValidateShard(*s)
+		}
+		if lastJob == "" || s.Job != lastJob {
+			if err := ValidateID("shard.job", s.Job); err != nil {
+				return i, err
+			}
+			lastJob = s.Job
+		}
+		if err := validateShardRest(s); err != nil {
+			return i, err
+		}
+	}
+	return -1, nil
+}
+
+// validateShardRest is ValidateShard after the ID and the job.
+func validateShardRest(s *Shard) error {
 	if err := ValidateLoad("shard.load", s.Load); err != nil {
 		return err
 	}
@@ -159,7 +207,7 @@ func ValidateShard(s Shard) error {
 	if s.LatencySLO < 0 {
 		return fieldErr("shard.latency_slo", "must be ≥ 0", s.LatencySLO)
 	}
-	c := s.Constraints
+	c := &s.Constraints
 	if c.Pinned != "" {
 		if err := ValidateID("shard.constraints.pinned", string(c.Pinned)); err != nil {
 			return err
@@ -169,8 +217,9 @@ func ValidateShard(s Shard) error {
 		}
 	}
 	for i, id := range c.Allowed {
-		if err := ValidateID(fmt.Sprintf("shard.constraints.allowed[%d]", i), string(id)); err != nil {
-			return err
+		// The field name is built only for an error.
+		if !validID(string(id)) {
+			return ValidateID(fmt.Sprintf("shard.constraints.allowed[%d]", i), string(id))
 		}
 	}
 	for k := range c.Labels {

@@ -76,6 +76,55 @@ func TestValidateShard(t *testing.T) {
 	}
 }
 
+// TestValidateShardsIsValidateShard: ValidateShards reports the first shard
+// ValidateShard rejects, with ValidateShard's error, whatever the jobs of the
+// shards around it (its job check is skipped for a repeated job).
+func TestValidateShardsIsValidateShard(t *testing.T) {
+	edits := map[string]func(*Shard){
+		"bad id":             func(s *Shard) { s.ID = "a b" },
+		"missing id":         func(s *Shard) { s.ID = "" },
+		"missing job":        func(s *Shard) { s.Job = "" },
+		"bad job":            func(s *Shard) { s.Job = "job a" },
+		"NaN cpu":            func(s *Shard) { s.Load.CPU = math.NaN() },
+		"negative -Inf mem":  func(s *Shard) { s.Load.Mem = math.Inf(-1) },
+		"huge tasks":         func(s *Shard) { s.Load.Tasks = 2e24 },
+		"bad extra":          func(s *Shard) { s.Load.Extra = map[string]float64{"gpu": -1} },
+		"bad allowed":        func(s *Shard) { s.Constraints.Allowed = []ChildID{"h1", ""} },
+		"bad pinned":         func(s *Shard) { s.Constraints.Pinned = "h 1" },
+		"pinned not allowed": func(s *Shard) { s.Constraints.Pinned, s.Constraints.Allowed = "h1", []ChildID{"h2"} },
+		"empty label key":    func(s *Shard) { s.Constraints.Labels = map[string]string{"": "a"} },
+		"negative bytes":     func(s *Shard) { s.StateBytes = -1 },
+	}
+	for name, edit := range edits {
+		for _, job := range []string{"job-a", "job-b", ""} {
+			for _, at := range []int{0, 1, 3} {
+				shards := make([]Shard, 4)
+				for i := range shards {
+					shards[i] = validShard()
+				}
+				shards[2].Job = "job-b"
+				shards[at].Job = job
+				edit(&shards[at])
+				want := -1
+				var wantErr error
+				for i := range shards {
+					if wantErr = ValidateShard(shards[i]); wantErr != nil {
+						want = i
+						break
+					}
+				}
+				got, err := ValidateShards(shards)
+				if got != want || (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+					t.Errorf("%s (job %q at %d): got %d, %v; want %d, %v", name, job, at, got, err, want, wantErr)
+				}
+			}
+		}
+	}
+	if i, err := ValidateShards([]Shard{validShard(), validShard()}); i != -1 || err != nil {
+		t.Errorf("valid shards: got %d, %v", i, err)
+	}
+}
+
 func TestValidateChild(t *testing.T) {
 	if err := ValidateChild(validChild()); err != nil {
 		t.Fatalf("valid child rejected: %v", err)
