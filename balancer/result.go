@@ -143,53 +143,80 @@ func explainMoves(p *Problem, goals []Goal, lm LatencyModel, assign []int32) []i
 			n++
 		}
 	}
-	moves := make([]interfaces.Move, 0, n)
-	// A renumbered problem lists its moves in the original problem's order, so
-	// a plan that was in shard ID order stays so without a sort.
-	for i := range assign {
-		s := i
-		if p.origOrder != nil {
-			s = int(p.origOrder[i])
-		}
-		c := assign[s]
-		from := p.Current[s]
-		if c == from || c < 0 {
-			continue
-		}
-		m := interfaces.Move{Shard: p.ShardIDs[s], To: p.ChildIDs[c]}
-		if p.Epoch != nil {
-			m.Epoch = p.Epoch[s]
-		}
-		if from >= 0 {
-			m.From = p.ChildIDs[from]
-		}
-		// Marginal delta: undoing the move changes the objective by -delta.
-		// Levels are computed only as far as the explanation needs.
-		forced := ev.forcedReason(s, from)
-		lvl, v, nz, nzV := ev.firstLevels(s, from)
-		switch {
-		case forced != "":
-			m.Goal = forced
-			m.Reason = forcedText(p, s, from, forced)
-			m.Delta = -nzV // the first level the move changes (-0 when none)
-		case v > levelTol:
-			g := ev.levelGoal(lvl, s, from, c)
-			m.Goal = g.Kind
-			m.Delta = -v
-			m.Reason = fmt.Sprintf("improves %s (priority %d) by %.4g", g.Kind, g.Priority, v)
-		default:
-			// The move alone does not improve any level: it is part of a swap or
-			// chain that does as a whole.
-			if nz >= 0 {
-				m.Delta = -nzV
+	moves := make([]interfaces.Move, n)
+	if p.origOrder == nil {
+		k := 0
+		for s, c := range assign {
+			if c != p.Current[s] && c >= 0 {
+				ev.explainMove(&moves[k], s, c)
+				k++
 			}
-			m.Goal = "swap"
-			m.Reason = "part of a swap or chain of moves that improves the objective as a whole"
 		}
-		moves = append(moves, m)
+	} else {
+		// A renumbered problem lists its moves in the original problem's
+		// order, so a plan that was in shard ID order stays so without a
+		// sort. The shards are still explained in index order, reading every
+		// per-shard array in sequence (in the original order, a million moves
+		// missed the cache at each); at[s] is the place of shard s's move in
+		// the plan (-1: s does not move).
+		at := make([]int32, len(assign))
+		for s, c := range assign {
+			at[s] = -1
+			if c != p.Current[s] && c >= 0 {
+				at[s] = 0
+			}
+		}
+		k := int32(0)
+		for _, s := range p.origOrder {
+			if at[s] >= 0 {
+				at[s] = k
+				k++
+			}
+		}
+		for s, k := range at {
+			if k >= 0 {
+				ev.explainMove(&moves[k], s, assign[s])
+			}
+		}
 	}
 	sortMovesByShard(moves)
 	return moves
+}
+
+// explainMove fills m for the move of shard s from its start child to c.
+func (ev *state) explainMove(m *interfaces.Move, s int, c int32) {
+	p := ev.p
+	from := p.Current[s]
+	m.Shard, m.To = p.ShardIDs[s], p.ChildIDs[c]
+	if p.Epoch != nil {
+		m.Epoch = p.Epoch[s]
+	}
+	if from >= 0 {
+		m.From = p.ChildIDs[from]
+	}
+	// Marginal delta: undoing the move changes the objective by -delta.
+	// Levels are computed only as far as the explanation needs.
+	forced := ev.forcedReason(s, from)
+	lvl, v, nz, nzV := ev.firstLevels(s, from)
+	switch {
+	case forced != "":
+		m.Goal = forced
+		m.Reason = forcedText(p, s, from, forced)
+		m.Delta = -nzV // the first level the move changes (-0 when none)
+	case v > levelTol:
+		g := ev.levelGoal(lvl, s, from, c)
+		m.Goal = g.Kind
+		m.Delta = -v
+		m.Reason = fmt.Sprintf("improves %s (priority %d) by %.4g", g.Kind, g.Priority, v)
+	default:
+		// The move alone does not improve any level: it is part of a swap or
+		// chain that does as a whole.
+		if nz >= 0 {
+			m.Delta = -nzV
+		}
+		m.Goal = "swap"
+		m.Reason = "part of a swap or chain of moves that improves the objective as a whole"
+	}
 }
 
 // sortMovesByShard sorts moves by shard ID, stably: it sorts indices (ties by
