@@ -101,7 +101,10 @@ func (pl *placer) keepOrder(visits int) {
 
 // scorerMin is the fewest candidates per shard for which the move scorer's
 // per-shard set-up pays: with fewer (candidates=1 at 10,000 children) the
-// generic path was faster.
+// generic path was faster. Placing an unplaced shard with the default goals'
+// levels (state.fast) has little set-up (no source child) and takes the
+// scorer with any number: a global tier's place round of 1M shards on 100
+// regions with candidates=1 went from 1.44–1.56 to 1.32–1.41 s.
 const scorerMin = 8
 
 // shardMoves scores the moves of one shard to candidate children through the
@@ -116,7 +119,7 @@ type shardMoves struct {
 // movesOf prepares the scoring of shard s's moves to about n candidates.
 func (pl *placer) movesOf(s, n int) *shardMoves {
 	mv := &pl.moves
-	mv.pl, mv.s, mv.scored = pl, s, n >= scorerMin
+	mv.pl, mv.s, mv.scored = pl, s, n >= scorerMin || pl.st.fast && pl.st.assign[s] < 0
 	if mv.scored {
 		if pl.scorer == nil {
 			pl.scorer = newMoveScorer(pl.st)
