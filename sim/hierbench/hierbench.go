@@ -425,10 +425,10 @@ type hier struct {
 	regions          []interfaces.Child
 	hosts            []interfaces.Child
 	hostRegion       []int32
-	gshards          []interfaces.Shard // by shard index: the global view
-	rshards          []interfaces.Shard // grouped by region: region r's part is copied by its plan
-	idx              []int32            // position in rshards → shard index
-	off              []int              // region r's shards are rshards[off[r]:off[r+1]]
+	gshards          []interfaces.Shard   // by shard index: the global view
+	rviews           [][]interfaces.Shard // region r's view of its shards, kept from round to round
+	idx              []int32              // shard indices grouped by region (group)
+	off              []int                // region r's shards are idx[off[r]:off[r+1]]
 	asg              []interfaces.Assignment
 	globalS, regionS float64
 	slowestS         float64 // Σ over rounds of the slowest region's plan
@@ -442,7 +442,7 @@ func newHier(in *Instance, seed uint64, global, region interfaces.Policy, worker
 	h := &hier{in: in, seed: int64(seed), global: global, region: region, workers: workers,
 		regionOf: make([]int32, N), host: make([]int32, N),
 		regionEpoch: make([]interfaces.Epoch, N), hostEpoch: make([]interfaces.Epoch, N),
-		hosts: hostViews(in), hostRegion: make([]int32, M), gshards: shardViews(in), rshards: make([]interfaces.Shard, N),
+		hosts: hostViews(in), hostRegion: make([]int32, M), gshards: shardViews(in), rviews: make([][]interfaces.Shard, Rg),
 		idx: make([]int32, N), off: make([]int, Rg+1), asg: make([]interfaces.Assignment, N)}
 	h.regions = make([]interfaces.Child, Rg)
 	for r := 0; r < Rg; r++ {
@@ -607,8 +607,7 @@ func planAndApply(ctx context.Context, policy interfaces.Policy, v *interfaces.V
 
 // group orders the shards by region (counting sort, by shard index within a
 // region; unplaced shards last) into idx and sets off; each region's plan
-// copies its shards' views into its part of rshards (regionPlan), so that
-// each region's view is a subslice and the copies run on the workers.
+// brings its own view of its shards up to date (regionPlan), on the workers.
 func (h *hier) group() {
 	Rg := len(h.regions)
 	next := make([]int, Rg+2)
@@ -678,21 +677,49 @@ func (h *hier) regionRound() (interfaces.Status, error) {
 	return status, nil
 }
 
+// regionView brings region r's view of its shards (members, in shard index
+// order) up to date and returns it, as a region daemon keeps its shards from
+// round to round: a shard is copied from the global view when the region did
+// not hold it at that place last round or its load changed (the only field of
+// a shard this benchmark changes).
+func (h *hier) regionView(r int, members []int32) []interfaces.Shard {
+	old := h.rviews[r]
+	view := old
+	if cap(view) < len(members) {
+		view = make([]interfaces.Shard, len(members))
+		copy(view, old)
+	}
+	view = view[:len(members)]
+	for i, s := range members {
+		g := &h.gshards[s]
+		if i < len(old) && view[i].ID == g.ID && sameLoad(&view[i].Load, &g.Load) {
+			continue
+		}
+		view[i] = *g
+	}
+	h.rviews[r] = view
+	return view
+}
+
+// sameLoad reports whether a and b are the same load.
+func sameLoad(a, b *interfaces.Load) bool {
+	return a.CPU == b.CPU && a.Mem == b.Mem && a.Net == b.Net && a.Tasks == b.Tasks && len(a.Extra) == 0 && len(b.Extra) == 0
+}
+
 // regionPlan plans region r's shards onto its hosts and applies the plan. It
 // touches only region r's shards, so regions run concurrently.
 func (h *hier) regionPlan(r int) (interfaces.Status, error) {
 	lo, hi := h.off[r], h.off[r+1]
 	hlo, hhi := h.in.HostOff[r], h.in.HostOff[r+1]
 	asg := h.asg[lo:lo]
-	for pos := lo; pos < hi; pos++ {
-		s := h.idx[pos]
-		h.rshards[pos] = h.gshards[s]
+	view := h.regionView(r, h.idx[lo:hi])
+	for i, s := range h.idx[lo:hi] {
 		if c := h.host[s]; c >= 0 {
-			asg = append(asg, interfaces.Assignment{Shard: h.rshards[pos].ID, Child: h.hosts[c].ID, Epoch: h.hostEpoch[s]})
+			asg = append(asg, interfaces.Assignment{Shard: view[i].ID, Child: h.hosts[c].ID, Epoch: h.hostEpoch[s]})
 		}
 	}
 	v := &interfaces.View{Tier: interfaces.TierRegion, Instance: string(h.regions[r].ID), Seed: h.seed,
-		Children: h.hosts[hlo:hhi], Shards: h.rshards[lo:hi], Assignments: asg}
+		Children: h.hosts[hlo:hhi], Shards: view, Assignments: asg}
 	return planAndApply(context.Background(), h.region, v, len(h.host), "host-", len(h.hosts), func(s, c int) error {
 		if c < hlo || c >= hhi || h.regionOf[s] != int32(r) {
 			return errors.New("outside the region")
