@@ -98,7 +98,7 @@ func TestPropMoveScorerAndColdOrderMatchTheHeap(t *testing.T) {
 							t.Fatalf("shard %d → child %d below %v: deltaBelow %v %v, scorer %v %v", s, c, bound[:st.nLevels], ok1, want[:st.nLevels], ok2, got[:st.nLevels])
 						}
 						if st.fast {
-							// The written-out levels (deltaBelowFast,
+							// The written-out levels (fastLevelDelta,
 							// belowFast) against the generic paths.
 							st.fast, m.fast = false, false
 							gen, ok3 := st.deltaBelow(&ch, bound)

@@ -100,8 +100,8 @@ type state struct {
 	start              *startInfo
 	// fast is set when the first three levels are one goal each —
 	// threshold, min-max balance, squared balance — over every resource in
-	// order (the default goals' shape): deltaBelow and the move scorer then
-	// compute those levels written out (deltaBelowFast, belowFast).
+	// order (the default goals' shape): levelDelta and the move scorer then
+	// compute those levels written out (fastLevelDelta, belowFast).
 	fast bool
 }
 
@@ -342,9 +342,6 @@ func (st *state) delta(ch *change) levels {
 // bound (by more than levelTol at the first differing level). It returns the
 // change and whether it is below bound; levels after a rejection are left 0.
 func (st *state) deltaBelow(ch *change, bound *levels) (levels, bool) {
-	if st.fast {
-		return st.deltaBelowFast(ch, bound)
-	}
 	var out levels
 	for l := range st.byLevel {
 		v := st.levelDelta(l, ch)
@@ -364,114 +361,63 @@ func (st *state) deltaBelow(ch *change, bound *levels) (levels, bool) {
 	return out, false
 }
 
-// deltaBelowFast is deltaBelow for a fast state: the first three levels
-// computed with goalDelta's and levelDelta's floating-point operations, in
-// their order, without their calls and dispatch; the later levels through
-// levelDelta.
-func (st *state) deltaBelowFast(ch *change, bound *levels) (levels, bool) {
-	var out levels
-	R, M := st.R, st.M
-	a, b := ch.a, ch.b
-	var invA, invB []float64
-	if a >= 0 {
-		invA = st.inv[a*R : a*R+R]
-	}
-	if b >= 0 {
-		invB = st.inv[b*R : b*R+R]
-	}
-	// Level 0: threshold (goalDelta's default case, thresholdTerm).
-	gi := st.byLevel[0][0]
-	thr := st.goals[gi].Threshold
-	d := 0.0
-	if a >= 0 {
-		d += thresholdTerm(ch.na, invA, st.gres[gi], thr) - st.term[gi*M+a]
-	}
-	if b >= 0 {
-		d += thresholdTerm(ch.nb, invB, st.gres[gi], thr) - st.term[gi*M+b]
-	}
-	v := 0.0
-	v += float64(st.goals[gi].Weight * d)
-	out[0] = v
-	if v < bound[0]-levelTol {
-		return st.fillDelta(1, ch, &out), true
-	}
-	if v > bound[0]+levelTol {
-		return out, false
-	}
-	// Level 1: min-max balance (goalDelta's codeBalanceMinMax).
-	gi = st.byLevel[1][0]
-	d = 0.0
-	for r := 0; r < R; r++ {
-		h := st.uheap[r]
-		old := h.key[h.top()]
-		nw := h.maxExcluding(a, b, 0)
-		if a >= 0 {
-			if u := ch.na[r] * invA[r]; u > nw {
-				nw = u
-			}
-		}
-		if b >= 0 {
-			if u := ch.nb[r] * invB[r]; u > nw {
-				nw = u
-			}
-		}
-		d += nw - old
-	}
-	v = 0.0
-	v += float64(st.goals[gi].Weight * d)
-	out[1] = v
-	if v < bound[1]-levelTol {
-		return st.fillDelta(2, ch, &out), true
-	}
-	if v > bound[1]+levelTol {
-		return out, false
-	}
-	// Level 2: squared balance (goalDelta's default case, sqTerm).
-	gi = st.byLevel[2][0]
-	d = 0.0
-	if a >= 0 {
-		d += sqTerm(ch.na, invA, st.gres[gi], st.sqInv[gi]) - st.term[gi*M+a]
-	}
-	if b >= 0 {
-		d += sqTerm(ch.nb, invB, st.gres[gi], st.sqInv[gi]) - st.term[gi*M+b]
-	}
-	v = 0.0
-	v += float64(st.goals[gi].Weight * d)
-	out[2] = v
-	if v < bound[2]-levelTol {
-		return st.fillDelta(3, ch, &out), true
-	}
-	if v > bound[2]+levelTol {
-		return out, false
-	}
-	for l := 3; l < st.nLevels; l++ {
-		v := st.levelDelta(l, ch)
-		out[l] = v
-		if v < bound[l]-levelTol {
-			return st.fillDelta(l+1, ch, &out), true
-		}
-		if v > bound[l]+levelTol {
-			return out, false
-		}
-	}
-	return out, false
-}
-
-// fillDelta computes levels from..last of ch into out and returns it:
-// deltaBelow's work once a level is known to be below the bound.
-func (st *state) fillDelta(from int, ch *change, out *levels) levels {
-	for l := from; l < st.nLevels; l++ {
-		out[l] = st.levelDelta(l, ch)
-	}
-	return *out
-}
-
 // levelDelta is the weighted change of level l's goals under ch.
 func (st *state) levelDelta(l int, ch *change) float64 {
+	if st.fast && l < 3 {
+		return st.fastLevelDelta(l, ch)
+	}
 	v := 0.0
 	for _, gi := range st.byLevel[l] {
 		v += float64(st.goals[gi].Weight * st.goalDelta(gi, ch))
 	}
+	return v
+}
+
+// fastLevelDelta is levelDelta of one of a fast state's first three levels
+// (threshold, min-max balance, squared balance over every resource): the
+// floating-point operations of goalDelta and childTerm, in their order,
+// without their dispatch.
+func (st *state) fastLevelDelta(l int, ch *change) float64 {
+	R, M := st.R, st.M
+	a, b := ch.a, ch.b
+	gi := st.byLevel[l][0]
+	d := 0.0
+	switch l {
+	case 0: // threshold: goalDelta's default case, thresholdTerm
+		thr := st.goals[gi].Threshold
+		if a >= 0 {
+			d += thresholdTerm(ch.na, st.inv[a*R:a*R+R], st.gres[gi], thr) - st.term[gi*M+a]
+		}
+		if b >= 0 {
+			d += thresholdTerm(ch.nb, st.inv[b*R:b*R+R], st.gres[gi], thr) - st.term[gi*M+b]
+		}
+	case 1: // min-max balance: goalDelta's codeBalanceMinMax
+		for r := 0; r < R; r++ {
+			h := st.uheap[r]
+			old := h.key[h.top()]
+			nw := h.maxExcluding(a, b, 0)
+			if a >= 0 {
+				if u := ch.na[r] * st.inv[a*R+r]; u > nw {
+					nw = u
+				}
+			}
+			if b >= 0 {
+				if u := ch.nb[r] * st.inv[b*R+r]; u > nw {
+					nw = u
+				}
+			}
+			d += nw - old
+		}
+	default: // squared balance: goalDelta's default case, sqTerm
+		if a >= 0 {
+			d += sqTerm(ch.na, st.inv[a*R:a*R+R], st.gres[gi], st.sqInv[gi]) - st.term[gi*M+a]
+		}
+		if b >= 0 {
+			d += sqTerm(ch.nb, st.inv[b*R:b*R+R], st.gres[gi], st.sqInv[gi]) - st.term[gi*M+b]
+		}
+	}
+	v := 0.0
+	v += float64(st.goals[gi].Weight * d)
 	return v
 }
 

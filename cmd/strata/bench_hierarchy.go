@@ -210,7 +210,7 @@ Example:
 	f.StringVar(&candidates, "candidates", "all", "policy key candidates of the region tier and the flat run: all (every host: a full scan) or how many coldest children a local search tries per shard (0 = the policy's default, 8)")
 	f.StringVar(&globalCands, "global-candidates", "1", "policy key candidates of the global tier: all (every region) or how many coldest regions a local search tries per shard (0 = the policy's default, 8)")
 	f.Float64Var(&globalTarget, "global-target", 1.002, "policy key target_max_over_lb of the global tier: its local search stops at this max/LB over regions (0 = none)")
-	f.Float64Var(&regionTarget, "region-target", 1.02, "policy key target_max_over_lb of the region tier: each region's local search stops at this max/LB over its hosts (0 = none)")
+	f.Float64Var(&regionTarget, "region-target", 1.03, "policy key target_max_over_lb of the region tier: each region's local search stops at this max/LB over its hosts (0 = none; 1.02 costs ~1 s more at a million shards, docs/benchmarks.md)")
 	f.Float64Var(&change, "change", 0.05, "fraction of shards whose load changes before the rebalance round, in [0, 1]")
 	f.IntVar(&workers, "workers", 0, "region worker pool size (0 = GOMAXPROCS)")
 	f.DurationVar(&flatBudget, "flat-budget", 10*time.Minute, "wall-clock bound of the flat run (0 = none); when it ends the flat plan in progress is cut short")
