@@ -189,13 +189,7 @@ func TestSortBySize(t *testing.T) {
 		for i, x := range rng.Perm(40)[:n] {
 			xs[i] = int32(x)
 		}
-		want := slices.Clone(xs)
-		slices.SortFunc(want, func(a, b int32) int {
-			if c := cmp.Compare(sizes[b], sizes[a]); c != 0 {
-				return c
-			}
-			return cmp.Compare(a, b)
-		})
+		want := bySizeReference(xs, sizes)
 		for _, in := range [][]int32{xs, slices.Clone(want), reversed(want)} {
 			got := slices.Clone(in)
 			sortBySize(got, size)
@@ -235,13 +229,7 @@ func TestRadixBySize(t *testing.T) {
 		for i, x := range rng.Perm(len(sizes))[:n] {
 			xs[i] = int32(x)
 		}
-		want := slices.Clone(xs)
-		slices.SortFunc(want, func(a, b int32) int {
-			if c := cmp.Compare(sizes[b], sizes[a]); c != 0 {
-				return c
-			}
-			return cmp.Compare(a, b)
-		})
+		want := bySizeReference(xs, sizes)
 		got := slices.Clone(xs)
 		radixBySize(got, size)
 		if !slices.Equal(got, want) {
@@ -262,6 +250,19 @@ func TestRadixBySize(t *testing.T) {
 			}
 		}
 	}
+}
+
+// bySizeReference is sortBySize's order written as its definition: size
+// decreasing by cmp.Compare, ties by index.
+func bySizeReference(xs []int32, sizes []float64) []int32 {
+	want := slices.Clone(xs)
+	slices.SortFunc(want, func(a, b int32) int {
+		if c := cmp.Compare(sizes[b], sizes[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	return want
 }
 
 func reversed(xs []int32) []int32 {

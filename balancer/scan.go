@@ -160,6 +160,27 @@ type mmTop struct {
 	n         int
 }
 
+// maxAfter is the resource's maximum utilization after the shard moves to c,
+// where its utilization becomes u: the busiest child other than the source
+// and c (idxHeap.maxExcluding(a, c, 0)), the source after the shard leaves
+// (when it has one), and c.
+func (t *mmTop) maxAfter(c int, fromChild bool, u float64) float64 {
+	nw := 0.0
+	switch {
+	case t.n > 0 && int(t.t[0]) != c:
+		nw = t.k[0]
+	case t.n > 1:
+		nw = t.k[1]
+	}
+	if fromChild && t.srcU > nw {
+		nw = t.srcU
+	}
+	if u > nw {
+		nw = u
+	}
+	return nw
+}
+
 // moveScorer scores the moves of one shard s from its child a (-1 when
 // unplaced) to candidate children, giving exactly the values state.deltaBelow
 // gives for the same moves (with an unbounded bound: state.delta's).
@@ -321,20 +342,7 @@ func (m *moveScorer) goal(g *scoredGoal, c int, inv []float64) float64 {
 		d := 0.0
 		for i, r := range g.res {
 			t := &g.mm[i]
-			nw := 0.0 // idxHeap.maxExcluding(a, c, 0)
-			switch {
-			case t.n > 0 && int(t.t[0]) != c:
-				nw = t.k[0]
-			case t.n > 1:
-				nw = t.k[1]
-			}
-			if m.a >= 0 && t.srcU > nw {
-				nw = t.srcU
-			}
-			if v := nb[r] * inv[r]; v > nw {
-				nw = v
-			}
-			d += nw - t.old
+			d += t.maxAfter(c, m.a >= 0, nb[r]*inv[r]) - t.old
 		}
 		return d
 	case codeLocality, codeMigration:
@@ -423,7 +431,9 @@ func (m *moveScorer) bestFree(ord []int32, key []float64, k int) int {
 
 // belowFast is below for a fast scorer: the first three levels computed
 // with the floating-point operations of goal and level, in their order,
-// without their calls and dispatch; the later levels through level.
+// without their calls and dispatch; the later levels through level. The
+// three level checks are written out on purpose: a helper for them is not
+// inlined and cost 30% per candidate (DestinationScan, 16.9 → 21.9 ns).
 func (m *moveScorer) belowFast(c int, bound, out *levels) bool {
 	R := m.st.R
 	inv := m.st.inv[c*R : c*R+R]
@@ -452,20 +462,7 @@ func (m *moveScorer) belowFast(c int, bound, out *levels) bool {
 	dm := 0.0
 	for r := range nb {
 		tp := &mm[r]
-		nw := 0.0
-		switch {
-		case tp.n > 0 && int(tp.t[0]) != c:
-			nw = tp.k[0]
-		case tp.n > 1:
-			nw = tp.k[1]
-		}
-		if m.a >= 0 && tp.srcU > nw {
-			nw = tp.srcU
-		}
-		if u := nb[r] * inv[r]; u > nw {
-			nw = u
-		}
-		dm += nw - tp.old
+		dm += tp.maxAfter(c, m.a >= 0, nb[r]*inv[r]) - tp.old
 	}
 	v = 0.0
 	v += float64(g.w * dm)
