@@ -81,8 +81,8 @@ hierarchy's speed-up comes from — and the flat run takes minutes at a million
 shards (see docs/benchmarks.md). --global-candidates is the global tier's
 (default 1: the four coldest regions, each region a large pool whose fine
 placement is the region tier's work; all scores every region too). A number
-gives both tiers and the flat run a sample of that many coldest children: with
---candidates 1 every run is fast and the speed-up small.
+instead of all is a sample of that many coldest children: with --candidates 1
+every run is fast and the speed-up small (the daemons' policy default is 8).
 
 Per run it prints seconds (both rounds: views, plans, applying plans; wall clock, or
 this process's CPU time with --clock cpu — summed over all cores), max_over_lb (the
