@@ -312,13 +312,8 @@ func (m *moveScorer) feasible(c int) bool {
 		return false
 	}
 	R := st.R
-	load, limit, nb := st.load[c*R:c*R+R], st.limit[c*R:c*R+R], m.nb[:R]
-	for r, x := range m.load[:R] {
-		v := load[r] + x
-		nb[r] = v
-		if v > limit[r] {
-			return false // state.fits
-		}
+	if !addFits(st.load[c*R:c*R+R], m.load[:R], st.limit[c*R:c*R+R], m.nb[:R]) {
+		return false
 	}
 	if !m.budget {
 		return true
@@ -388,6 +383,19 @@ func (m *moveScorer) below(c int, bound, out *levels) bool {
 	return false
 }
 
+// addFits writes row + load into nb and reports whether it stays within
+// limit in every resource (state.fits of the child with the shard added).
+func addFits(row, load, limit, nb []float64) bool {
+	for r, x := range load {
+		v := row[r] + x
+		nb[r] = v
+		if v > limit[r] {
+			return false
+		}
+	}
+	return true
+}
+
 // bestFree is bestDestination's loop over the kept order ord (cold keys key)
 // for the scorer's shard when it is free, no move budget applies and the
 // scorer is fast: feasible and below written out, the same decisions. It
@@ -406,17 +414,7 @@ func (m *moveScorer) bestFree(ord []int32, key []float64, k int) int {
 		if c == m.a || st.p.Drained(c) {
 			continue
 		}
-		row, limit := st.load[c*R:c*R+R], st.limit[c*R:c*R+R]
-		fits := true
-		for r, x := range load {
-			v := row[r] + x
-			nb[r] = v
-			if v > limit[r] {
-				fits = false // state.fits
-				break
-			}
-		}
-		if !fits {
+		if !addFits(st.load[c*R:c*R+R], load, st.limit[c*R:c*R+R], nb) {
 			continue
 		}
 		if m.belowFast(c, &bestD, &d) {

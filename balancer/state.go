@@ -289,26 +289,10 @@ type change struct {
 
 // goalDelta returns the change of goal gi's unweighted value under ch.
 func (st *state) goalDelta(gi int, ch *change) float64 {
-	R := st.R
 	d := 0.0
 	switch st.code[gi] {
 	case codeBalanceMinMax:
-		for _, r := range st.gres[gi] {
-			h := st.uheap[r]
-			old := h.key[h.top()]
-			nw := h.maxExcluding(ch.a, ch.b, 0)
-			if ch.a >= 0 {
-				if v := ch.na[r] * st.inv[ch.a*R+r]; v > nw {
-					nw = v
-				}
-			}
-			if ch.b >= 0 {
-				if v := ch.nb[r] * st.inv[ch.b*R+r]; v > nw {
-					nw = v
-				}
-			}
-			d += nw - old
-		}
+		d = st.minMaxDelta(st.gres[gi], ch)
 	case codeLocality, codeMigration:
 		for i := 0; i < ch.n; i++ {
 			s := ch.shard[i]
@@ -373,6 +357,31 @@ func (st *state) levelDelta(l int, ch *change) float64 {
 	return v
 }
 
+// minMaxDelta is the min-max goal's change under ch over resources res: per
+// resource, the new maximum utilization (the busiest child other than the
+// two touched, and the touched ones after the change) minus the old.
+func (st *state) minMaxDelta(res []int, ch *change) float64 {
+	R := st.R
+	d := 0.0
+	for _, r := range res {
+		h := st.uheap[r]
+		old := h.key[h.top()]
+		nw := h.maxExcluding(ch.a, ch.b, 0)
+		if ch.a >= 0 {
+			if v := ch.na[r] * st.inv[ch.a*R+r]; v > nw {
+				nw = v
+			}
+		}
+		if ch.b >= 0 {
+			if v := ch.nb[r] * st.inv[ch.b*R+r]; v > nw {
+				nw = v
+			}
+		}
+		d += nw - old
+	}
+	return d
+}
+
 // fastLevelDelta is levelDelta of one of a fast state's first three levels
 // (threshold, min-max balance, squared balance over every resource): the
 // floating-point operations of goalDelta and childTerm, in their order,
@@ -392,22 +401,7 @@ func (st *state) fastLevelDelta(l int, ch *change) float64 {
 			d += thresholdTerm(ch.nb, st.inv[b*R:b*R+R], st.gres[gi], thr) - st.term[gi*M+b]
 		}
 	case 1: // min-max balance: goalDelta's codeBalanceMinMax
-		for r := 0; r < R; r++ {
-			h := st.uheap[r]
-			old := h.key[h.top()]
-			nw := h.maxExcluding(a, b, 0)
-			if a >= 0 {
-				if u := ch.na[r] * st.inv[a*R+r]; u > nw {
-					nw = u
-				}
-			}
-			if b >= 0 {
-				if u := ch.nb[r] * st.inv[b*R+r]; u > nw {
-					nw = u
-				}
-			}
-			d += nw - old
-		}
+		d = st.minMaxDelta(st.gres[gi], ch)
 	default: // squared balance: goalDelta's default case, sqTerm
 		if a >= 0 {
 			d += sqTerm(ch.na, st.inv[a*R:a*R+R], st.gres[gi], st.sqInv[gi]) - st.term[gi*M+a]

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/tiers"
 )
 
 func smallConfig() Config {
@@ -269,4 +270,68 @@ func TestPhases(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("phases %q, want %q", got, want)
 	}
+}
+
+// TestRegionViewsFollowTheGlobalView: each region plans from a view it keeps
+// from round to round, patched rather than rebuilt. After both rounds — the
+// load change in between, shards moving between regions — every region's view
+// must list exactly its shards, in index order, with the loads after the
+// change; and a region whose membership shrinks and grows again must not show
+// entries left from before.
+func TestRegionViewsFollowTheGlobalView(t *testing.T) {
+	cfg := smallConfig()
+	cfg.Change = 0.3 // many changed loads
+	in, err := NewInstance(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := func(c interfaces.PolicyConfig) interfaces.Policy {
+		p, err := tiers.New("local", c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	h := newHier(in, cfg.Seed, pol(cfg.GlobalConfig), pol(cfg.RegionConfig), 2)
+	if _, err := h.run(nil, func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		for r := range h.regions {
+			members := h.idx[h.off[r]:h.off[r+1]]
+			view := h.rviews[r]
+			if len(view) != len(members) {
+				t.Fatalf("%s: region %d: view of %d shards, %d members", when, r, len(view), len(members))
+			}
+			for i, s := range members {
+				g := h.gshards[s]
+				if view[i].ID != g.ID || view[i].Load.CPU != g.Load.CPU || view[i].Load.Mem != g.Load.Mem {
+					t.Fatalf("%s: region %d, position %d: view has %s %+v, global view %s %+v", when, r, i, view[i].ID, view[i].Load, g.ID, g.Load)
+				}
+			}
+		}
+	}
+	check("after both rounds")
+	// Shrink region 0 to half its shards (the others go unplaced), plan, then
+	// give them back with new loads: the view must not keep the old entries.
+	lo, hi := h.off[0], h.off[1]
+	back := slices.Clone(h.idx[lo+(hi-lo)/2 : hi])
+	for _, s := range back {
+		h.regionOf[s] = -1
+	}
+	h.group()
+	if _, err := h.regionPlan(0); err != nil {
+		t.Fatal(err)
+	}
+	check("region 0 shrunk")
+	for _, s := range back {
+		h.regionOf[s] = 0
+		h.gshards[s].Load.CPU *= 0.5
+	}
+	h.group()
+	if _, err := h.regionPlan(0); err != nil {
+		t.Fatal(err)
+	}
+	check("region 0 grown back")
 }
