@@ -352,8 +352,14 @@ type Hello struct {
 	// the largest of its children's when it connected): the parent waits that
 	// much longer before it places a silent child's shards elsewhere. 0: none.
 	StopBudgetNanos int64 `protobuf:"varint,10,opt,name=stop_budget_nanos,json=stopBudgetNanos,proto3" json:"stop_budget_nanos,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// group_term is, for a child that is itself a Raft group (a region, a custom
+	// tier), the Raft term in which the replica sending this Hello leads its
+	// group; 0 for hosts. A parent refuses a Hello whose group_term is older than
+	// the one it last accepted from the same child, so a deposed replica cannot
+	// take over the session of the child's real leader.
+	GroupTerm     uint64 `protobuf:"varint,11,opt,name=group_term,json=groupTerm,proto3" json:"group_term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -452,6 +458,13 @@ func (x *Hello) GetLeaseId() string {
 func (x *Hello) GetStopBudgetNanos() int64 {
 	if x != nil {
 		return x.StopBudgetNanos
+	}
+	return 0
+}
+
+func (x *Hello) GetGroupTerm() uint64 {
+	if x != nil {
+		return x.GroupTerm
 	}
 	return 0
 }
@@ -860,8 +873,14 @@ type LeaseGrant struct {
 	LeaderId            string                 `protobuf:"bytes,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`                                     // the parent replica that leads
 	ProtocolVersion     uint32                 `protobuf:"varint,5,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`               // the negotiated contract version
 	ReportIntervalNanos int64                  `protobuf:"varint,6,opt,name=report_interval_nanos,json=reportIntervalNanos,proto3" json:"report_interval_nanos,omitempty"` // how often the child reports; 0 = its default
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// report_seq echoes the sequence number (Report.epoch) of the child's report
+	// this grant answers; 0 when it answers the session's Hello. The child times
+	// the lease from its own send of that report (or of the Hello), never from
+	// this grant's receipt, so a grant delivered late cannot outlive what the
+	// parent counts.
+	ReportSeq     uint64 `protobuf:"varint,7,opt,name=report_seq,json=reportSeq,proto3" json:"report_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LeaseGrant) Reset() {
@@ -932,6 +951,13 @@ func (x *LeaseGrant) GetProtocolVersion() uint32 {
 func (x *LeaseGrant) GetReportIntervalNanos() int64 {
 	if x != nil {
 		return x.ReportIntervalNanos
+	}
+	return 0
+}
+
+func (x *LeaseGrant) GetReportSeq() uint64 {
+	if x != nil {
+		return x.ReportSeq
 	}
 	return 0
 }
@@ -1007,7 +1033,7 @@ const file_session_proto_rawDesc = "" +
 	"\vlease_grant\x18\x04 \x01(\v2\x15.strata.v1.LeaseGrantH\x00R\n" +
 	"leaseGrant\x121\n" +
 	"\bredirect\x18\x05 \x01(\v2\x13.strata.v1.RedirectH\x00R\bredirectB\x05\n" +
-	"\x03msg\"\x94\x04\n" +
+	"\x03msg\"\xb3\x04\n" +
 	"\x05Hello\x12\x19\n" +
 	"\bchild_id\x18\x01 \x01(\tR\achildId\x12\x12\n" +
 	"\x04tier\x18\x02 \x01(\tR\x04tier\x12+\n" +
@@ -1020,7 +1046,9 @@ const file_session_proto_rawDesc = "" +
 	"\aaddress\x18\b \x01(\tR\aaddress\x12\x19\n" +
 	"\blease_id\x18\t \x01(\tR\aleaseId\x12*\n" +
 	"\x11stop_budget_nanos\x18\n" +
-	" \x01(\x03R\x0fstopBudgetNanos\x1a9\n" +
+	" \x01(\x03R\x0fstopBudgetNanos\x12\x1d\n" +
+	"\n" +
+	"group_term\x18\v \x01(\x04R\tgroupTerm\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
@@ -1053,7 +1081,7 @@ const file_session_proto_rawDesc = "" +
 	"\rpinned_shards\x18\x02 \x03(\tR\fpinnedShards\x12,\n" +
 	"\atargets\x18\x03 \x01(\v2\x12.strata.v1.TargetsR\atargets\x127\n" +
 	"\vconstraints\x18\x04 \x03(\v2\x15.strata.v1.ConstraintR\vconstraints\x12\x1a\n" +
-	"\bsequence\x18\x05 \x01(\x04R\bsequence\"\xd4\x01\n" +
+	"\bsequence\x18\x05 \x01(\x04R\bsequence\"\xf3\x01\n" +
 	"\n" +
 	"LeaseGrant\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\tR\aleaseId\x12\x1b\n" +
@@ -1061,7 +1089,9 @@ const file_session_proto_rawDesc = "" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x1b\n" +
 	"\tleader_id\x18\x04 \x01(\tR\bleaderId\x12)\n" +
 	"\x10protocol_version\x18\x05 \x01(\rR\x0fprotocolVersion\x122\n" +
-	"\x15report_interval_nanos\x18\x06 \x01(\x03R\x13reportIntervalNanos\"N\n" +
+	"\x15report_interval_nanos\x18\x06 \x01(\x03R\x13reportIntervalNanos\x12\x1d\n" +
+	"\n" +
+	"report_seq\x18\a \x01(\x04R\treportSeq\"N\n" +
 	"\bRedirect\x12%\n" +
 	"\x0eleader_address\x18\x01 \x01(\tR\rleaderAddress\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId*M\n" +
