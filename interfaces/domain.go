@@ -42,6 +42,37 @@ type Shard struct {
 	Constraints ShardConstraints
 }
 
+// Equal reports whether s and o describe the same shard: every field,
+// constraints included (Allowed compared in order, Labels as a map). It is the
+// one spec comparison: a host agent and a tier's uplink both use it to tell a
+// re-sent Assign from a changed spec.
+func (s Shard) Equal(o Shard) bool {
+	if s.ID != o.ID || s.Job != o.Job || !s.Load.Equal(o.Load) || s.InputRate != o.InputRate ||
+		s.StateBytes != o.StateBytes || s.LatencySLO != o.LatencySLO {
+		return false
+	}
+	return s.Constraints.Equal(o.Constraints)
+}
+
+// Equal reports whether c and o are the same rules.
+func (c ShardConstraints) Equal(o ShardConstraints) bool {
+	if c.Pinned != o.Pinned || c.AntiAffinity != o.AntiAffinity || c.MaxPerChild != o.MaxPerChild ||
+		len(c.Allowed) != len(o.Allowed) || len(c.Labels) != len(o.Labels) {
+		return false
+	}
+	for i := range c.Allowed {
+		if c.Allowed[i] != o.Allowed[i] {
+			return false
+		}
+	}
+	for k, v := range c.Labels {
+		if w, ok := o.Labels[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
 // ShardConstraints are the per-shard placement rules a solver must obey.
 type ShardConstraints struct {
 	// Pinned, when set, is the only child the shard may live on.

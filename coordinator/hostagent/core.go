@@ -360,7 +360,7 @@ func (c *Core) Assign(now time.Time, spec interfaces.Shard, epoch interfaces.Epo
 	}
 	if held && epoch == r.Epoch {
 		if !r.Fenced {
-			if e, ok := c.unsaved[id]; !specEqual(r.Spec, spec) || ok && e == epoch {
+			if e, ok := c.unsaved[id]; !r.Spec.Equal(spec) || ok && e == epoch {
 				delete(c.unsaved, id)
 				r.Spec = spec
 				effs = append(effs, Effect{Kind: EffPersist, Shard: id, Epoch: epoch, Record: *r})
@@ -471,27 +471,4 @@ func (c *Core) StartFailed(shard interfaces.ShardID, epoch interfaces.Epoch) []E
 	c.tombs[shard] = epoch
 	c.failed[shard] = failure{epoch: epoch, why: "its start failed"}
 	return []Effect{{Kind: EffDelete, Shard: shard, Epoch: epoch}}
-}
-
-func specEqual(a, b interfaces.Shard) bool {
-	if a.ID != b.ID || a.Job != b.Job || !a.Load.Equal(b.Load) || a.InputRate != b.InputRate ||
-		a.StateBytes != b.StateBytes || a.LatencySLO != b.LatencySLO {
-		return false
-	}
-	x, y := a.Constraints, b.Constraints
-	if x.Pinned != y.Pinned || x.AntiAffinity != y.AntiAffinity || x.MaxPerChild != y.MaxPerChild ||
-		len(x.Allowed) != len(y.Allowed) || len(x.Labels) != len(y.Labels) {
-		return false
-	}
-	for i := range x.Allowed {
-		if x.Allowed[i] != y.Allowed[i] {
-			return false
-		}
-	}
-	for k, v := range x.Labels {
-		if w, ok := y.Labels[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }

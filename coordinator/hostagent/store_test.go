@@ -55,7 +55,7 @@ func TestStoreRoundTripAndReopen(t *testing.T) {
 		t.Fatalf("records: %+v", st.Records)
 	}
 	r := st.Records[0]
-	if r.Epoch != 3 || r.Fenced || !specEqual(r.Spec, sp) || r.Spec.Load.Extra["gpu"] != 1 {
+	if r.Epoch != 3 || r.Fenced || !r.Spec.Equal(sp) || r.Spec.Load.Extra["gpu"] != 1 {
 		t.Fatalf("s1 did not round-trip: %+v", r)
 	}
 	if !st.Records[1].Fenced {

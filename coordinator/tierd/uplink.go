@@ -279,7 +279,7 @@ func (h uplinkHandler) OnAssigns(as []*wire.Assign) []*wire.Ack {
 			acks[i] = wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, spec.ID, interfaces.Epoch(a.GetEpoch()), fmt.Errorf("shard %s: epoch %d is older than the %d held: %w", spec.ID, epoch, held, interfaces.ErrStaleEpoch)).GetAck()
 			continue
 		}
-		if st, ok := d.tier.FSM.Shard(spec.ID); !ok || !sameSpec(st.Spec, spec) {
+		if st, ok := d.tier.FSM.Shard(spec.ID); !ok || !st.Spec.Equal(spec) {
 			put = append(put, spec)
 			putIdx = append(putIdx, i)
 		}
@@ -309,11 +309,6 @@ func (h uplinkHandler) OnAssigns(as []*wire.Assign) []*wire.Ack {
 	u.mu.Unlock()
 	d.poke()
 	return acks
-}
-
-func sameSpec(a, b interfaces.Shard) bool {
-	return a.ID == b.ID && a.Job == b.Job && a.Load.Equal(b.Load) && a.InputRate == b.InputRate &&
-		a.StateBytes == b.StateBytes && a.LatencySLO == b.LatencySLO
 }
 
 func (h uplinkHandler) OnRevoke(r *wire.Revoke) *wire.Ack {
