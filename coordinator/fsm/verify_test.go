@@ -75,8 +75,8 @@ func TestVerifiedPlansApplyCleanly(t *testing.T) {
 // TestVerifyRejectsQuarantinedShards: verification answers a quarantined
 // shard's move as Apply does (refused), in plan order, and verifies the other
 // moves as if it were not there. Before, VerifyPlan accepted it and the commit
-// refused it (found by TestVerifyPlanPendingOverlappingRounds once its
-// generator drew Quarantine).
+// refused it (found by a property test of the plan applier, since removed,
+// once its generator drew Quarantine).
 func TestVerifyRejectsQuarantinedShards(t *testing.T) {
 	f := fixture(t)
 	mustApply(t, f, fixtureNext, &Quarantine{Shard: "s2", Reason: "doctor"})
@@ -85,7 +85,7 @@ func TestVerifyRejectsQuarantinedShards(t *testing.T) {
 		{Shard: "s2", To: "h2"},                       // quarantined
 		{Shard: "s1", From: "h1", To: "h2", Epoch: 1}, // fine
 	}
-	for name, v := range map[string]balancer.Verdict{"VerifyPlan": f.VerifyPlan(moves), "VerifyPlanPending": func() balancer.Verdict { v, _ := f.VerifyPlanPending(nil, moves); return v }()} {
+	for name, v := range map[string]balancer.Verdict{"VerifyPlan": f.VerifyPlan(moves)} {
 		if len(v.Accepted) != 1 || v.Accepted[0].Shard != "s1" {
 			t.Errorf("%s accepted %v, want s1's move only", name, v.Accepted)
 		}

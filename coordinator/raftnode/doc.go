@@ -20,10 +20,6 @@
 //     small hello that names the dialling replica, which is how followers learn the
 //     leader's admin address and how the test-mode "blocked peers" list cuts links
 //     in both directions.
-//   - The plan applier (Applier): verifies plans with balancer.Verify against the
-//     latest committed state plus the moves of rounds still in flight, and commits
-//     accepted moves in batched log entries, with up to ApplierConfig.Depth rounds
-//     in flight at once (pipelined).
 //
 // The in-memory cluster harness lives in raftest (raft's in-memory transport, no
 // processes); the multi-process harness on 127.0.0.1 in proctest, which builds
@@ -38,8 +34,6 @@
 // Goroutines: raft's own (run loop, FSM, snapshots, one replicator per follower);
 // the stream layer's accept loop plus one short-lived goroutine per inbound
 // connection for its hello; the admin HTTP server and its per-request goroutines;
-// the Applier's loop (one, owns the round state and the rounds in flight) and its
-// finisher (one, waits for each round's entries in order and answers its plans);
 // and one waiter per raft future
 // (Node.wait), which lets callers give up on a future raft may never answer when
 // the replica shuts down mid-flight. Every wait selects on a timeout and on
