@@ -40,6 +40,33 @@ type Policy interface {
 	Plan(ctx context.Context, v *View) (Plan, error)
 }
 
+// Optional powers of a Policy, found by type assertion (as hashicorp/raft finds
+// a BatchingFSM): a tier asks for them, never for a concrete type.
+
+// PolicyHealth is what a HealthReporter says of itself.
+type PolicyHealth struct {
+	Healthy bool
+	// Failures counts the calls that failed (and fell back) so far.
+	Failures int
+	// Describe is one line for people: "healthy", "not called yet",
+	// "unhealthy: <last error>".
+	Describe string
+}
+
+// HealthReporter is a policy that depends on something outside the tier (an
+// out-of-process plugin) and can say whether that is healthy; the tier shows it
+// in its status and metrics.
+type HealthReporter interface {
+	Health() PolicyHealth
+}
+
+// CallTimeouter is a policy whose calls have a time-out of their own (a
+// plugin's RPC time-out); the tier warns when it cannot take effect under the
+// round's solve time-out.
+type CallTimeouter interface {
+	CallTimeout() time.Duration
+}
+
 // PolicyConfig is the configuration a factory receives: the policy's own settings
 // by key, as read from the tier chain's configuration.
 type PolicyConfig map[string]string

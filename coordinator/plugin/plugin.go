@@ -42,7 +42,11 @@ type Policy struct {
 	successes int
 }
 
-var _ interfaces.Policy = (*Policy)(nil)
+var (
+	_ interfaces.Policy         = (*Policy)(nil)
+	_ interfaces.HealthReporter = (*Policy)(nil)
+	_ interfaces.CallTimeouter  = (*Policy)(nil)
+)
 
 // New builds the policy from its configuration (see the package doc).
 func New(cfg interfaces.PolicyConfig) (interfaces.Policy, error) {
@@ -147,8 +151,15 @@ func (p *Policy) Plan(ctx context.Context, v *interfaces.View) (interfaces.Plan,
 	return p.fallback.Plan(ctx, v)
 }
 
-// Timeout is the configured deadline of one plugin call.
-func (p *Policy) Timeout() time.Duration { return p.timeout }
+// CallTimeout is the configured deadline of one plugin call
+// (interfaces.CallTimeouter).
+func (p *Policy) CallTimeout() time.Duration { return p.timeout }
+
+// Health is Status as an interfaces.HealthReporter says it.
+func (p *Policy) Health() interfaces.PolicyHealth {
+	st := p.Status()
+	return interfaces.PolicyHealth{Healthy: st.Healthy, Failures: st.Failures, Describe: st.Describe()}
+}
 
 // callTimeout is the plugin call's deadline under ctx: the configured time-out,
 // and at most half of what is left of ctx's deadline (the rest is the

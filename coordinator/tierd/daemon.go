@@ -17,7 +17,6 @@ import (
 
 	"github.com/strata-sched/strata/balancer"
 	"github.com/strata-sched/strata/coordinator/fsm"
-	"github.com/strata-sched/strata/coordinator/plugin"
 	"github.com/strata-sched/strata/coordinator/raftnode"
 	"github.com/strata-sched/strata/coordinator/session"
 	"github.com/strata-sched/strata/coordinator/telemetry"
@@ -263,17 +262,17 @@ func closePolicy(p interfaces.Policy) {
 // fallback keeps the other half: the configured time-out is then never reached).
 func PolicyWarnings(cfg Config, pol interfaces.Policy) []string {
 	var out []string
-	if p, ok := pol.(*plugin.Policy); ok && cfg.SolveTimeout > 0 && p.Timeout() > cfg.SolveTimeout/2 {
+	if p, ok := pol.(interfaces.CallTimeouter); ok && cfg.SolveTimeout > 0 && p.CallTimeout() > cfg.SolveTimeout/2 {
 		out = append(out, fmt.Sprintf("policy.config.timeout %v is above half of control.solve_timeout %v: a plugin call gets at most half the solve timeout (%v), so that its fallback keeps the rest, and the longer timeout never applies; set it to %v or less",
-			p.Timeout(), cfg.SolveTimeout, cfg.SolveTimeout/2, cfg.SolveTimeout/2))
+			p.CallTimeout(), cfg.SolveTimeout, cfg.SolveTimeout/2, cfg.SolveTimeout/2))
 	}
 	return out
 }
 
 // policyStatus names the policy and, for an external plugin, its health.
 func (d *Daemon) policyStatus() string {
-	if p, ok := d.policy.(*plugin.Policy); ok {
-		return p.Name() + ": " + p.Status().Describe()
+	if p, ok := d.policy.(interfaces.HealthReporter); ok {
+		return d.policy.Name() + ": " + p.Health().Describe
 	}
 	return d.policy.Name()
 }

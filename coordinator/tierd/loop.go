@@ -11,7 +11,6 @@ import (
 
 	"github.com/strata-sched/strata/balancer"
 	"github.com/strata-sched/strata/coordinator/fsm"
-	"github.com/strata-sched/strata/coordinator/plugin"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/tiers/control"
 	"github.com/strata-sched/strata/tiers/coop"
@@ -521,8 +520,8 @@ func (d *Daemon) record(mode string, planned, accepted, rejected int, err error)
 	d.mu.Lock()
 	d.scope.Gauge("sessions").Update(float64(len(d.sessions)))
 	d.mu.Unlock()
-	if p, ok := d.policy.(*plugin.Policy); ok {
-		st := p.Status()
+	if p, ok := d.policy.(interfaces.HealthReporter); ok {
+		st := p.Health()
 		healthy := 0.0
 		if st.Healthy {
 			healthy = 1
