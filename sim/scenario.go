@@ -8,13 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/internal/units"
 	"github.com/strata-sched/strata/internal/yamlerr"
 	"github.com/strata-sched/strata/tiers/control"
 )
@@ -583,62 +583,13 @@ type Assertion struct {
 	line         int
 }
 
-// Duration is a time.Duration written as "30s", "5m" or a number of seconds.
-type Duration time.Duration
+// Duration is a time.Duration written as "30s", "5m" or a number of seconds
+// (internal/units: the one parser configs, job files and scenarios share).
+type Duration = units.Duration
 
-// UnmarshalYAML parses a duration string or a number of seconds.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a duration like 30s or 5m", n.Line)
-	}
-	if v, err := strconv.ParseFloat(n.Value, 64); err == nil {
-		// Seconds; time.Duration holds ±292 years.
-		if math.IsNaN(v) || math.Abs(v) >= maxDurationSeconds {
-			return fmt.Errorf("line %d: %q is not a duration in range (want e.g. 30s, 5m, 2h, or seconds up to 292 years)", n.Line, n.Value)
-		}
-		*d = Duration(v * float64(time.Second))
-		return nil
-	}
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration (want e.g. 30s, 5m, 2h)", n.Line, n.Value)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// D returns the time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// Quantity is a number that may carry a size suffix: k, M, G, T (powers of 1000)
-// or Ki, Mi, Gi, Ti (powers of 1024).
-type Quantity float64
-
-var quantitySuffixes = []struct {
-	s string
-	m float64
-}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40}, {"k", 1e3}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}}
-
-// UnmarshalYAML parses a number with an optional size suffix.
-func (q *Quantity) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a number", n.Line)
-	}
-	s := strings.TrimSpace(n.Value)
-	mult := 1.0
-	for _, suf := range quantitySuffixes {
-		if strings.HasSuffix(s, suf.s) {
-			s, mult = strings.TrimSuffix(s, suf.s), suf.m
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return fmt.Errorf("line %d: %q is not a number (suffixes k M G T Ki Mi Gi Ti allowed)", n.Line, n.Value)
-	}
-	*q = Quantity(v * mult)
-	return nil
-}
+// Quantity is a number ≥ 0 that may carry a size suffix: k, K, M, G, T (powers
+// of 1000) or Ki, Mi, Gi, Ti (powers of 1024) (internal/units).
+type Quantity = units.Quantity
 
 // LoadScenario reads, parses and validates a scenario file.
 func LoadScenario(path string) (*Scenario, error) {

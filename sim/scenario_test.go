@@ -56,13 +56,13 @@ func TestBadScenarios(t *testing.T) {
 	}{
 		{"unknown key", "tick: 1s", "tick: 1s\ntickk: 2s", []string{"good.yaml:4: tickk: unknown key (known here: name, description,"}},
 		{"unknown nested key", "hosts: 2", "hosts: 2\n      cpus: 4", []string{"good.yaml:8: topology.regions[0].cpus: unknown key (known here: name, hosts, capacity"}},
-		{"negative capacity", "capacity: {cpu: 8, mem: 16Gi}", "capacity: {cpu: -8, mem: 16Gi}", []string{"good.yaml:8:", "topology.regions[0].capacity.cpu", "must be ≥ 0"}},
+		{"negative capacity", "capacity: {cpu: 8, mem: 16Gi}", "capacity: {cpu: -8, mem: 16Gi}", []string{"good.yaml:8:", "topology.regions[0].capacity.cpu", "must be a non-negative number", `got "-8"`}},
 		{"zero capacity", "capacity: {cpu: 8, mem: 16Gi}", "capacity: {cpu: 0}", []string{"good.yaml:8:", "topology.regions[0].capacity"}},
 		{"unknown policy", "solver: simtest-greedy", "solver: nosuch", []string{"good.yaml:15:", "policies[0].solver", `unknown policy "nosuch"`, "simtest-greedy"}},
 		{"plugin policy", "solver: simtest-greedy", "solver: plugin", []string{"good.yaml:15:", "policies[0].solver", `"plugin" policy calls another process and is not deterministic`}},
 		{"event on a missing host", "host: eu-h001", "host: eu-h009", []string{"good.yaml:13:", "events[0].host", `"eu-h009" is not in the topology`}},
 		{"unknown event kind", "kind: host_fail", "kind: explode", []string{"good.yaml:13:", "events[0].kind", "explode"}},
-		{"bad duration", "duration: 10m", "duration: ten minutes", []string{`good.yaml:2: duration: "ten minutes" is not a duration`}},
+		{"bad duration", "duration: 10m", "duration: ten minutes", []string{`good.yaml:2: duration: must be a non-negative duration with a unit, such as 500ms, 2s or 1m30s, got "ten minutes"`}},
 		{"negative load", "load: {cpu: 1, mem: 1Gi}", "load: {cpu: 1, mem: -1}", []string{"good.yaml:11:", "workload.jobs[0].load.mem"}},
 		{"unknown assertion", "kind: no_loss", "kind: fast", []string{"good.yaml:17:", "assertions[0].kind", "fast"}},
 		{"bad integration", "solver: simtest-greedy}", "solver: simtest-greedy, integration: telepathy}", []string{"good.yaml:15:", "policies[0].integration", "telepathy"}},
@@ -107,7 +107,7 @@ func TestEmptyScenario(t *testing.T) {
 
 func TestQuantityAndDuration(t *testing.T) {
 	src := strings.Replace(goodScenario, "capacity: {cpu: 8, mem: 16Gi}", "capacity: {cpu: 8, mem: 2G, net: 1.5k, tasks: 3}", 1)
-	src = strings.Replace(src, "duration: 10m", "duration: 90", 1)
+	src = strings.Replace(src, "duration: 10m", "duration: 1m30s", 1)
 	sc, err := ParseScenario([]byte(src), "q.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +117,11 @@ func TestQuantityAndDuration(t *testing.T) {
 		t.Errorf("quantities: %+v", c)
 	}
 	if sc.Duration.D() != 90*time.Second {
-		t.Errorf("a bare number is seconds: got %v", sc.Duration.D())
+		t.Errorf("duration 1m30s: got %v", sc.Duration.D())
+	}
+	// A bare number is ambiguous (ms or s?) and refused, as in configs and job files.
+	src = strings.Replace(src, "duration: 1m30s", "duration: 90", 1)
+	if _, err := ParseScenario([]byte(src), "q.yaml"); err == nil || !strings.Contains(err.Error(), "a bare number is ambiguous") {
+		t.Errorf("duration: 90: %v, want the bare number refused", err)
 	}
 }

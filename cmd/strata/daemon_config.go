@@ -3,15 +3,12 @@ package main
 import (
 	"fmt"
 	"os"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/strata-sched/strata/coordinator/tierd"
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/internal/units"
 	"github.com/strata-sched/strata/internal/yamlerr"
 	"github.com/strata-sched/strata/tiers/control"
 	"github.com/strata-sched/strata/tiers/coop"
@@ -176,53 +173,12 @@ func (l loadFile) load(field string) (interfaces.Load, error) {
 	return out, nil
 }
 
-// quantity is a number with an optional unit suffix (see parseQuantity). Job
-// files and daemon configs read quantities the same way.
-type quantity float64
-
-var quantityRe = regexp.MustCompile(`^([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(Ki|Mi|Gi|Ti|K|M|G|T|k)?$`)
-
-var quantityUnits = map[string]float64{
-	"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-	"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
-}
-
-// parseQuantity reads "16", "0.5", "512Mi", "2G".
-func parseQuantity(s string) (float64, error) {
-	m := quantityRe.FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil {
-		return 0, fmt.Errorf("must be a non-negative number with an optional unit (Ki, Mi, Gi, Ti, K, M, G, T), got %q", s)
-	}
-	v, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		return 0, err
-	}
-	return v * quantityUnits[m[2]], nil
-}
-
-func (q *quantity) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: must be a number", n.Line)
-	}
-	v, err := parseQuantity(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %v", n.Line, err)
-	}
-	*q = quantity(v)
-	return nil
-}
-
-// duration is a time.Duration written as "500ms", "2s", "1m".
-type duration time.Duration
-
-func (d *duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
-	if err != nil || v < 0 {
-		return fmt.Errorf("line %d: must be a non-negative duration such as 500ms or 2s, got %q", n.Line, n.Value)
-	}
-	*d = duration(v)
-	return nil
-}
+// quantity and duration are read by internal/units, the one parser that job
+// files and simulator scenarios use too.
+type (
+	quantity = units.Quantity
+	duration = units.Duration
+)
 
 // decodeStrict decodes YAML into v, refusing unknown keys; its errors name the
 // file, the line and the key (yamlerr).

@@ -32,7 +32,7 @@ func TestCheckConfig(t *testing.T) {
 	}{
 		{"valid region", "region", regionYAML, 0, "config ok: tier region, instance eu-1, node eu-1-a, chain global → region → host, policy local"},
 		{"unknown key", "region", regionYAML + "colour: blue\n", 2, `c.yaml:7: colour: unknown key (known here: tier, chain,`},
-		{"bad duration", "region", regionYAML + "control: {lease_ttl: soon}\n", 2, `c.yaml:7: control.lease_ttl: must be a non-negative duration such as 500ms or 2s, got "soon"`},
+		{"bad duration", "region", regionYAML + "control: {lease_ttl: soon}\n", 2, `c.yaml:7: control.lease_ttl: must be a non-negative duration with a unit, such as 500ms, 2s or 1m30s, got "soon"`},
 		{"raft on all interfaces", "region", strings.Replace(regionYAML, `raft: "127.0.0.1:1"`, `raft: "0.0.0.0:17300"`, 1), 2, `listen.raft: must name an address others can dial, not all interfaces (got "0.0.0.0:17300")`},
 		{"wrong type", "region", regionYAML + "control:\n  interval: 1s\n  max_moves: abc\n", 2, `c.yaml:9: control.max_moves: must be an integer, got "abc"`},
 		{"host bad quantity", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: lots}\n", 2, "c.yaml:4: capacity.cpu: must be a non-negative number"},

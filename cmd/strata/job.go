@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -20,6 +19,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/fsm"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/units"
 )
 
 func init() { commands = append(commands, newJobCmd) }
@@ -447,7 +447,7 @@ func (p *jobParser) quantity(n *yaml.Node, key, what string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, perr := parseQuantity(s)
+	v, perr := units.ParseQuantity(s)
 	if perr != nil || math.IsInf(v, 0) {
 		return 0, p.errAt(n, key, "must be %s (got %q)", want, s)
 	}
@@ -541,9 +541,9 @@ func parseJobSpec(file string, data []byte, isJSON bool) (*wire.JobSpec, error) 
 			if serr != nil {
 				return serr
 			}
-			d, perr := time.ParseDuration(s)
-			if perr != nil || d < 0 {
-				return p.errAt(v, key, "must be a duration ≥ 0 like 50ms, 1s or 1m30s (got %q)", s)
+			d, perr := units.ParseDuration(s)
+			if perr != nil {
+				return p.errAt(v, key, "%v", perr)
 			}
 			tmpl.LatencySloNanos = int64(d)
 		case "constraints":
