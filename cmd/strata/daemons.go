@@ -277,7 +277,7 @@ func hostDriver(f driverFile, host string, cpu float64) (drv driver.Driver, stop
 		if lerr != nil {
 			return nil, nil, fmt.Errorf("driver.callback.listen %s: %w", f.Callback.Listen, lerr)
 		}
-		srv := grpc.NewServer()
+		srv := grpc.NewServer(callback.ServerOptions()...)
 		wire.RegisterWorkerServer(srv, cb)
 		go func() { _ = srv.Serve(lis) }()
 		drv, stop = cb, srv.Stop
