@@ -336,7 +336,7 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 					errs = append(errs, fmt.Errorf("stop after failed start %s: %w", e.Shard, serr))
 					continue
 				}
-				if _, lerr := a.ledger.Append(e.Shard, e.Epoch, ledger.EventStop, a.cfg.Clock.Now().UnixNano()); lerr != nil {
+				if _, lerr := a.ledger.Append(e.Shard, e.Epoch, ledger.EventStop, a.stopTime(e.Shard)); lerr != nil {
 					errs = append(errs, lerr)
 				}
 				effs = append(effs, a.core.StartFailed(e.Shard, e.Epoch)...)
@@ -357,7 +357,7 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 				continue
 			}
 			a.core.StopDone(e.Shard, e.Epoch)
-			if _, err := a.ledger.Append(e.Shard, e.Epoch, ledger.EventStop, a.cfg.Clock.Now().UnixNano()); err != nil {
+			if _, err := a.ledger.Append(e.Shard, e.Epoch, ledger.EventStop, a.stopTime(e.Shard)); err != nil {
 				errs = append(errs, err)
 			}
 		case EffDelete:
@@ -546,7 +546,7 @@ func (a *Agent) Close() error {
 			errs = append(errs, fmt.Errorf("stop %s: %w", id, err))
 			continue
 		}
-		if _, err := a.ledger.Append(id, r.Epoch, ledger.EventStop, a.cfg.Clock.Now().UnixNano()); err != nil {
+		if _, err := a.ledger.Append(id, r.Epoch, ledger.EventStop, a.stopTime(id)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -19,7 +19,9 @@ import (
 
 	"github.com/strata-sched/strata/coordinator/hostagent"
 	"github.com/strata-sched/strata/coordinator/hostagent/driver/execdriver"
+	"github.com/strata-sched/strata/coordinator/hostagent/ledger"
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 const stopHelperEnv = "STRATA_HOSTAGENT_SIGSTOP_HELPER_DIR"
@@ -57,7 +59,7 @@ func TestSIGSTOPHelper(t *testing.T) {
 	clk := hostagent.WallClock{}
 	d, err := execdriver.New(execdriver.Config{Supervisor: execSup,
 		Command:     []string{"sh", "-c", `case "$STRATA_SHARD_ID" in stubborn*) trap "" TERM;; esac; while :; do sleep 0.05; done`},
-		StopTimeout: stopStopTimeout, Clock: clk, Output: os.Stderr})
+		StopTimeout: stopStopTimeout, Clock: clk})
 	if err != nil {
 		fail(err)
 	}
@@ -84,6 +86,14 @@ func TestSIGSTOPHelper(t *testing.T) {
 		pids = append(pids, strconv.Itoa(pid))
 	}
 	time.Sleep(100 * time.Millisecond) // let the stubborn shell install its trap
+	// The starts may have taken a while (a busy machine): renew before the
+	// parent takes over, so that the first lease has not run out meanwhile.
+	if err := a.LeaseGrant(ctx, time.Now(), stopTTL, nil); err != nil {
+		fail(err)
+	}
+	if n := len(a.Running()); n != stopShards {
+		fail(fmt.Errorf("%d shards run, want %d", n, stopShards))
+	}
 	fmt.Println("ready", strings.Join(pids, " "))
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
@@ -107,7 +117,8 @@ type stopTrial struct {
 // real worker processes under their supervisors) with SIGSTOP while its
 // parent renews its lease, and checks that every worker is dead before the
 // parent may place the shards elsewhere: lease ttl + the driver's stop
-// budget + grace after the last grant the agent took. Before the
+// budget + grace after the last grant the agent took, and that its ledger,
+// once it is thawed, records each stop when the worker ended. Before the
 // supervisors held the lease the workers ran until SIGCONT (issue 20, item
 // 2). The figures are logged (go test -v -run TestSIGSTOPFencesWorkers).
 func TestSIGSTOPFencesWorkers(t *testing.T) {
@@ -184,6 +195,11 @@ func runStopTrial(t *testing.T, trial int) stopTrial {
 		}
 		sent, renewed = at, time.Duration(n)
 	}
+	for _, p := range pids {
+		if syscall.Kill(p, 0) != nil {
+			t.Fatalf("trial %d: worker %d died while its lease was being renewed", trial, p)
+		}
+	}
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -208,6 +224,29 @@ func runStopTrial(t *testing.T, trial int) stopTrial {
 	for _, d := range dead {
 		tr.afterRenewal = append(tr.afterRenewal, d-renewed)
 		tr.afterSend = max(tr.afterSend, d-sent)
+	}
+	// Thawed, the agent fences what its supervisors already stopped; its
+	// ledger records each stop when the supervisor saw the worker end, not
+	// now (it would overlap the shards' next owner's interval).
+	thawed := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "h1.ledger")
+	var res *ledger.Result
+	testutil.Until(t, "the thawed agent's ledger records the stops", 10*time.Second, func() bool {
+		var err error
+		res, err = ledger.Check(path)
+		return err == nil && len(res.Running) == 0 && len(res.Intervals) == len(pids)
+	})
+	if !res.OK() {
+		t.Fatalf("trial %d: ledger: %v", trial, res.Err())
+	}
+	for _, iv := range res.Intervals {
+		if iv.End >= thawed.UnixNano() {
+			t.Errorf("trial %d: the ledger stops %s at %v, after the thaw at %v: not when its worker ended", trial, iv.Shard,
+				time.Unix(0, iv.End).Format(time.StampMicro), thawed.Format(time.StampMicro))
+		}
 	}
 	return tr
 }

@@ -44,15 +44,15 @@ func TestSDKWorkerStopsAtTheLeaseEnd(t *testing.T) {
 	if err := d.WaitWorkers(wctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	// ttl 1s: the agent's fence, and the worker's, 800ms after the grant.
-	if err := a.LeaseGrant(ctx, time.Now(), time.Second, nil); err != nil {
+	// ttl 2s: the agent's fence, and the worker's, 1.6s after the grant.
+	if err := a.LeaseGrant(ctx, time.Now(), 2*time.Second, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Assign(ctx, time.Now(), spec("s1"), 6); err != nil {
 		t.Fatal(err)
 	}
-	if end, ok := w.LeaseEnd(); !ok || time.Until(end) > time.Second {
-		t.Fatalf("the worker's lease ends at %v (%v), want within the 800ms the agent has", end, ok)
+	if end, ok := w.LeaseEnd(); !ok || time.Until(end) > 1600*time.Millisecond {
+		t.Fatalf("the worker's lease ends at %v (%v), want within the 1.6s the agent has", end, ok)
 	}
 	eventually(t, "the worker dropped s1 at its lease's end", func() bool { return r.Log() == "add s1@6 drop s1@6" })
 	if att, n := w.Attached(); !att || n != 1 {
@@ -86,7 +86,7 @@ func TestSDKWorkerLeaseRenewals(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	lctx, lcancel := context.WithTimeout(ctx, 400*time.Millisecond)
+	lctx, lcancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 	defer lcancel()
 	if err := d.Start(lctx, spec("s1"), 2); err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestSDKWorkerLeaseRenewals(t *testing.T) {
 		end, ok := w.LeaseEnd()
 		return ok && time.Until(end) > time.Minute
 	})
-	time.Sleep(time.Until(start.Add(700 * time.Millisecond)))
+	time.Sleep(time.Until(start.Add(2 * time.Second)))
 	if got := r.Log(); got != "add s1@2" {
 		t.Fatalf("worker saw %q past the first deadline, though renewed", got)
 	}

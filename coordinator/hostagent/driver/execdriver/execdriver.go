@@ -69,8 +69,11 @@ type proc struct {
 	ctrl    *os.File  // to the supervisor: lease renewals
 	epoch   interfaces.Epoch
 	done    chan struct{}
-	waitErr error // cmd.Wait's result, set before done is closed
-	started time.Time
+	waitErr error // how the worker exited, set before done is closed
+	// exitedAt is when the supervisor saw the worker exit (on Config.Clock;
+	// zero if it did not say), set before done is closed.
+	exitedAt time.Time
+	started  time.Time
 	// last CPU sample
 	lastTicks uint64
 	lastAt    time.Time
@@ -86,6 +89,9 @@ type Driver struct {
 	// leased and leaseMono: the last RenewLease's deadline (CLOCK_MONOTONIC).
 	leased    bool
 	leaseMono int64
+	// stoppedAt: per shard, when the worker of its last Stop had ended, if
+	// it had ended before that Stop (StoppedAt).
+	stoppedAt map[interfaces.ShardID]time.Time
 	// Reaped is how many process groups a previous run of this host left
 	// that New killed (Config.Host).
 	Reaped int
@@ -118,7 +124,7 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.ProcRoot == "" {
 		cfg.ProcRoot = "/proc"
 	}
-	d := &Driver{cfg: cfg, procs: map[interfaces.ShardID]*proc{}}
+	d := &Driver{cfg: cfg, procs: map[interfaces.ShardID]*proc{}, stoppedAt: map[interfaces.ShardID]time.Time{}}
 	if cfg.Host != "" {
 		d.Reaped = d.reapOrphans()
 	}
@@ -302,8 +308,19 @@ func (d *Driver) supervise(ctx context.Context, spec interfaces.Shard, epoch int
 	go func() {
 		why, reported := "", false
 		for l := range lines {
-			if v, ok := strings.CutPrefix(l, "exit "); ok {
-				why, reported = v, true
+			v, ok := strings.CutPrefix(l, "exit ")
+			if !ok {
+				continue
+			}
+			ns, rest, _ := strings.Cut(v, " ")
+			why, reported = rest, true
+			if at, err := strconv.ParseInt(ns, 10, 64); err == nil {
+				// On the driver's clock, as of now; never before the start.
+				t := d.cfg.Clock.Now().Add(-time.Duration(monoNow() - at))
+				if t.Before(p.started) {
+					t = p.started
+				}
+				p.exitedAt = t
 			}
 		}
 		werr := sup.Wait()
@@ -370,6 +387,7 @@ func (d *Driver) Stop(id interfaces.ShardID) error {
 	if ok {
 		delete(d.procs, id)
 	}
+	delete(d.stoppedAt, id)
 	d.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("exec: shard %s: %w: not running", id, interfaces.ErrNotFound)
@@ -380,6 +398,7 @@ func (d *Driver) Stop(id interfaces.ShardID) error {
 		// The leader exited on its own; members of its group may not have
 		// (sh -c 'worker & exit 0'): take them too.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		d.stopped(id, p)
 		return nil
 	default:
 	}
@@ -391,6 +410,7 @@ func (d *Driver) Stop(id interfaces.ShardID) error {
 	case <-p.done:
 		// The leader exited; take any stragglers of its group with it.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		d.stopped(id, p)
 		return nil
 	case <-d.cfg.Clock.After(d.cfg.StopTimeout):
 	}
@@ -402,7 +422,32 @@ func (d *Driver) Stop(id interfaces.ShardID) error {
 		return fmt.Errorf("exec: SIGKILL shard %s (pid %d): %w", id, pgid, err)
 	}
 	<-p.done
+	d.stopped(id, p)
 	return nil
+}
+
+// stopped records when the supervisor saw the worker of a stopped shard end.
+func (d *Driver) stopped(id interfaces.ShardID, p *proc) {
+	if p.exitedAt.IsZero() {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.procs[id]; !ok {
+		d.stoppedAt[id] = p.exitedAt
+	}
+}
+
+// StoppedAt reports, after a Stop of shard, when its supervisor saw the
+// worker end — after its real end, and before Stop returned. When the
+// supervisor fenced it at the lease's end while the agent was frozen, that is
+// long before the agent got round to the Stop: the agent's ledger records
+// the stop then (hostagent's stopTimer).
+func (d *Driver) StoppedAt(id interfaces.ShardID) (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.stoppedAt[id]
+	return t, ok
 }
 
 // keep puts back a process whose stop failed, unless a new one took its place.

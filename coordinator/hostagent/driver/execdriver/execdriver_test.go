@@ -275,7 +275,10 @@ func TestSupervisorFencesAtTheLeaseEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if err := d.Start(leased(t, 300*time.Millisecond), sp("s1"), 4); err != nil {
+	started := time.Now()
+	// A lease long enough for the (race-built) supervisor to start on a busy
+	// machine: Start fails when the lease ends first.
+	if err := d.Start(leased(t, 1500*time.Millisecond), sp("s1"), 4); err != nil {
 		t.Fatal(err)
 	}
 	pid, _ := d.Pid("s1")
@@ -285,8 +288,14 @@ func TestSupervisorFencesAtTheLeaseEnd(t *testing.T) {
 	if alive(pid) || alive(spid) || !strings.Contains(why, "its lease expired") || !strings.Contains(why, "signal: terminated") {
 		t.Fatalf("worker alive=%v supervisor alive=%v, exit %q", alive(pid), alive(spid), why)
 	}
+	fenced := time.Now()
+	time.Sleep(50 * time.Millisecond) // the agent comes round to the stop later
 	if err := d.Stop("s1"); err != nil {
 		t.Fatal(err)
+	}
+	// The stop is when the supervisor saw the worker end, not this Stop.
+	if at, ok := d.StoppedAt("s1"); !ok || !at.Before(fenced) || !at.After(started) {
+		t.Fatalf("StoppedAt = %v, %v; want between the start %v and the fence seen at %v", at, ok, started, fenced)
 	}
 }
 
@@ -299,15 +308,15 @@ func TestRenewalMovesTheDeadline(t *testing.T) {
 	}
 	defer d.Close()
 	start := time.Now()
-	if err := d.Start(leased(t, 500*time.Millisecond), sp("s1"), 1); err != nil {
+	if err := d.Start(leased(t, 1500*time.Millisecond), sp("s1"), 1); err != nil {
 		t.Fatal(err)
 	}
 	d.RenewLease(time.Hour)
 	// A start after a renewal takes the renewal's deadline, not ctx's.
-	if err := d.Start(leased(t, 300*time.Millisecond), sp("s2"), 1); err != nil {
+	if err := d.Start(leased(t, 1500*time.Millisecond), sp("s2"), 1); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Until(start.Add(800 * time.Millisecond)))
+	time.Sleep(time.Until(start.Add(2 * time.Second)))
 	for _, id := range []interfaces.ShardID{"s1", "s2"} {
 		if pid, _ := d.Pid(id); d.Exited(id) || !alive(pid) {
 			t.Fatalf("%s was stopped at the deadline it started with, though renewed", id)

@@ -46,7 +46,8 @@ func monoNow() int64 {
 // "deadline <ns>" lines: the lease now ends at <ns> on CLOCK_MONOTONIC (a
 // later line replaces an earlier one, a past deadline ends the lease at
 // once). On 4 it writes "pid <n>" once the worker runs (or "error <text>"),
-// then "exit <text>" when the worker has exited ("" for status 0).
+// then "exit <ns> <text>" when the worker has exited: when it saw the exit,
+// on CLOCK_MONOTONIC, and how ("" for status 0).
 //
 // When the lease ends, when file 3 reaches its end (the agent exited), or on
 // SIGTERM, SIGINT or SIGHUP, it fences: SIGTERM to the worker's process
@@ -170,6 +171,7 @@ func (s *supervisor) run(argv []string, deadline int64, sigs <-chan os.Signal) i
 			kill = nil
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		case err := <-exited:
+			at := monoNow()
 			// Whatever of its group is left goes with it: nothing supervises
 			// it any more.
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
@@ -183,7 +185,7 @@ func (s *supervisor) run(argv []string, deadline int64, sigs <-chan os.Signal) i
 				}
 				why = "the supervisor stopped it, " + fenced + ": " + why
 			}
-			s.report("exit " + oneLine(why))
+			s.report("exit " + strconv.FormatInt(at, 10) + " " + oneLine(why))
 			return 0
 		}
 	}
