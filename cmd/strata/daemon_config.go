@@ -148,6 +148,7 @@ type syntheticFile struct {
 type execFile struct {
 	Command     []string `yaml:"command"`
 	Env         []string `yaml:"env"`
+	EnvPass     []string `yaml:"env_pass"`
 	Dir         string   `yaml:"dir"`
 	StopTimeout duration `yaml:"stop_timeout"`
 }

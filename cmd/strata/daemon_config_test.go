@@ -46,6 +46,8 @@ func TestCheckConfig(t *testing.T) {
 		{"valid host", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 8, mem: 16Gi}\n", 0, "config ok: host h1"},
 		{"host bad capacity", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 0}\n", 2, "capacity: must be > 0"},
 		{"host exec stop timeout too long", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {kind: exec, exec: {command: [sleep, \"60\"], stop_timeout: 2h}}\n", 2, "driver.exec.stop_timeout: must be at most 30m0s"},
+		{"host exec env_pass with =", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {kind: exec, exec: {command: [sleep, \"60\"], env_pass: [PATH, \"A=B\"]}}\n", 2, "driver.exec.env_pass[1]: must be a variable name"},
+		{"host exec env sets the epoch", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {kind: exec, exec: {command: [sleep, \"60\"], env: [\"STRATA_SHARD_EPOCH=1\"]}}\n", 2, "driver.exec.env[0]: must not set STRATA_SHARD_EPOCH"},
 		{"host exec without command", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {kind: exec}\n", 2, "driver.exec.command: is required"},
 		{"host unknown driver", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {kind: docker}\n", 2, `driver.kind: must be synthetic, exec or callback (got "docker")`},
 		{"host bad discipline", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {synthetic: {execute: true, discipline: edf}}\n", 2, `driver.synthetic.discipline: must be "llf" or "fifo"`},

@@ -256,8 +256,12 @@ func hostDriver(f driverFile, host string, cpu float64) (drv driver.Driver, stop
 			Cores: cores, Discipline: f.Synthetic.Discipline})
 	case "exec":
 		var ed *execdriver.Driver
-		ed, err = execdriver.New(execdriver.Config{Command: f.Exec.Command, Env: f.Exec.Env, Dir: f.Exec.Dir,
-			StopTimeout: time.Duration(f.Exec.StopTimeout), Clock: clock, Output: os.Stderr, Host: host})
+		self, xerr := os.Executable()
+		if xerr != nil {
+			return nil, nil, fmt.Errorf("driver.exec: find this binary to run the shards' supervisors: %w", xerr)
+		}
+		ed, err = execdriver.New(execdriver.Config{Command: f.Exec.Command, Env: f.Exec.Env, EnvPass: f.Exec.EnvPass, Dir: f.Exec.Dir,
+			Supervisor: []string{self, superviseCmd}, StopTimeout: time.Duration(f.Exec.StopTimeout), Clock: clock, Output: os.Stderr, Host: host})
 		if err == nil {
 			if ed.Reaped > 0 {
 				fmt.Fprintf(os.Stderr, "strata: killed %d process group(s) a previous run of host %s left running\n", ed.Reaped, host)
@@ -273,7 +277,7 @@ func hostDriver(f driverFile, host string, cpu float64) (drv driver.Driver, stop
 		if lerr != nil {
 			return nil, nil, fmt.Errorf("driver.callback.listen %s: %w", f.Callback.Listen, lerr)
 		}
-		srv := grpc.NewServer()
+		srv := grpc.NewServer(callback.ServerOptions()...)
 		wire.RegisterWorkerServer(srv, cb)
 		go func() { _ = srv.Serve(lis) }()
 		drv, stop = cb, srv.Stop
@@ -365,6 +369,9 @@ func validateDriver(f driverFile) error {
 	case "exec":
 		if len(f.Exec.Command) == 0 {
 			return fmt.Errorf("driver.exec.command: is required for driver kind exec: %w", interfaces.ErrInvalid)
+		}
+		if err := execdriver.CheckEnv(f.Exec.Env, f.Exec.EnvPass); err != nil {
+			return fmt.Errorf("driver.%w", err)
 		}
 		if t := time.Duration(f.Exec.StopTimeout); t > driver.MaxStopTimeout {
 			return fmt.Errorf("driver.exec.stop_timeout: must be at most %v (the region waits this long for a silent host's shards to stop before moving them; got %v): %w", driver.MaxStopTimeout, t, interfaces.ErrInvalid)

@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/strata-sched/strata/coordinator/hostagent/driver/execdriver"
 )
 
 // Set by the linker: -X main.version=...
@@ -24,8 +26,19 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == superviseCmd {
+		// Hidden: the exec driver's supervisor of one shard's worker process
+		// (execdriver.Supervise), started by the host agent, not by people.
+		// Dispatched before the CLI so that the worker's arguments after its
+		// flags are never parsed as the CLI's.
+		os.Exit(execdriver.Supervise(os.Args[2:], os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
+
+// superviseCmd is the hidden subcommand the exec driver runs each shard's
+// worker under ("strata supervise --deadline ... -- /path/worker args").
+const superviseCmd = "supervise"
 
 // run executes the CLI with args and returns the process exit code.
 func run(args []string, stdout, stderr io.Writer) int {

@@ -121,6 +121,16 @@ func (p *Proc) signal(sig syscall.Signal) {
 	_ = cmd.Process.Kill()
 }
 
+// Pid returns the process's pid (0 when it is not started).
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Running reports whether the process is started and alive.
 func (p *Proc) Running() bool {
 	p.mu.Lock()
@@ -159,6 +169,9 @@ type Spec struct {
 	RacksPerRegion int
 	RackReplicas   int
 	RegionPolicy   string
+	// HostDriver is the driver section of every host's config, in YAML flow
+	// style; "" is {kind: synthetic}.
+	HostDriver string
 }
 
 func (s Spec) chain() string {
@@ -277,8 +290,12 @@ func (c *Cluster) addHosts(dir string, s Spec, region, parentName string, parent
 			if err := os.MkdirAll(p.DataDir, 0o755); err != nil {
 				return err
 			}
-			cfg := fmt.Sprintf("host: %s\ndata_dir: %s\nparent: [%s]\ncapacity: {cpu: %g, mem: 64Gi, net: 10Gi, tasks: 1000}\nlabels: {region: %s}\ndriver: {kind: synthetic}\n",
-				host, p.DataDir, strings.Join(quote(parentAddrs), ", "), s.HostCPU, region)
+			drv := s.HostDriver
+			if drv == "" {
+				drv = "{kind: synthetic}"
+			}
+			cfg := fmt.Sprintf("host: %s\ndata_dir: %s\nparent: [%s]\ncapacity: {cpu: %g, mem: 64Gi, net: 10Gi, tasks: 1000}\nlabels: {region: %s}\ndriver: %s\n",
+				host, p.DataDir, strings.Join(quote(parentAddrs), ", "), s.HostCPU, region, drv)
 			p.Config = filepath.Join(p.DataDir, "config.yaml")
 			p.Log = filepath.Join(p.DataDir, "log.txt")
 			if err := os.WriteFile(p.Config, []byte(cfg), 0o644); err != nil {

@@ -72,6 +72,13 @@ type Agent struct {
 	// running is the running shards as of the last input, for Report, which
 	// must not wait for the driver either.
 	running []interfaces.ShardID
+	// leaseUntil is the core's lease deadline as of the last input (zero
+	// when it holds none): a parked grant renews the driver's lease
+	// (driver.LeaseHolder) at once only when the core's lease still holds.
+	leaseUntil time.Time
+
+	// renewMu serialises the driver's RenewLease calls.
+	renewMu sync.Mutex
 }
 
 type parkedLease struct {
@@ -200,7 +207,14 @@ func (a *Agent) LeaseGrant(ctx context.Context, now time.Time, ttl time.Duration
 	if !a.mu.TryLock() {
 		a.leaseMu.Lock()
 		a.pendingLease = &parkedLease{now: now, ttl: ttl}
+		until := a.leaseUntil
 		a.leaseMu.Unlock()
+		// The shards' own lease holders must not expire while the grant is
+		// parked: renew them now with the deadline the core will take when
+		// it applies the grant (Core.LeaseGrant), if its lease still holds.
+		if margin := a.cfg.Lease.Margin(ttl); ttl > margin && now.Before(until) {
+			a.renewDriver(now.Add(ttl - margin))
+		}
 		return nil
 	}
 	defer a.mu.Unlock()
@@ -229,8 +243,13 @@ func (a *Agent) stepLocked(ctx context.Context, f func(*Core) ([]Effect, error))
 	xerr := a.execute(ctx, effs)
 	a.applyParkedLease(ctx) // one that arrived meanwhile
 	running := a.core.Running()
+	until, leased := a.core.Deadline()
+	if !leased {
+		until = time.Time{}
+	}
 	a.leaseMu.Lock()
 	a.running = running
+	a.leaseUntil = until
 	a.leaseMu.Unlock()
 	if xerr != nil {
 		return errors.Join(err, xerr)
@@ -317,7 +336,7 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 					errs = append(errs, fmt.Errorf("stop after failed start %s: %w", e.Shard, serr))
 					continue
 				}
-				if _, lerr := a.ledger.Append(e.Shard, e.Epoch, ledger.EventStop, a.cfg.Clock.Now().UnixNano()); lerr != nil {
+				if _, lerr := a.ledger.Append(e.Shard, e.Epoch, ledger.EventStop, a.stopTime(e.Shard)); lerr != nil {
 					errs = append(errs, lerr)
 				}
 				effs = append(effs, a.core.StartFailed(e.Shard, e.Epoch)...)
@@ -338,7 +357,7 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 				continue
 			}
 			a.core.StopDone(e.Shard, e.Epoch)
-			if _, err := a.ledger.Append(e.Shard, e.Epoch, ledger.EventStop, a.cfg.Clock.Now().UnixNano()); err != nil {
+			if _, err := a.ledger.Append(e.Shard, e.Epoch, ledger.EventStop, a.stopTime(e.Shard)); err != nil {
 				errs = append(errs, err)
 			}
 		case EffDelete:
@@ -346,12 +365,26 @@ func (a *Agent) execute(ctx context.Context, effs []Effect) error {
 				errs = append(errs, fmt.Errorf("delete %s: %w", e.Shard, err))
 			}
 		case EffLease:
+			a.renewDriver(e.Deadline)
 			if err := a.store.PutLease(e.Deadline); err != nil {
 				errs = append(errs, fmt.Errorf("persist lease: %w", err))
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// renewDriver tells a driver that holds the lease next to its shards
+// (driver.LeaseHolder) that the host's lease now ends at deadline (on the
+// agent's clock): it gets the time left, measured just before the call.
+func (a *Agent) renewDriver(deadline time.Time) {
+	h, ok := a.cfg.Driver.(driver.LeaseHolder)
+	if !ok {
+		return
+	}
+	a.renewMu.Lock()
+	defer a.renewMu.Unlock()
+	h.RenewLease(deadline.Sub(a.cfg.Clock.Now()))
 }
 
 // LedgerRepair returns the torn final line Open cut off the ownership ledger
@@ -513,7 +546,7 @@ func (a *Agent) Close() error {
 			errs = append(errs, fmt.Errorf("stop %s: %w", id, err))
 			continue
 		}
-		if _, err := a.ledger.Append(id, r.Epoch, ledger.EventStop, a.cfg.Clock.Now().UnixNano()); err != nil {
+		if _, err := a.ledger.Append(id, r.Epoch, ledger.EventStop, a.stopTime(id)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -22,7 +22,7 @@ import (
 const helperEnv = "STRATA_HOSTAGENT_CRASH_HELPER_DIR"
 
 func openExecAgent(dir string) (*hostagent.Agent, *execdriver.Driver, error) {
-	d, err := execdriver.New(execdriver.Config{Command: []string{"sleep", "600"}, StopTimeout: time.Second, Clock: hostagent.WallClock{}})
+	d, err := execdriver.New(execdriver.Config{Supervisor: execSup, Command: []string{"sleep", "600"}, StopTimeout: time.Second, Clock: hostagent.WallClock{}})
 	if err != nil {
 		return nil, nil, err
 	}

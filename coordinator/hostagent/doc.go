@@ -127,7 +127,10 @@
 //
 // ts is wall nanoseconds from Config.Clock read at the moment of the event:
 // "start" just before the driver starts the shard, "stop" just after the driver
-// stopped it, so recorded intervals cover real ones. On Open, starts left
+// stopped it, so recorded intervals cover real ones — or, for a driver that
+// saw the shard's process end before the stop (the exec driver's supervisor
+// fenced it at the lease's end while the agent was frozen), that earlier time
+// (stopTimer). On Open, starts left
 // without a stop get a recovered stop at min(now, persisted lease deadline) —
 // drivers' work dies with the agent (an exec shard's group leader carries a
 // parent-death SIGKILL, and the restarted driver kills what is left of its
@@ -137,6 +140,15 @@
 // with an error naming the line. ledger.Check
 // merges the files of all hosts and reports overlaps, epoch regressions, order
 // errors and (with ExpectRunning) shards not running at the end.
+//
+// # Worker-side fencing
+//
+// A driver that is a driver.LeaseHolder holds the lease next to the work: the
+// agent hands it the time left until its own fence at every start (Start's
+// context deadline) and after every grant (RenewLease; a grant parked behind a
+// slow driver call too, at once), so the shards stop at the lease's end even
+// when the agent is frozen or dead. The exec driver's supervisors and the
+// callback driver's SDK workers do; docs/reliability.md has the measurements.
 //
 // # Goroutines (for docs/threads.md)
 //
@@ -149,13 +161,16 @@
 //     The caller's goroutine (the session client) executes the inputs, except that when one input stops several shards (a
 //     fence) their driver stops run side by side, one short-lived goroutine
 //     each, so that the fence ends within one stop budget.
-//   - execdriver: one goroutine per running process, blocked in cmd.Wait.
+//   - execdriver: one goroutine per running shard, reading its supervisor's
+//     reports, then in cmd.Wait. The supervisor (strata supervise) is a
+//     process of its own per shard.
 //   - callback: per attached worker, the gRPC handler goroutine (acks, loads)
 //     and one sender goroutine; a short-lived goroutine per round of
 //     re-placing a detached worker's shards.
 //   - sdk/worker (in the worker process): one connection goroutine per Conn
-//     (it also sends the acks) and, when Options.Load is set, one load reporter
-//     per live stream.
+//     (it also sends the acks), the lease timer's when the host's lease ends
+//     unrenewed, and, when Options.Load is set, one load reporter per live
+//     stream.
 //
 // The synthetic driver and the Core start no goroutines.
 //

@@ -21,7 +21,7 @@ import (
 func TestAgentWithExecDriver(t *testing.T) {
 	dir := t.TempDir()
 	clk := hostagent.WallClock{}
-	d, err := execdriver.New(execdriver.Config{
+	d, err := execdriver.New(execdriver.Config{Supervisor: execSup,
 		Command:     []string{"sh", "-c", `echo "$STRATA_SHARD_EPOCH" > "$OUT/$STRATA_SHARD_ID"; exec sleep 60`},
 		Env:         []string{"OUT=" + dir},
 		StopTimeout: 2 * time.Second,

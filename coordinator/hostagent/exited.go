@@ -2,6 +2,7 @@ package hostagent
 
 import (
 	"context"
+	"time"
 
 	"github.com/strata-sched/strata/interfaces"
 )
@@ -10,6 +11,28 @@ import (
 // own (the exec driver): ExitError says whether shard's process ended and how.
 type exitWatcher interface {
 	ExitError(shard interfaces.ShardID) (why string, exited bool)
+}
+
+// stopTimer is implemented by drivers that know when a shard's process had
+// really ended, when a Stop found it ended already (the exec driver: its
+// supervisor fenced it while the agent was frozen, or it exited on its
+// own): the ledger's stop then carries that time, so that the interval the
+// ledger records still covers the real run but no more of it — a frozen
+// agent's ledger would otherwise show its shards running until it thawed,
+// overlapping their next owner's.
+type stopTimer interface {
+	StoppedAt(shard interfaces.ShardID) (time.Time, bool)
+}
+
+// stopTime is the ledger time of a stop of shard the driver has just done.
+func (a *Agent) stopTime(shard interfaces.ShardID) int64 {
+	now := a.cfg.Clock.Now()
+	if st, ok := a.cfg.Driver.(stopTimer); ok {
+		if t, ok := st.StoppedAt(shard); ok && t.Before(now) {
+			return t.UnixNano()
+		}
+	}
+	return now.UnixNano()
 }
 
 // reapExited drops the running shards whose process ended on its own

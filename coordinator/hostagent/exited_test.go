@@ -22,7 +22,7 @@ import (
 func TestExitedWorkerIsReportedAsAFailure(t *testing.T) {
 	dir := t.TempDir()
 	clk := hostagent.WallClock{}
-	d, err := execdriver.New(execdriver.Config{
+	d, err := execdriver.New(execdriver.Config{Supervisor: execSup,
 		Command: []string{"sh", "-c", `if [ "$STRATA_SHARD_ID" = bad ]; then sleep 0.2; exit 3; fi; exec sleep 60`},
 		Clock:   clk, StopTimeout: 2 * time.Second,
 	})

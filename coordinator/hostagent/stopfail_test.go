@@ -335,3 +335,69 @@ func TestRefusedAssignSaysRevokedAt(t *testing.T) {
 		t.Fatalf("a new epoch: %+v", k)
 	}
 }
+
+// leaseHolding is blockingStop that records the driver.LeaseHolder renewals.
+type leaseHolding struct {
+	*blockingStop
+	mu   sync.Mutex
+	left []time.Duration
+}
+
+func (d *leaseHolding) RenewLease(left time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.left = append(d.left, left)
+}
+
+func (d *leaseHolding) renewals() []time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]time.Duration(nil), d.left...)
+}
+
+// A driver whose shards hold the lease (driver.LeaseHolder) hears of every
+// grant with the time left to the agent's own fence, and of a grant parked
+// behind a slow stop at once, before the stop ends: the shards' own deadline
+// would otherwise pass while the core's lease holds.
+func TestLeaseHoldersHearEveryRenewal(t *testing.T) {
+	r := newRig(t)
+	d := &leaseHolding{blockingStop: &blockingStop{Driver: r.synth, shard: "a", began: make(chan struct{}), release: make(chan struct{})}}
+	ag := r.openWith(t, "h1", d)
+	defer ag.Close()
+	var once sync.Once
+	release := func() { once.Do(func() { close(d.release) }) }
+	defer release()
+	ttl := 4 * time.Second
+	left := ttl - LeaseConfig{}.Margin(ttl) // 3.2s
+	t0 := r.clock.Now()
+	if err := ag.LeaseGrant(ctx, t0, ttl, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.renewals(); len(got) != 1 || got[0] != left {
+		t.Fatalf("renewals after the first grant: %v, want [%v]", got, left)
+	}
+	for _, s := range []string{"a", "b"} {
+		if err := ag.Assign(ctx, t0, spec(s), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	revoked := make(chan error, 1)
+	go func() { revoked <- ag.Revoke(ctx, t0, "a", 2) }()
+	<-d.began
+	// Received 1s ago, applied by the agent's clock now: 2.2s are left.
+	t1 := t0.Add(3 * time.Second)
+	r.clock.Set(t1.Add(time.Second))
+	if err := ag.LeaseGrant(ctx, t1, ttl, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.renewals(); len(got) != 2 || got[1] != left-time.Second {
+		t.Fatalf("renewals with the grant parked: %v, want a second one of %v", got, left-time.Second)
+	}
+	release()
+	if err := <-revoked; err != nil {
+		t.Fatal(err)
+	}
+	if got := d.renewals(); len(got) != 3 || got[2] != left-time.Second {
+		t.Fatalf("renewals once the parked grant is applied: %v", got)
+	}
+}

@@ -23,6 +23,11 @@ type shards struct {
 	mu  sync.Mutex
 	run map[interfaces.ShardID]interfaces.Shard
 	out io.Writer
+	// With a sink, every shard writes a record to it every emit, under its
+	// epoch: the fencing token the sink checks.
+	sink  *epochSink
+	emit  time.Duration
+	stops map[interfaces.ShardID]chan struct{}
 }
 
 func (s *shards) OnAdd(_ context.Context, spec interfaces.Shard, epoch interfaces.Epoch) error {
@@ -30,6 +35,11 @@ func (s *shards) OnAdd(_ context.Context, spec interfaces.Shard, epoch interface
 	defer s.mu.Unlock()
 	s.run[spec.ID] = spec
 	fmt.Fprintf(s.out, "add  %s (job %s) epoch %d\n", spec.ID, spec.Job, epoch)
+	if s.sink != nil {
+		stop := make(chan struct{})
+		s.stops[spec.ID] = stop
+		go s.produce(spec.ID, epoch, stop)
+	}
 	return nil
 }
 
@@ -37,8 +47,39 @@ func (s *shards) OnDrop(_ context.Context, id interfaces.ShardID, epoch interfac
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.run, id)
+	if stop, ok := s.stops[id]; ok {
+		close(stop)
+		delete(s.stops, id)
+	}
 	fmt.Fprintf(s.out, "drop %s epoch %d\n", id, epoch)
 	return nil
+}
+
+// produce writes a record of shard to the sink every s.emit until stop is
+// closed, or until the sink refuses its epoch: another owner of the shard,
+// under a newer epoch, has written, so this one must not write any more.
+func (s *shards) produce(id interfaces.ShardID, epoch interfaces.Epoch, stop <-chan struct{}) {
+	t := time.NewTicker(s.emit)
+	defer t.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		err := s.sink.Write(id, epoch, fmt.Sprintf("record %d", n))
+		switch {
+		case errors.Is(err, ErrFenced):
+			s.mu.Lock()
+			fmt.Fprintf(s.out, "fenced %s epoch %d: %v; no more writes\n", id, epoch, err)
+			s.mu.Unlock()
+			return
+		case err != nil:
+			s.mu.Lock()
+			fmt.Fprintf(s.out, "sink %s epoch %d: %v\n", id, epoch, err)
+			s.mu.Unlock()
+		}
+	}
 }
 
 // load reports each shard's spec load as if it were measured: a real worker
@@ -61,6 +102,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	id := fs.String("id", "", "worker id (default <hostname>-<pid>)")
 	maxShards := fs.Int("max-shards", 0, "how many shards to take at once (0 = no limit)")
 	every := fs.Duration("report", time.Second, "load report interval")
+	sinkDir := fs.String("sink", "", "a directory: every shard writes a record there every --emit, under its epoch, and stops when the sink has seen a newer epoch of it")
+	emit := fs.Duration("emit", time.Second, "how often each shard writes to --sink")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,7 +113,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if *every <= 0 {
 		return fmt.Errorf("--report: must be > 0 (got %s)", *every)
 	}
-	s := &shards{run: map[interfaces.ShardID]interfaces.Shard{}, out: out}
+	if *emit <= 0 {
+		return fmt.Errorf("--emit: must be > 0 (got %s)", *emit)
+	}
+	s := &shards{run: map[interfaces.ShardID]interfaces.Shard{}, out: out, emit: *emit, stops: map[interfaces.ShardID]chan struct{}{}}
+	if *sinkDir != "" {
+		s.sink = &epochSink{dir: *sinkDir}
+	}
 	logger := log.New(out, "", log.LstdFlags)
 	c, err := worker.Connect(ctx, *addr, s, worker.Options{WorkerID: *id, MaxShards: *maxShards,
 		Load: s.load, LoadInterval: *every, Logf: logger.Printf})

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -63,9 +65,61 @@ func TestExampleWorkerRunsShards(t *testing.T) {
 }
 
 func TestExampleWorkerFlags(t *testing.T) {
-	for _, args := range [][]string{{"--report", "0s"}, {"extra"}, {"--nope"}, {"--id", "bad id"}} {
+	for _, args := range [][]string{{"--report", "0s"}, {"extra"}, {"--nope"}, {"--id", "bad id"}, {"--emit", "0s"}} {
 		if err := run(context.Background(), args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v: accepted", args)
 		}
+	}
+}
+
+// An owner that runs on after a newer one started (here: the new owner's
+// write lands in the sink while this worker still runs the shard under the
+// old epoch) is refused by the sink and stops writing; the sink's output has
+// no old-epoch record after the new owner's.
+func TestExampleWorkerFencedBySink(t *testing.T) {
+	d, _ := callback.New(callback.Config{Clock: hostagent.WallClock{}})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	wire.RegisterWorkerServer(srv, d)
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &testutil.Buffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--addr", lis.Addr().String(), "--id", "ex1", "--sink", dir, "--emit", "10ms"}, out)
+	}()
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := d.WaitWorkers(wctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx, interfaces.Shard{ID: "job/0", Job: "job"}, 2); err != nil {
+		t.Fatal(err)
+	}
+	outFile := filepath.Join(dir, "job%2F0.out")
+	testutil.Until(t, "the worker's records in the sink", 10*time.Second, func() bool {
+		b, _ := os.ReadFile(outFile)
+		return strings.Contains(string(b), "2 record 2\n")
+	})
+	if err := (epochSink{dir: dir}).Write("job/0", 3, "the new owner"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Until(t, "the old owner fenced", 10*time.Second, func() bool {
+		return strings.Contains(out.String(), "fenced job/0 epoch 2")
+	})
+	b, _ := os.ReadFile(outFile)
+	_, after, _ := strings.Cut(string(b), "3 the new owner\n")
+	if after != "" {
+		t.Fatalf("records after the new owner's: %q", after)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

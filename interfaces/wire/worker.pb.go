@@ -5,8 +5,10 @@
 //
 // Safety: a worker runs a shard only between an acknowledged AddShard and the next
 // DropShard for it, and drops every shard as soon as its stream ends (the
-// sdk/worker package does this before reconnecting). The agent re-sends the shards
-// of a worker that went away to another attached worker under the same epoch.
+// sdk/worker package does this before reconnecting) or the host's lease ends
+// unrenewed (AddShard.lease_nanos, LeaseRenewal): a worker whose agent is frozen
+// stops on its own. The agent re-sends the shards of a worker that went away to
+// another attached worker under the same epoch.
 //
 // Versioning: fields and enum values are only ever appended.
 
@@ -213,6 +215,7 @@ type WorkerCommand struct {
 	//
 	//	*WorkerCommand_Add
 	//	*WorkerCommand_Drop
+	//	*WorkerCommand_Lease
 	Cmd           isWorkerCommand_Cmd `protobuf_oneof:"cmd"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -280,6 +283,15 @@ func (x *WorkerCommand) GetDrop() *DropShard {
 	return nil
 }
 
+func (x *WorkerCommand) GetLease() *LeaseRenewal {
+	if x != nil {
+		if x, ok := x.Cmd.(*WorkerCommand_Lease); ok {
+			return x.Lease
+		}
+	}
+	return nil
+}
+
 type isWorkerCommand_Cmd interface {
 	isWorkerCommand_Cmd()
 }
@@ -292,15 +304,30 @@ type WorkerCommand_Drop struct {
 	Drop *DropShard `protobuf:"bytes,3,opt,name=drop,proto3,oneof"`
 }
 
+type WorkerCommand_Lease struct {
+	Lease *LeaseRenewal `protobuf:"bytes,4,opt,name=lease,proto3,oneof"`
+}
+
 func (*WorkerCommand_Add) isWorkerCommand_Cmd() {}
 
 func (*WorkerCommand_Drop) isWorkerCommand_Cmd() {}
 
+func (*WorkerCommand_Lease) isWorkerCommand_Cmd() {}
+
 // AddShard asks the worker to run a shard under an epoch.
 type AddShard struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Shard         *Shard                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Shard *Shard                 `protobuf:"bytes,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	// epoch is the assignment's epoch: the fencing token. It grows with every new
+	// owner of the shard; a sink refuses a write carrying an older epoch than it
+	// has seen for the shard (as Kafka refuses a producer's older epoch).
+	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// lease_nanos is how long from its receipt the worker may run its shards
+	// unless a LeaseRenewal moves the end: the host's lease, measured by the
+	// agent just before it sent the command. 0: the agent does not say (agents
+	// older than this field); the worker does not fence on its own. Negative: the
+	// lease has ended; the worker refuses the shard.
+	LeaseNanos    int64 `protobuf:"varint,3,opt,name=lease_nanos,json=leaseNanos,proto3" json:"lease_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -349,6 +376,62 @@ func (x *AddShard) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *AddShard) GetLeaseNanos() int64 {
+	if x != nil {
+		return x.LeaseNanos
+	}
+	return 0
+}
+
+// LeaseRenewal moves the end of the worker's lease to lease_nanos from its
+// receipt (the host's lease as the agent measured it just before sending; a
+// later renewal replaces an earlier one, ≤ 0 ends it now). When the lease ends
+// unrenewed the worker drops every shard, as if its stream had ended. The
+// worker does not answer it.
+type LeaseRenewal struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LeaseNanos    int64                  `protobuf:"varint,1,opt,name=lease_nanos,json=leaseNanos,proto3" json:"lease_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseRenewal) Reset() {
+	*x = LeaseRenewal{}
+	mi := &file_worker_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseRenewal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseRenewal) ProtoMessage() {}
+
+func (x *LeaseRenewal) ProtoReflect() protoreflect.Message {
+	mi := &file_worker_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseRenewal.ProtoReflect.Descriptor instead.
+func (*LeaseRenewal) Descriptor() ([]byte, []int) {
+	return file_worker_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *LeaseRenewal) GetLeaseNanos() int64 {
+	if x != nil {
+		return x.LeaseNanos
+	}
+	return 0
+}
+
 // DropShard asks the worker to stop a shard.
 type DropShard struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -360,7 +443,7 @@ type DropShard struct {
 
 func (x *DropShard) Reset() {
 	*x = DropShard{}
-	mi := &file_worker_proto_msgTypes[4]
+	mi := &file_worker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -372,7 +455,7 @@ func (x *DropShard) String() string {
 func (*DropShard) ProtoMessage() {}
 
 func (x *DropShard) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[4]
+	mi := &file_worker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -385,7 +468,7 @@ func (x *DropShard) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropShard.ProtoReflect.Descriptor instead.
 func (*DropShard) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{4}
+	return file_worker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DropShard) GetShard() string {
@@ -414,7 +497,7 @@ type WorkerAck struct {
 
 func (x *WorkerAck) Reset() {
 	*x = WorkerAck{}
-	mi := &file_worker_proto_msgTypes[5]
+	mi := &file_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -426,7 +509,7 @@ func (x *WorkerAck) String() string {
 func (*WorkerAck) ProtoMessage() {}
 
 func (x *WorkerAck) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[5]
+	mi := &file_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,7 +522,7 @@ func (x *WorkerAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerAck.ProtoReflect.Descriptor instead.
 func (*WorkerAck) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{5}
+	return file_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *WorkerAck) GetCommandId() uint64 {
@@ -474,7 +557,7 @@ type WorkerLoad struct {
 
 func (x *WorkerLoad) Reset() {
 	*x = WorkerLoad{}
-	mi := &file_worker_proto_msgTypes[6]
+	mi := &file_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -486,7 +569,7 @@ func (x *WorkerLoad) String() string {
 func (*WorkerLoad) ProtoMessage() {}
 
 func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_worker_proto_msgTypes[6]
+	mi := &file_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -499,7 +582,7 @@ func (x *WorkerLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerLoad.ProtoReflect.Descriptor instead.
 func (*WorkerLoad) Descriptor() ([]byte, []int) {
-	return file_worker_proto_rawDescGZIP(), []int{6}
+	return file_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WorkerLoad) GetShards() []*ShardLoad {
@@ -523,15 +606,21 @@ const file_worker_proto_rawDesc = "" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x1d\n" +
 	"\n" +
 	"max_shards\x18\x02 \x01(\rR\tmaxShards\x12 \n" +
-	"\vincarnation\x18\x03 \x01(\tR\vincarnation\"{\n" +
+	"\vincarnation\x18\x03 \x01(\tR\vincarnation\"\xac\x01\n" +
 	"\rWorkerCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12'\n" +
 	"\x03add\x18\x02 \x01(\v2\x13.strata.v1.AddShardH\x00R\x03add\x12*\n" +
-	"\x04drop\x18\x03 \x01(\v2\x14.strata.v1.DropShardH\x00R\x04dropB\x05\n" +
-	"\x03cmd\"H\n" +
+	"\x04drop\x18\x03 \x01(\v2\x14.strata.v1.DropShardH\x00R\x04drop\x12/\n" +
+	"\x05lease\x18\x04 \x01(\v2\x17.strata.v1.LeaseRenewalH\x00R\x05leaseB\x05\n" +
+	"\x03cmd\"i\n" +
 	"\bAddShard\x12&\n" +
 	"\x05shard\x18\x01 \x01(\v2\x10.strata.v1.ShardR\x05shard\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"7\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1f\n" +
+	"\vlease_nanos\x18\x03 \x01(\x03R\n" +
+	"leaseNanos\"/\n" +
+	"\fLeaseRenewal\x12\x1f\n" +
+	"\vlease_nanos\x18\x01 \x01(\x03R\n" +
+	"leaseNanos\"7\n" +
 	"\tDropShard\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"P\n" +
@@ -558,33 +647,35 @@ func file_worker_proto_rawDescGZIP() []byte {
 	return file_worker_proto_rawDescData
 }
 
-var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_worker_proto_goTypes = []any{
 	(*WorkerMessage)(nil), // 0: strata.v1.WorkerMessage
 	(*WorkerHello)(nil),   // 1: strata.v1.WorkerHello
 	(*WorkerCommand)(nil), // 2: strata.v1.WorkerCommand
 	(*AddShard)(nil),      // 3: strata.v1.AddShard
-	(*DropShard)(nil),     // 4: strata.v1.DropShard
-	(*WorkerAck)(nil),     // 5: strata.v1.WorkerAck
-	(*WorkerLoad)(nil),    // 6: strata.v1.WorkerLoad
-	(*Shard)(nil),         // 7: strata.v1.Shard
-	(*ShardLoad)(nil),     // 8: strata.v1.ShardLoad
+	(*LeaseRenewal)(nil),  // 4: strata.v1.LeaseRenewal
+	(*DropShard)(nil),     // 5: strata.v1.DropShard
+	(*WorkerAck)(nil),     // 6: strata.v1.WorkerAck
+	(*WorkerLoad)(nil),    // 7: strata.v1.WorkerLoad
+	(*Shard)(nil),         // 8: strata.v1.Shard
+	(*ShardLoad)(nil),     // 9: strata.v1.ShardLoad
 }
 var file_worker_proto_depIdxs = []int32{
 	1, // 0: strata.v1.WorkerMessage.hello:type_name -> strata.v1.WorkerHello
-	5, // 1: strata.v1.WorkerMessage.ack:type_name -> strata.v1.WorkerAck
-	6, // 2: strata.v1.WorkerMessage.load:type_name -> strata.v1.WorkerLoad
+	6, // 1: strata.v1.WorkerMessage.ack:type_name -> strata.v1.WorkerAck
+	7, // 2: strata.v1.WorkerMessage.load:type_name -> strata.v1.WorkerLoad
 	3, // 3: strata.v1.WorkerCommand.add:type_name -> strata.v1.AddShard
-	4, // 4: strata.v1.WorkerCommand.drop:type_name -> strata.v1.DropShard
-	7, // 5: strata.v1.AddShard.shard:type_name -> strata.v1.Shard
-	8, // 6: strata.v1.WorkerLoad.shards:type_name -> strata.v1.ShardLoad
-	0, // 7: strata.v1.Worker.Connect:input_type -> strata.v1.WorkerMessage
-	2, // 8: strata.v1.Worker.Connect:output_type -> strata.v1.WorkerCommand
-	8, // [8:9] is the sub-list for method output_type
-	7, // [7:8] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	5, // 4: strata.v1.WorkerCommand.drop:type_name -> strata.v1.DropShard
+	4, // 5: strata.v1.WorkerCommand.lease:type_name -> strata.v1.LeaseRenewal
+	8, // 6: strata.v1.AddShard.shard:type_name -> strata.v1.Shard
+	9, // 7: strata.v1.WorkerLoad.shards:type_name -> strata.v1.ShardLoad
+	0, // 8: strata.v1.Worker.Connect:input_type -> strata.v1.WorkerMessage
+	2, // 9: strata.v1.Worker.Connect:output_type -> strata.v1.WorkerCommand
+	9, // [9:10] is the sub-list for method output_type
+	8, // [8:9] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_worker_proto_init() }
@@ -601,6 +692,7 @@ func file_worker_proto_init() {
 	file_worker_proto_msgTypes[2].OneofWrappers = []any{
 		(*WorkerCommand_Add)(nil),
 		(*WorkerCommand_Drop)(nil),
+		(*WorkerCommand_Lease)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -608,7 +700,7 @@ func file_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worker_proto_rawDesc), len(file_worker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -5,8 +5,10 @@
 //
 // Safety: a worker runs a shard only between an acknowledged AddShard and the next
 // DropShard for it, and drops every shard as soon as its stream ends (the
-// sdk/worker package does this before reconnecting). The agent re-sends the shards
-// of a worker that went away to another attached worker under the same epoch.
+// sdk/worker package does this before reconnecting) or the host's lease ends
+// unrenewed (AddShard.lease_nanos, LeaseRenewal): a worker whose agent is frozen
+// stops on its own. The agent re-sends the shards of a worker that went away to
+// another attached worker under the same epoch.
 //
 // Versioning: fields and enum values are only ever appended.
 

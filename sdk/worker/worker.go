@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
@@ -81,11 +82,19 @@ type Conn struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu       sync.Mutex
-	running  map[interfaces.ShardID]interfaces.Epoch
-	attached bool
-	attaches int
-	err      error
+	// opMu makes the handler's calls one at a time: the stream's commands
+	// and the lease's expiry.
+	opMu sync.Mutex
+
+	mu      sync.Mutex
+	running map[interfaces.ShardID]interfaces.Epoch
+	// leaseEnd is when the host's lease ends, by this process's clock (zero:
+	// the agent has not said); leaseTimer fires expire then.
+	leaseEnd   time.Time
+	leaseTimer *time.Timer
+	attached   bool
+	attaches   int
+	err        error
 }
 
 // Connect starts attaching to the agent at addr (host:port) in the background
@@ -206,8 +215,21 @@ func (c *Conn) loop(ctx context.Context) {
 }
 
 // dropAll calls OnDrop for every running shard: the stream is gone, so the
-// agent may place them elsewhere.
+// agent may place them elsewhere. It also forgets the stream's lease.
 func (c *Conn) dropAll() {
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	c.mu.Lock()
+	if c.leaseTimer != nil {
+		c.leaseTimer.Stop()
+	}
+	c.leaseEnd = time.Time{}
+	c.mu.Unlock()
+	c.dropRunning("after disconnect")
+}
+
+// dropRunning calls OnDrop for every running shard (c.opMu held).
+func (c *Conn) dropRunning(why string) {
 	c.mu.Lock()
 	ids := make([]interfaces.ShardID, 0, len(c.running))
 	for id := range c.running {
@@ -219,14 +241,67 @@ func (c *Conn) dropAll() {
 	c.mu.Unlock()
 	for _, id := range ids {
 		if err := c.h.OnDrop(context.Background(), id, eps[id]); err != nil {
-			c.opts.Logf("worker %s: drop %s after disconnect: %v", c.opts.WorkerID, id, err)
+			c.opts.Logf("worker %s: drop %s %s: %v", c.opts.WorkerID, id, why, err)
 		}
 	}
 }
 
+// setLease records that the host's lease ends nanos from now (the wire's
+// lease_nanos: 0 says nothing, ≤ 0 otherwise ends it now).
+func (c *Conn) setLease(nanos int64) {
+	if nanos == 0 {
+		return
+	}
+	left := max(time.Duration(nanos), 0)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.leaseEnd = time.Now().Add(left)
+	if c.leaseTimer == nil {
+		c.leaseTimer = time.AfterFunc(left, c.expire)
+	} else {
+		c.leaseTimer.Reset(left)
+	}
+}
+
+// expire drops every shard when the host's lease has ended unrenewed: the
+// agent is frozen or gone, and its parent may give the shards to another
+// host. The stream stays; the agent's later commands start afresh.
+func (c *Conn) expire() {
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	c.mu.Lock()
+	end, n := c.leaseEnd, len(c.running)
+	c.mu.Unlock()
+	if end.IsZero() || time.Now().Before(end) {
+		return // renewed meanwhile, or the stream ended
+	}
+	if n > 0 {
+		c.opts.Logf("worker %s: the host's lease ended at %s unrenewed; dropping %d shards", c.opts.WorkerID, end.Format(time.RFC3339Nano), n)
+	}
+	c.dropRunning("at the lease's end")
+}
+
+// LeaseEnd returns when the host's lease ends by this process's clock, and
+// whether the agent said (agents that do not send leases never do).
+func (c *Conn) LeaseEnd() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leaseEnd, !c.leaseEnd.IsZero()
+}
+
+// Keepalive of the stream to the agent: a ping after this long without
+// traffic, and the stream ends when the answer takes longer than
+// keepaliveTimeout (a frozen or vanished agent). The agent's server admits
+// pings this often (callback.ServerOptions).
+const (
+	keepaliveTime    = 10 * time.Second
+	keepaliveTimeout = 5 * time.Second
+)
+
 // session runs one stream; it reports whether the worker got attached.
 func (c *Conn) session(ctx context.Context) (bool, error) {
-	cc, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}))
 	if err != nil {
 		return false, err
 	}
@@ -289,7 +364,13 @@ func (c *Conn) session(ctx context.Context) (bool, error) {
 		if err != nil {
 			return true, err
 		}
+		if l := cmd.GetLease(); l != nil {
+			c.setLease(l.LeaseNanos) // not answered
+			continue
+		}
+		c.opMu.Lock()
 		ack := c.handle(ctx, cmd)
+		c.opMu.Unlock()
 		if err := send(&wire.WorkerMessage{Msg: &wire.WorkerMessage_Ack{Ack: ack}}); err != nil {
 			return true, err
 		}
@@ -309,6 +390,10 @@ func (c *Conn) handle(ctx context.Context, cmd *wire.WorkerCommand) *wire.Worker
 			return fail(fmt.Errorf("add: %w", err))
 		}
 		epoch := interfaces.Epoch(x.Add.Epoch)
+		if x.Add.LeaseNanos < 0 {
+			return fail(fmt.Errorf("add %s@%d: the host's lease has ended", spec.ID, epoch))
+		}
+		c.setLease(x.Add.LeaseNanos)
 		c.mu.Lock()
 		held, ok := c.running[spec.ID]
 		c.mu.Unlock()

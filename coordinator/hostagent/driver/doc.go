@@ -12,5 +12,7 @@
 //     AddShard/DropShard.
 //
 // A driver never decides anything: it does what it is told and reports load. Safety
-// (epochs, leases, persistence order) is the agent's job.
+// (epochs, leases, persistence order) is the agent's job — except that a driver
+// that implements LeaseHolder also holds the lease deadline next to the work,
+// so that a shard never runs past it when the agent is frozen or dead.
 package driver

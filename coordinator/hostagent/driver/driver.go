@@ -39,6 +39,20 @@ type StopBudgeter interface {
 	StopBudget() time.Duration
 }
 
+// LeaseHolder is implemented by drivers whose shards hold the host's lease
+// themselves and stop at its end even when the agent cannot stop them (frozen
+// by SIGSTOP, dead): the exec driver's supervisor processes, the callback
+// driver's SDK workers. Start's context carries the lease deadline of a new
+// shard; after that the agent calls RenewLease every time its lease deadline
+// changes, with the time left until its own fence as measured on its clock
+// just before the call (a renewal the parent granted while the agent was busy
+// too, as soon as it arrives). Calls are serialised; RenewLease must not
+// block for long (a worker that does not take a renewal at once misses it
+// and stops at the deadline it has). A left ≤ 0 ends the lease now.
+type LeaseHolder interface {
+	RenewLease(left time.Duration)
+}
+
 // MaxStopTimeout bounds a driver's stop timeout: a parent refuses a stop budget
 // above an hour (coordinator/tierd), and a driver adds a little to its timeout.
 const MaxStopTimeout = 30 * time.Minute

@@ -11,7 +11,11 @@
 // restart); ts is the wall time in nanoseconds from the agent's injected clock.
 // The agent writes "start" just before it asks its driver to start a shard and
 // "stop" just after the driver reports the shard stopped, so every recorded
-// interval covers the real one. A "stop" with "recovered":true is written when an
+// interval covers the real one. A driver that saw the shard's process end
+// before the agent's stop (the exec driver's supervisor fences its worker at
+// the lease's end even while the agent is frozen) gives that time instead,
+// still after the real end: the stop's ts is then earlier than the line's
+// place in the file suggests. A "stop" with "recovered":true is written when an
 // agent restarts and finds a start with no stop: its ts is the earliest moment
 // the shard is known to have stopped (the persisted lease deadline, or the
 // restart time when that is earlier), because the shard died with the agent or

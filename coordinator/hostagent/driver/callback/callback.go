@@ -8,7 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -85,12 +87,18 @@ type Driver struct {
 	closed  bool
 	attach  chan struct{} // closed and replaced on every attach (for waiters)
 	done    chan struct{} // closed by Close: ends the goroutines waiting out a detach
+	// leased and leaseUntil: the host's lease as the last RenewLease gave it
+	// (on Config.Clock); every AddShard and LeaseRenewal carries the time
+	// left of it, measured when the command is sent.
+	leased     bool
+	leaseUntil time.Time
 }
 
 var (
-	_ driver.Driver     = (*Driver)(nil)
-	_ driver.Closer     = (*Driver)(nil)
-	_ wire.WorkerServer = (*Driver)(nil)
+	_ driver.Driver      = (*Driver)(nil)
+	_ driver.Closer      = (*Driver)(nil)
+	_ driver.LeaseHolder = (*Driver)(nil)
+	_ wire.WorkerServer  = (*Driver)(nil)
 )
 
 // New returns a callback driver.
@@ -201,7 +209,12 @@ func (d *Driver) Start(ctx context.Context, spec interfaces.Shard, epoch interfa
 	d.shards[spec.ID] = &placed{spec: spec, epoch: epoch, worker: w.id}
 	d.mu.Unlock()
 
-	err := d.call(ctx, w, &wire.WorkerCommand{Cmd: &wire.WorkerCommand_Add{Add: &wire.AddShard{Shard: wire.ShardToWire(spec), Epoch: uint64(epoch)}}})
+	add := &wire.AddShard{Shard: wire.ShardToWire(spec), Epoch: uint64(epoch)}
+	if dl, ok := ctx.Deadline(); ok {
+		// The lease before any RenewLease (stamp replaces it after one).
+		add.LeaseNanos = leaseNanos(time.Until(dl))
+	}
+	err := d.call(ctx, w, &wire.WorkerCommand{Cmd: &wire.WorkerCommand_Add{Add: add}})
 	if err == nil {
 		return nil
 	}
@@ -402,6 +415,7 @@ func (d *Driver) Connect(stream wire.Worker_ConnectServer) error {
 		for {
 			select {
 			case cmd := <-w.send:
+				d.stamp(cmd)
 				if err := stream.Send(cmd); err != nil {
 					sendErr <- err
 					return
@@ -445,6 +459,63 @@ func (d *Driver) Connect(stream wire.Worker_ConnectServer) error {
 		default:
 			return status.Errorf(codes.InvalidArgument, "worker %s: unexpected message %T after hello", w.id, m.Msg)
 		}
+	}
+}
+
+// RenewLease records that the host's lease now ends left from now
+// (driver.LeaseHolder) and sends every attached worker a LeaseRenewal; a
+// worker whose queue of commands is full misses it (the commands queued
+// carry the lease when they are sent).
+func (d *Driver) RenewLease(left time.Duration) {
+	d.mu.Lock()
+	d.leased, d.leaseUntil = true, d.cfg.Clock.Now().Add(left)
+	ws := make([]*worker, 0, len(d.workers))
+	for _, w := range d.workers {
+		ws = append(ws, w)
+	}
+	d.mu.Unlock()
+	for _, w := range ws {
+		select {
+		case w.send <- &wire.WorkerCommand{Cmd: &wire.WorkerCommand_Lease{Lease: &wire.LeaseRenewal{}}}:
+		default:
+		}
+	}
+}
+
+// stamp sets the lease left in an AddShard or a LeaseRenewal about to be
+// sent, once RenewLease has given one: measured now, so that a command that
+// waited in the queue does not carry more than is left.
+func (d *Driver) stamp(cmd *wire.WorkerCommand) {
+	d.mu.Lock()
+	leased, left := d.leased, d.leaseUntil.Sub(d.cfg.Clock.Now())
+	d.mu.Unlock()
+	if !leased {
+		return
+	}
+	switch x := cmd.Cmd.(type) {
+	case *wire.WorkerCommand_Add:
+		x.Add.LeaseNanos = leaseNanos(left)
+	case *wire.WorkerCommand_Lease:
+		x.Lease.LeaseNanos = leaseNanos(left)
+	}
+}
+
+// leaseNanos is left on the wire: 0 means "no lease", so an ended lease is
+// sent as -1.
+func leaseNanos(left time.Duration) int64 {
+	if left <= 0 {
+		return -1
+	}
+	return int64(left)
+}
+
+// ServerOptions are the options of the gRPC server the driver is served on:
+// keepalive, so that the agent notices a frozen or vanished worker, and a
+// policy that admits the SDK's pings (sdk/worker pings every 10s).
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}
 }
 

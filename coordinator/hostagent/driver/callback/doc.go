@@ -24,6 +24,14 @@
 // shards stay owned by this host throughout: this is placement onto local
 // slots, invisible to the parent.
 //
+// Lease: the driver is a driver.LeaseHolder. Every AddShard carries the time
+// left of the host's lease (Start's context deadline before the first
+// RenewLease), measured when the command is sent, and every RenewLease sends
+// each attached worker a LeaseRenewal; a worker drops its shards when the
+// lease ends unrenewed (sdk/worker), so a frozen agent's workers stop on
+// their own. Serve the driver with ServerOptions (keepalive, and a policy
+// that admits the SDK's pings).
+//
 // Goroutines: per attached worker, the gRPC handler goroutine (receiving acks and
 // loads) and one sender goroutine (writing commands); one short-lived goroutine
 // per re-placement round of pending shards, and per detach one that waits

@@ -36,7 +36,14 @@ const clockTicks = 100
 type Config struct {
 	// Command is the program and its arguments, started once per shard.
 	Command []string
-	// Env is added to the agent's environment (KEY=VALUE).
+	// Supervisor is the argv of the supervisor program, which runs each
+	// worker and holds its lease (Supervise; strata: the strata binary and
+	// "supervise"). Required.
+	Supervisor []string
+	// EnvPass names the variables of the agent's environment the workers
+	// get (PATH, TZ, ...); no other variable of the agent's reaches them.
+	EnvPass []string
+	// Env is added to every worker's environment (KEY=VALUE).
 	Env []string
 	// Dir is the working directory ("" = the agent's).
 	Dir string
@@ -57,11 +64,16 @@ type Config struct {
 }
 
 type proc struct {
-	cmd     *exec.Cmd
+	sup     *exec.Cmd // the supervisor
+	pid     int       // the worker's pid, and its process group's id
+	ctrl    *os.File  // to the supervisor: lease renewals
 	epoch   interfaces.Epoch
 	done    chan struct{}
-	waitErr error // cmd.Wait's result, set before done is closed
-	started time.Time
+	waitErr error // how the worker exited, set before done is closed
+	// exitedAt is when the supervisor saw the worker exit (on Config.Clock;
+	// zero if it did not say), set before done is closed.
+	exitedAt time.Time
+	started  time.Time
 	// last CPU sample
 	lastTicks uint64
 	lastAt    time.Time
@@ -74,6 +86,12 @@ type Driver struct {
 	mu    sync.Mutex
 	procs map[interfaces.ShardID]*proc
 	kills int
+	// leased and leaseMono: the last RenewLease's deadline (CLOCK_MONOTONIC).
+	leased    bool
+	leaseMono int64
+	// stoppedAt: per shard, when the worker of its last Stop had ended, if
+	// it had ended before that Stop (StoppedAt).
+	stoppedAt map[interfaces.ShardID]time.Time
 	// Reaped is how many process groups a previous run of this host left
 	// that New killed (Config.Host).
 	Reaped int
@@ -81,6 +99,7 @@ type Driver struct {
 
 var _ driver.Driver = (*Driver)(nil)
 var _ driver.Closer = (*Driver)(nil)
+var _ driver.LeaseHolder = (*Driver)(nil)
 
 // New returns an exec driver.
 func New(cfg Config) (*Driver, error) {
@@ -90,10 +109,11 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Clock == nil {
 		return nil, &interfaces.FieldError{Field: "exec.clock", Rule: "is required"}
 	}
-	for i, kv := range cfg.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return nil, &interfaces.FieldError{Field: fmt.Sprintf("exec.env[%d]", i), Rule: "must be KEY=VALUE", Value: strconv.Quote(kv)}
-		}
+	if len(cfg.Supervisor) == 0 || cfg.Supervisor[0] == "" {
+		return nil, &interfaces.FieldError{Field: "exec.supervisor", Rule: "is required"}
+	}
+	if err := CheckEnv(cfg.Env, cfg.EnvPass); err != nil {
+		return nil, err
 	}
 	if cfg.StopTimeout < 0 || cfg.StopTimeout > driver.MaxStopTimeout {
 		return nil, &interfaces.FieldError{Field: "exec.stop_timeout", Rule: "must be in [0, " + driver.MaxStopTimeout.String() + "] (the parent waits for it before moving a silent host's shards)", Value: cfg.StopTimeout.String()}
@@ -104,11 +124,44 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.ProcRoot == "" {
 		cfg.ProcRoot = "/proc"
 	}
-	d := &Driver{cfg: cfg, procs: map[interfaces.ShardID]*proc{}}
+	d := &Driver{cfg: cfg, procs: map[interfaces.ShardID]*proc{}, stoppedAt: map[interfaces.ShardID]time.Time{}}
 	if cfg.Host != "" {
 		d.Reaped = d.reapOrphans()
 	}
 	return d, nil
+}
+
+// CheckEnv checks Config.Env (KEY=VALUE, not a variable the driver sets)
+// and Config.EnvPass (variable names, not one the driver sets); errors name
+// the field as exec.env[i] or exec.env_pass[i].
+func CheckEnv(env, pass []string) error {
+	for i, kv := range env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return &interfaces.FieldError{Field: fmt.Sprintf("exec.env[%d]", i), Rule: "must be KEY=VALUE", Value: strconv.Quote(kv)}
+		}
+		if reserved(k) {
+			return &interfaces.FieldError{Field: fmt.Sprintf("exec.env[%d]", i), Rule: "must not set " + k + " (the driver sets it)", Value: strconv.Quote(kv)}
+		}
+	}
+	for i, k := range pass {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return &interfaces.FieldError{Field: fmt.Sprintf("exec.env_pass[%d]", i), Rule: "must be a variable name (no = or NUL)", Value: strconv.Quote(k)}
+		}
+		if reserved(k) {
+			return &interfaces.FieldError{Field: fmt.Sprintf("exec.env_pass[%d]", i), Rule: "must not name " + k + " (the driver sets it)", Value: strconv.Quote(k)}
+		}
+	}
+	return nil
+}
+
+// reserved reports whether k is one of the variables the driver sets.
+func reserved(k string) bool {
+	switch k {
+	case EnvShardID, EnvShardEpoch, EnvJob, EnvHost:
+		return true
+	}
+	return false
 }
 
 // reapOrphans kills the process group of every process whose environment
@@ -143,8 +196,10 @@ func (d *Driver) reapOrphans() int {
 	return len(killed)
 }
 
-// Start starts the command for spec under epoch.
-func (d *Driver) Start(_ context.Context, spec interfaces.Shard, epoch interfaces.Epoch) error {
+// Start starts the command for spec under epoch, under its supervisor. The
+// lease it holds ends at the last RenewLease's deadline, or, before any,
+// at ctx's deadline (none without one).
+func (d *Driver) Start(ctx context.Context, spec interfaces.Shard, epoch interfaces.Epoch) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if p, ok := d.procs[spec.ID]; ok {
@@ -158,30 +213,171 @@ func (d *Driver) Start(_ context.Context, spec interfaces.Shard, epoch interface
 			return fmt.Errorf("exec: shard %s runs under epoch %d, asked to start under %d: %w", spec.ID, p.epoch, epoch, interfaces.ErrConflict)
 		}
 	}
-	cmd := exec.Command(d.cfg.Command[0], d.cfg.Command[1:]...)
-	cmd.Dir = d.cfg.Dir
-	cmd.Env = append(append(os.Environ(), d.cfg.Env...),
+	// Looked up here, in the agent's PATH: the worker's environment need
+	// not have one.
+	path, err := exec.LookPath(d.cfg.Command[0])
+	if err == nil {
+		path, err = filepath.Abs(path)
+	}
+	if err != nil {
+		return fmt.Errorf("exec: start shard %s: %w", spec.ID, err)
+	}
+	var deadline int64
+	switch dl, ok := ctx.Deadline(); {
+	case d.leased:
+		deadline = d.leaseMono
+	case ok:
+		deadline = monoNow() + int64(time.Until(dl))
+	}
+	p, err := d.supervise(ctx, spec, epoch, path, deadline)
+	if err != nil {
+		return fmt.Errorf("exec: start shard %s: %w", spec.ID, err)
+	}
+	d.procs[spec.ID] = p
+	return nil
+}
+
+// supervise starts the supervisor of spec's worker and waits until it says
+// that the worker runs (or why not).
+func (d *Driver) supervise(ctx context.Context, spec interfaces.Shard, epoch interfaces.Epoch, path string, deadline int64) (*proc, error) {
+	ctrlR, ctrlW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	statR, statW, err := os.Pipe()
+	if err != nil {
+		ctrlR.Close()
+		ctrlW.Close()
+		return nil, err
+	}
+	args := append(append([]string{}, d.cfg.Supervisor[1:]...),
+		"--deadline", strconv.FormatInt(deadline, 10),
+		"--stop-timeout", d.cfg.StopTimeout.String(),
+		"--agent-pid", strconv.Itoa(os.Getpid()),
+		"--shard", string(spec.ID),
+		"--", path)
+	sup := exec.Command(d.cfg.Supervisor[0], append(args, d.cfg.Command[1:]...)...)
+	sup.Dir = d.cfg.Dir
+	sup.Env = d.env(spec, epoch)
+	if d.cfg.Output != nil {
+		sup.Stdout, sup.Stderr = d.cfg.Output, d.cfg.Output
+	}
+	sup.ExtraFiles = []*os.File{ctrlR, statW} // fds 3 and 4
+	// Its own group, so that signals to the worker's group spare it; it dies
+	// with the agent (and its worker with it).
+	sup.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	err = sup.Start()
+	ctrlR.Close()
+	statW.Close()
+	if err != nil {
+		ctrlW.Close()
+		statR.Close()
+		return nil, fmt.Errorf("supervisor %s: %w", d.cfg.Supervisor[0], err)
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(statR)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	p := &proc{sup: sup, ctrl: ctrlW, epoch: epoch, done: make(chan struct{}), started: d.cfg.Clock.Now()}
+	var first string
+	select {
+	case first = <-lines:
+	case <-ctx.Done():
+		_ = sup.Process.Kill() // the worker dies with it
+	}
+	pid, perr := strconv.Atoi(strings.TrimPrefix(first, "pid "))
+	if !strings.HasPrefix(first, "pid ") || perr != nil || pid <= 0 {
+		for range lines {
+		}
+		werr := sup.Wait()
+		ctrlW.Close()
+		statR.Close()
+		switch {
+		case strings.HasPrefix(first, "error "):
+			return nil, errors.New(strings.TrimPrefix(first, "error "))
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("supervisor said %q (%v)", first, werr)
+	}
+	p.pid = pid
+	go func() {
+		why, reported := "", false
+		for l := range lines {
+			v, ok := strings.CutPrefix(l, "exit ")
+			if !ok {
+				continue
+			}
+			ns, rest, _ := strings.Cut(v, " ")
+			why, reported = rest, true
+			if at, err := strconv.ParseInt(ns, 10, 64); err == nil {
+				// On the driver's clock, as of now; never before the start.
+				t := d.cfg.Clock.Now().Add(-time.Duration(monoNow() - at))
+				if t.Before(p.started) {
+					t = p.started
+				}
+				p.exitedAt = t
+			}
+		}
+		werr := sup.Wait()
+		switch {
+		case !reported:
+			p.waitErr = fmt.Errorf("%w (%v)", errSupervisor, werr)
+		case why != "":
+			p.waitErr = errors.New(why)
+		}
+		ctrlW.Close()
+		statR.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// env is the worker's environment: the agent's variables named in EnvPass,
+// then Env, then the STRATA_ variables of the shard.
+func (d *Driver) env(spec interfaces.Shard, epoch interfaces.Epoch) []string {
+	var env []string
+	for _, k := range d.cfg.EnvPass {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	env = append(env, d.cfg.Env...)
+	env = append(env,
 		EnvShardID+"="+string(spec.ID),
 		EnvShardEpoch+"="+strconv.FormatUint(uint64(epoch), 10),
 		EnvJob+"="+spec.Job)
 	if d.cfg.Host != "" {
-		cmd.Env = append(cmd.Env, EnvHost+"="+d.cfg.Host)
+		env = append(env, EnvHost+"="+d.cfg.Host)
 	}
-	if d.cfg.Output != nil {
-		cmd.Stdout, cmd.Stderr = d.cfg.Output, d.cfg.Output
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("exec: start shard %s: %w", spec.ID, err)
-	}
-	p := &proc{cmd: cmd, epoch: epoch, done: make(chan struct{}), started: d.cfg.Clock.Now()}
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.done)
-	}()
-	d.procs[spec.ID] = p
-	return nil
+	return env
 }
+
+// RenewLease moves the deadline of every supervisor's lease to left from now
+// (driver.LeaseHolder), and of those Start starts from now on. A supervisor
+// that does not take the line at once (its pipe full) misses it.
+func (d *Driver) RenewLease(left time.Duration) {
+	deadline := monoNow() + int64(left)
+	d.mu.Lock()
+	d.leased, d.leaseMono = true, deadline
+	procs := make([]*proc, 0, len(d.procs))
+	for _, p := range d.procs {
+		procs = append(procs, p)
+	}
+	d.mu.Unlock()
+	line := []byte("deadline " + strconv.FormatInt(deadline, 10) + "\n")
+	for _, p := range procs {
+		_ = p.ctrl.SetWriteDeadline(time.Now().Add(renewWriteTimeout))
+		_, _ = p.ctrl.Write(line) // closed when its supervisor ended
+	}
+}
+
+// renewWriteTimeout bounds a renewal's write to one supervisor.
+const renewWriteTimeout = 50 * time.Millisecond
 
 // Stop sends SIGTERM to the shard's process group, then SIGKILL after
 // StopTimeout, and returns once the process has exited.
@@ -191,16 +387,18 @@ func (d *Driver) Stop(id interfaces.ShardID) error {
 	if ok {
 		delete(d.procs, id)
 	}
+	delete(d.stoppedAt, id)
 	d.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("exec: shard %s: %w: not running", id, interfaces.ErrNotFound)
 	}
-	pgid := p.cmd.Process.Pid
+	pgid := p.pid
 	select {
 	case <-p.done:
 		// The leader exited on its own; members of its group may not have
 		// (sh -c 'worker & exit 0'): take them too.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		d.stopped(id, p)
 		return nil
 	default:
 	}
@@ -212,6 +410,7 @@ func (d *Driver) Stop(id interfaces.ShardID) error {
 	case <-p.done:
 		// The leader exited; take any stragglers of its group with it.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		d.stopped(id, p)
 		return nil
 	case <-d.cfg.Clock.After(d.cfg.StopTimeout):
 	}
@@ -223,7 +422,32 @@ func (d *Driver) Stop(id interfaces.ShardID) error {
 		return fmt.Errorf("exec: SIGKILL shard %s (pid %d): %w", id, pgid, err)
 	}
 	<-p.done
+	d.stopped(id, p)
 	return nil
+}
+
+// stopped records when the supervisor saw the worker of a stopped shard end.
+func (d *Driver) stopped(id interfaces.ShardID, p *proc) {
+	if p.exitedAt.IsZero() {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.procs[id]; !ok {
+		d.stoppedAt[id] = p.exitedAt
+	}
+}
+
+// StoppedAt reports, after a Stop of shard, when its supervisor saw the
+// worker end — after its real end, and before Stop returned. When the
+// supervisor fenced it at the lease's end while the agent was frozen, that is
+// long before the agent got round to the Stop: the agent's ledger records
+// the stop then (hostagent's stopTimer).
+func (d *Driver) StoppedAt(id interfaces.ShardID) (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.stoppedAt[id]
+	return t, ok
 }
 
 // keep puts back a process whose stop failed, unless a new one took its place.
@@ -257,7 +481,7 @@ func (d *Driver) Pid(id interfaces.ShardID) (int, bool) {
 	if !ok {
 		return 0, false
 	}
-	return p.cmd.Process.Pid, true
+	return p.pid, true
 }
 
 // Exited reports whether shard's process ended on its own (it is then not
@@ -300,7 +524,7 @@ func (d *Driver) Measure() map[interfaces.ShardID]interfaces.ShardLoad {
 			continue
 		default:
 		}
-		pid := p.cmd.Process.Pid
+		pid := p.pid
 		ticks, err := ReadCPUTicks(d.cfg.ProcRoot, pid)
 		if err != nil {
 			continue // exited between the check and the read

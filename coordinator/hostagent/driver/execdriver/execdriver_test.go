@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,22 @@ import (
 
 var ctx = context.Background()
 
+// sup runs this test binary as the supervisor (TestMain).
+var sup []string
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "supervise" {
+		os.Exit(Supervise(os.Args[2:], os.Stderr))
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sup = []string{self, "supervise"}
+	os.Exit(m.Run())
+}
+
 func sp(id string) interfaces.Shard {
 	return interfaces.Shard{ID: interfaces.ShardID(id), Job: "job-" + id}
 }
@@ -32,7 +49,7 @@ func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 func TestEnvStopAndMeasure(t *testing.T) {
 	dir := t.TempDir()
-	d, err := New(Config{
+	d, err := New(Config{Supervisor: sup,
 		Command: []string{"sh", "-c", `echo "$STRATA_SHARD_ID $STRATA_SHARD_EPOCH $STRATA_JOB $EXTRA" > "$OUT/$STRATA_SHARD_ID.env"; exec sleep 60`},
 		Env:     []string{"OUT=" + dir, "EXTRA=x1"},
 		Clock:   hostagent.WallClock{},
@@ -79,7 +96,7 @@ func TestEnvStopAndMeasure(t *testing.T) {
 }
 
 func TestStopEscalatesToKill(t *testing.T) {
-	d, err := New(Config{
+	d, err := New(Config{Supervisor: sup,
 		Command:     []string{"sh", "-c", `trap "" TERM; while :; do sleep 0.05; done`},
 		StopTimeout: 300 * time.Millisecond,
 		Clock:       hostagent.WallClock{},
@@ -102,12 +119,12 @@ func TestStopEscalatesToKill(t *testing.T) {
 }
 
 func TestBusyLoopCPU(t *testing.T) {
-	d, err := New(Config{Command: []string{"sh", "-c", "while :; do :; done"}, Clock: hostagent.WallClock{}})
+	d, err := New(Config{Supervisor: sup, Command: []string{"sh", "-c", "while :; do :; done"}, Clock: hostagent.WallClock{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	idle, _ := New(Config{Command: []string{"sleep", "60"}, Clock: hostagent.WallClock{}})
+	idle, _ := New(Config{Supervisor: sup, Command: []string{"sleep", "60"}, Clock: hostagent.WallClock{}})
 	defer idle.Close()
 	if err := d.Start(ctx, sp("busy"), 1); err != nil {
 		t.Fatal(err)
@@ -120,8 +137,14 @@ func TestBusyLoopCPU(t *testing.T) {
 	// machine is), then the measured rate must be > 0 and about at most the one
 	// core a single-threaded shell can use (1.5 allows for the 10ms tick
 	// granularity over a ≥50ms window). A settled sleep accrues no CPU at all.
+	// Counted from after the first Measure: the loop may have used 50ms
+	// before it already (idle's start, under its supervisor, takes a while).
 	pid, _ := d.Pid("busy")
-	waitFor(t, "busy loop CPU", func() bool { n, err := ReadCPUTicks("/proc", pid); return err == nil && n >= 5 })
+	base, err := ReadCPUTicks("/proc", pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "busy loop CPU", func() bool { n, err := ReadCPUTicks("/proc", pid); return err == nil && n >= base+5 })
 	if c := d.Measure()["busy"].Load.CPU; c <= 0 || c > 1.5 {
 		t.Fatalf("busy loop measured %.3f cores", c)
 	}
@@ -133,7 +156,7 @@ func TestBusyLoopCPU(t *testing.T) {
 }
 
 func TestExitedOnItsOwn(t *testing.T) {
-	d, _ := New(Config{Command: []string{"true"}, Clock: hostagent.WallClock{}})
+	d, _ := New(Config{Supervisor: sup, Command: []string{"true"}, Clock: hostagent.WallClock{}})
 	defer d.Close()
 	if err := d.Start(ctx, sp("s"), 1); err != nil {
 		t.Fatal(err)
@@ -149,16 +172,19 @@ func TestExitedOnItsOwn(t *testing.T) {
 
 func TestConfigAndParsers(t *testing.T) {
 	for name, c := range map[string]Config{
-		"exec.command":      {Clock: hostagent.WallClock{}},
-		"exec.clock":        {Command: []string{"x"}},
-		"exec.env[0]":       {Command: []string{"x"}, Clock: hostagent.WallClock{}, Env: []string{"NOEQUALS"}},
-		"exec.stop_timeout": {Command: []string{"x"}, Clock: hostagent.WallClock{}, StopTimeout: -1},
+		"exec.command":      {Supervisor: sup, Clock: hostagent.WallClock{}},
+		"exec.supervisor":   {Command: []string{"x"}, Clock: hostagent.WallClock{}},
+		"exec.env_pass[0]":  {Supervisor: sup, Command: []string{"x"}, Clock: hostagent.WallClock{}, EnvPass: []string{"A=B"}},
+		"exec.env[1]":       {Supervisor: sup, Command: []string{"x"}, Clock: hostagent.WallClock{}, Env: []string{"A=B", "STRATA_SHARD_EPOCH=9"}},
+		"exec.clock":        {Supervisor: sup, Command: []string{"x"}},
+		"exec.env[0]":       {Supervisor: sup, Command: []string{"x"}, Clock: hostagent.WallClock{}, Env: []string{"NOEQUALS"}},
+		"exec.stop_timeout": {Supervisor: sup, Command: []string{"x"}, Clock: hostagent.WallClock{}, StopTimeout: -1},
 	} {
 		if _, err := New(c); !errors.Is(err, interfaces.ErrInvalid) || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	d, _ := New(Config{Command: []string{"/nonexistent/bin"}, Clock: hostagent.WallClock{}})
+	d, _ := New(Config{Supervisor: sup, Command: []string{"/nonexistent/bin"}, Clock: hostagent.WallClock{}})
 	if err := d.Start(ctx, sp("s"), 1); err == nil || !strings.Contains(err.Error(), "start shard s") {
 		t.Fatalf("missing binary: %v", err)
 	}
@@ -184,7 +210,7 @@ func TestConfigAndParsers(t *testing.T) {
 // used to return at once, and the member ran on after the shard was placed
 // elsewhere).
 func TestStopTakesTheWholeGroup(t *testing.T) {
-	d, err := New(Config{Command: []string{"sh", "-c", "sleep 30 & exit 0"}, Clock: hostagent.WallClock{}, StopTimeout: time.Second})
+	d, err := New(Config{Supervisor: sup, Command: []string{"sh", "-c", "sleep 30 & exit 0"}, Clock: hostagent.WallClock{}, StopTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +246,7 @@ func TestNewReapsAPreviousRunsGroups(t *testing.T) {
 	waitFor(t, "both groups running", func() bool {
 		return syscall.Kill(-mine, 0) == nil && syscall.Kill(-other, 0) == nil
 	})
-	d, err := New(Config{Command: []string{"true"}, Clock: hostagent.WallClock{}, Host: host})
+	d, err := New(Config{Supervisor: sup, Command: []string{"true"}, Clock: hostagent.WallClock{}, Host: host})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,5 +256,181 @@ func TestNewReapsAPreviousRunsGroups(t *testing.T) {
 	waitFor(t, "this host's leftover group gone", func() bool { return syscall.Kill(-mine, 0) != nil })
 	if syscall.Kill(-other, 0) != nil {
 		t.Error("another host's group was killed")
+	}
+}
+
+// leased is a context whose deadline is the lease a Start gets.
+func leased(t *testing.T, d time.Duration) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return c
+}
+
+func supPid(d *Driver, id interfaces.ShardID) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.procs[id].sup.Process.Pid
+}
+
+// TestSupervisorFencesAtTheLeaseEnd: with no renewal after the start, the
+// supervisor stops the worker when the lease it started with ends (the agent
+// did nothing), says so, and exits.
+func TestSupervisorFencesAtTheLeaseEnd(t *testing.T) {
+	d, err := New(Config{Supervisor: sup, Command: []string{"sleep", "600"}, Clock: hostagent.WallClock{}, StopTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	started := time.Now()
+	// A lease long enough for the (race-built) supervisor to start on a busy
+	// machine: Start fails when the lease ends first.
+	if err := d.Start(leased(t, 1500*time.Millisecond), sp("s1"), 4); err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := d.Pid("s1")
+	spid := supPid(d, "s1")
+	waitFor(t, "the supervisor's fence", func() bool { return d.Exited("s1") })
+	why, _ := d.ExitError("s1")
+	if alive(pid) || alive(spid) || !strings.Contains(why, "its lease expired") || !strings.Contains(why, "signal: terminated") {
+		t.Fatalf("worker alive=%v supervisor alive=%v, exit %q", alive(pid), alive(spid), why)
+	}
+	fenced := time.Now()
+	time.Sleep(50 * time.Millisecond) // the agent comes round to the stop later
+	if err := d.Stop("s1"); err != nil {
+		t.Fatal(err)
+	}
+	// The stop is when the supervisor saw the worker end, not this Stop.
+	if at, ok := d.StoppedAt("s1"); !ok || !at.Before(fenced) || !at.After(started) {
+		t.Fatalf("StoppedAt = %v, %v; want between the start %v and the fence seen at %v", at, ok, started, fenced)
+	}
+}
+
+// TestRenewalMovesTheDeadline: a renewal keeps the worker past the deadline
+// it started with; a renewal that ends the lease stops it.
+func TestRenewalMovesTheDeadline(t *testing.T) {
+	d, err := New(Config{Supervisor: sup, Command: []string{"sleep", "600"}, Clock: hostagent.WallClock{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	start := time.Now()
+	if err := d.Start(leased(t, 1500*time.Millisecond), sp("s1"), 1); err != nil {
+		t.Fatal(err)
+	}
+	d.RenewLease(time.Hour)
+	// A start after a renewal takes the renewal's deadline, not ctx's.
+	if err := d.Start(leased(t, 1500*time.Millisecond), sp("s2"), 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(start.Add(2 * time.Second)))
+	for _, id := range []interfaces.ShardID{"s1", "s2"} {
+		if pid, _ := d.Pid(id); d.Exited(id) || !alive(pid) {
+			t.Fatalf("%s was stopped at the deadline it started with, though renewed", id)
+		}
+	}
+	d.RenewLease(0)
+	waitFor(t, "both fenced", func() bool { return d.Exited("s1") && d.Exited("s2") })
+	for _, id := range []interfaces.ShardID{"s1", "s2"} {
+		if why, _ := d.ExitError(id); !strings.Contains(why, "its lease expired") {
+			t.Errorf("%s: %q", id, why)
+		}
+	}
+}
+
+// TestSupervisorEscalatesToKill: a worker that ignores SIGTERM is SIGKILLed
+// stop_timeout after the lease's end.
+func TestSupervisorEscalatesToKill(t *testing.T) {
+	d, err := New(Config{Supervisor: sup, Command: []string{"sh", "-c", `trap "" TERM; echo ready; while :; do sleep 0.05; done`},
+		Clock: hostagent.WallClock{}, StopTimeout: 200 * time.Millisecond, Output: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Start(leased(t, time.Hour), sp("s1"), 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // let the shell install its trap
+	d.RenewLease(0)
+	waitFor(t, "the worker killed", func() bool { return d.Exited("s1") })
+	if why, _ := d.ExitError("s1"); !strings.Contains(why, "signal: killed") {
+		t.Fatalf("exit %q, want SIGKILL after the ignored SIGTERM", why)
+	}
+}
+
+// TestSupervisorGoesWithItsWorker: a worker that exits on its own takes its
+// supervisor along (and the rest of its group), and the driver hears how it
+// exited; a killed supervisor takes its worker.
+func TestSupervisorGoesWithItsWorker(t *testing.T) {
+	d, err := New(Config{Supervisor: sup, Command: []string{"sh", "-c", "sleep 30 & exit 3"}, Clock: hostagent.WallClock{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Start(ctx, sp("s1"), 1); err != nil {
+		t.Fatal(err)
+	}
+	pgid, _ := d.Pid("s1")
+	spid := supPid(d, "s1")
+	waitFor(t, "exit", func() bool { return d.Exited("s1") })
+	if why, _ := d.ExitError("s1"); why != "the process exited on its own: exit status 3" {
+		t.Fatalf("exit %q", why)
+	}
+	waitFor(t, "the group gone", func() bool { return syscall.Kill(-pgid, 0) != nil })
+	if alive(spid) {
+		t.Fatal("supervisor still alive")
+	}
+
+	d2, _ := New(Config{Supervisor: sup, Command: []string{"sleep", "600"}, Clock: hostagent.WallClock{}})
+	defer d2.Close()
+	if err := d2.Start(ctx, sp("s2"), 1); err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := d2.Pid("s2")
+	if err := syscall.Kill(supPid(d2, "s2"), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the worker gone with its supervisor", func() bool { return d2.Exited("s2") && !alive(pid) })
+	if why, _ := d2.ExitError("s2"); !strings.Contains(why, "supervisor process ended without reporting") {
+		t.Fatalf("exit %q", why)
+	}
+}
+
+// TestWorkersGetOnlyTheNamedEnvironment: of the agent's environment a worker
+// sees only the variables env_pass names, plus env and the STRATA_ ones.
+func TestWorkersGetOnlyTheNamedEnvironment(t *testing.T) {
+	t.Setenv("STRATA_TEST_SECRET", "s3cret")
+	t.Setenv("STRATA_TEST_PASSED", "yes")
+	dir := t.TempDir()
+	d, err := New(Config{Supervisor: sup, Command: []string{"sh", "-c", `env > "$OUT/env"; exec sleep 60`},
+		EnvPass: []string{"STRATA_TEST_PASSED", "STRATA_TEST_UNSET"}, Env: []string{"OUT=" + dir},
+		Clock: hostagent.WallClock{}, Host: "h-env"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Start(ctx, sp("s1"), 12); err != nil {
+		t.Fatal(err)
+	}
+	var env map[string]string
+	waitFor(t, "env file", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "env"))
+		env = map[string]string{}
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, "="); ok {
+				env[k] = v
+			}
+		}
+		return env["STRATA_HOST"] != ""
+	})
+	want := map[string]string{"STRATA_TEST_PASSED": "yes", "OUT": dir, "STRATA_SHARD_ID": "s1", "STRATA_SHARD_EPOCH": "12", "STRATA_JOB": "job-s1", "STRATA_HOST": "h-env"}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("%s = %q, want %q", k, env[k], v)
+		}
+	}
+	for _, k := range []string{"STRATA_TEST_SECRET", "STRATA_TEST_UNSET", "HOME"} {
+		if _, ok := env[k]; ok {
+			t.Errorf("the worker got %s", k)
+		}
 	}
 }
