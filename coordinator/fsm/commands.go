@@ -353,23 +353,9 @@ func Decode(b []byte) (Command, error) {
 	return c, nil
 }
 
-// validID is a fast check of interfaces.IDRule (^[A-Za-z0-9][A-Za-z0-9._:/-]{0,252}$)
-// without the regexp; a test checks it agrees with interfaces.ValidateID.
-func validID(s string) bool {
-	if len(s) == 0 || len(s) > 253 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case i > 0 && (c == '.' || c == '_' || c == ':' || c == '/' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
+// validID is interfaces.IsValidID: the rule of interfaces.IDRule without
+// building an error.
+func validID(s string) bool { return interfaces.IsValidID(s) }
 
 // checkID is interfaces.ValidateID with a fast path for valid IDs.
 func checkID(field, id string) error {

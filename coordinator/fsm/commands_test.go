@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"pgregory.net/rapid"
-
 	"github.com/strata-sched/strata/interfaces"
 )
 
@@ -200,21 +198,4 @@ func TestDecodeRejectsMalformedInput(t *testing.T) {
 			}
 		})
 	}
-}
-
-// validID must accept exactly what interfaces.ValidateID accepts.
-func TestValidIDMatchesValidateID(t *testing.T) {
-	cases := []string{"", "a", "A9", "-a", ".a", "a-", "a.b_c:d/e-f", "a b", "é", "a\n", "_x",
-		strings.Repeat("a", 253), strings.Repeat("a", 254), "a\x00", "Z/"}
-	for _, s := range cases {
-		if got, want := validID(s), interfaces.ValidateID("f", s) == nil; got != want {
-			t.Errorf("validID(%q) = %v, ValidateID says %v", s, got, want)
-		}
-	}
-	rapid.Check(t, func(rt *rapid.T) {
-		s := rapid.StringOfN(rapid.SampledFrom([]rune("aZ09._:/- \u00e9\n")), 0, 260, -1).Draw(rt, "id")
-		if got, want := validID(s), interfaces.ValidateID("f", s) == nil; got != want {
-			rt.Fatalf("validID(%q) = %v, ValidateID says %v", s, got, want)
-		}
-	})
 }

@@ -45,7 +45,7 @@ func jobShards(spec *wire.JobSpec) ([]interfaces.Shard, error) {
 	if spec == nil {
 		return nil, fmt.Errorf("job: is required: %w", interfaces.ErrInvalid)
 	}
-	if err := interfaces.ValidateID("job.id", spec.GetId()); err != nil {
+	if err := interfaces.ValidateName("job.id", spec.GetId()); err != nil {
 		return nil, err
 	}
 	var shards []interfaces.Shard

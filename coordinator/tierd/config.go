@@ -177,10 +177,10 @@ func (c Config) Validate() error {
 	if err := interfaces.ValidateID("tier", c.Tier); err != nil {
 		return err
 	}
-	if err := interfaces.ValidateID("instance", c.Instance); err != nil {
+	if err := interfaces.ValidateName("instance", c.Instance); err != nil {
 		return err
 	}
-	if err := interfaces.ValidateID("node_id", c.NodeID); err != nil {
+	if err := interfaces.ValidateName("node_id", c.NodeID); err != nil {
 		return err
 	}
 	if err := ValidateChain(c.Chain); err != nil {
