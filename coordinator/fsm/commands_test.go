@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-sched/strata/coordinator/acl"
 	"github.com/strata-sched/strata/interfaces"
 )
 
@@ -45,6 +46,8 @@ func sampleCommands() []Command {
 			{Shard: "s1", To: "h2", Reason: "place"},
 			{Shard: "s2", From: "h1", To: "h2", Epoch: 2, Goal: "drain", Delta: 1.5},
 		}, Begin: []bool{false, true}},
+		&PutToken{Token: acl.Token{ID: "ci", Policy: acl.PolicyOperate, Hash: acl.HashSecret("s3cret"), Description: "the deploy job"}},
+		&DeleteToken{ID: "ci"},
 	}
 }
 
@@ -85,7 +88,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 func TestCmdTypeValuesAreStable(t *testing.T) {
 	want := map[CmdType]uint8{CmdPutChild: 1, CmdRemoveChild: 2, CmdPutShards: 3, CmdDeleteShards: 4,
 		CmdAssign: 5, CmdUnassign: 6, CmdMove: 7, CmdBeginMove: 8, CmdCompleteMove: 9, CmdAbortMove: 10, CmdApplyPlan: 11, CmdQuarantine: 12,
-		CmdDropShards: 13, CmdPlanBatch: 14, CmdRetireShards: 15}
+		CmdDropShards: 13, CmdPlanBatch: 14, CmdRetireShards: 15, CmdPutToken: 16, CmdDeleteToken: 17}
 	for ty, v := range want {
 		if uint8(ty) != v {
 			t.Errorf("%s = %d, want %d", ty, uint8(ty), v)
