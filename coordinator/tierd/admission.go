@@ -101,7 +101,7 @@ func (s *admittedStream) RecvMsg(m any) error {
 	if cm, ok := m.(*wire.ChildMessage); ok && cm.GetHello() != nil {
 		if err := s.d.cfg.Children.admit(cm.GetHello()); err != nil {
 			s.d.logger.Printf("session: %v", status.Convert(err).Message())
-			s.d.scope.Counter("children_refused").Inc(1)
+			s.d.scope.Counter("children_refused_total").Inc(1)
 			return err
 		}
 	}
@@ -150,7 +150,7 @@ func (d *Daemon) gcChildren(ctx context.Context, now time.Time, after time.Durat
 		}
 		if ok {
 			d.logger.Printf("children.gc_after: forgot %s, failed since %s and holding no shard", id, since.Format(time.RFC3339))
-			d.scope.Counter("children_forgotten").Inc(1)
+			d.scope.Counter("children_forgotten_total").Inc(1)
 		}
 		delete(d.failedSince, id)
 	}
