@@ -75,12 +75,20 @@ func (c ACLConfig) validate() error {
 
 // aclState is what the replica knows of its bootstrap token.
 type aclState struct {
-	// bootstrap is the hash of the bootstrap secret read from the file at
-	// start; zero when there was none (then a leader may make one).
+	// bootstrap is the hash of the bootstrap secret the operator gave in the
+	// file; zero when there was none (then a leader may make one).
 	bootstrap acl.Hash
-	// made is set once this replica has written a bootstrap token file.
-	made bool
+	// made is the hash of the secret in a file a leader made (it says so in
+	// its first line): that token lives in the state, where it can be
+	// revoked, so the file alone does not make it valid.
+	made acl.Hash
+	// warned is set once the loop has said it will not make a token
+	// (ensureBootstrapToken); the loop's goroutine only.
+	warned bool
 }
+
+// madeMarker starts a bootstrap token file a leader wrote.
+const madeMarker = "# strata: made by the group's first leader; stored in the state as token \"bootstrap\" (revocable)"
 
 // loadBootstrapToken reads the bootstrap token file, if there is one.
 func (d *Daemon) loadBootstrapToken() error {
@@ -94,11 +102,27 @@ func (d *Daemon) loadBootstrapToken() error {
 	if err != nil {
 		return fmt.Errorf("acl.bootstrap_token_file: %w", err)
 	}
-	secret := strings.TrimSpace(string(b))
+	made, secret := false, ""
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == madeMarker:
+			made = true
+		case line == "" || strings.HasPrefix(line, "#"):
+		case secret == "":
+			secret = line
+		default:
+			return fmt.Errorf("acl.bootstrap_token_file %s: must hold one secret (and # comments), found a second line: %w", d.cfg.ACL.BootstrapTokenFile, interfaces.ErrInvalid)
+		}
+	}
 	if err := acl.CheckSecret("acl.bootstrap_token_file "+d.cfg.ACL.BootstrapTokenFile, secret); err != nil {
 		return err
 	}
-	d.acl.bootstrap = acl.HashSecret(secret)
+	if made {
+		d.acl.made = acl.HashSecret(secret)
+	} else {
+		d.acl.bootstrap = acl.HashSecret(secret)
+	}
 	return nil
 }
 
@@ -106,9 +130,18 @@ func (d *Daemon) loadBootstrapToken() error {
 // bootstrap file was given and the state holds no token, it makes the
 // bootstrap token, writes its secret to the file first (so a commit never
 // holds a hash whose secret nobody has) and commits its hash. It happens once
-// per group: afterwards the state holds a token.
+// per group: afterwards the state holds a token. A file a leader made
+// earlier is never read as a valid token by itself: when the state holds no
+// token while such a file exists (every token revoked, or the state wiped),
+// nothing is made until an operator deletes the file — a revoked token does
+// not come back.
 func (d *Daemon) ensureBootstrapToken(ctx context.Context) {
-	if !d.cfg.ACL.Enabled || d.acl.bootstrap != (acl.Hash{}) || d.acl.made || len(d.tier.FSM.Tokens()) > 0 {
+	if !d.cfg.ACL.Enabled || d.acl.bootstrap != (acl.Hash{}) || d.acl.warned || len(d.tier.FSM.Tokens()) > 0 {
+		return
+	}
+	if d.acl.made != (acl.Hash{}) {
+		d.acl.warned = true
+		d.logger.Printf("acl: the state holds no token and %s holds one made earlier (revoked, or the state is new): delete the file and restart this replica to have a new bootstrap token made there", d.cfg.ACL.BootstrapTokenFile)
 		return
 	}
 	secret, err := acl.NewSecret(rand.Reader)
@@ -126,7 +159,7 @@ func (d *Daemon) ensureBootstrapToken(ctx context.Context) {
 		d.logger.Printf("acl: bootstrap token: %v", err)
 		return
 	}
-	_, err = f.WriteString(secret + "\n")
+	_, err = f.WriteString(madeMarker + "\n" + secret + "\n")
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -139,7 +172,7 @@ func (d *Daemon) ensureBootstrapToken(ctx context.Context) {
 		d.logger.Printf("acl: bootstrap token: %v", err)
 		return
 	}
-	d.acl.made = true
+	d.acl.made = acl.HashSecret(secret)
 	d.logger.Printf("acl: made the bootstrap token (admin); its secret is in %s — keep it safe, it is shown nowhere else", path)
 }
 

@@ -172,15 +172,18 @@ func TestACLRefusals(t *testing.T) {
 
 // TestBootstrapTokenMadeOnce: with ACLs on and no bootstrap file, the first
 // leader makes the bootstrap token, writes its secret to the file (0600) and
-// stores only its hash; the token is an admin token.
+// stores only its hash; the token is an admin token. Once revoked it stays
+// revoked, also after a restart that finds the file (a made file is not an
+// operator's bootstrap file).
 func TestBootstrapTokenMadeOnce(t *testing.T) {
 	dir := t.TempDir()
-	d, err := Start(Config{Tier: "global", Instance: "g", NodeID: "n1", DataDir: dir, RaftAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0",
-		Bootstrap: true, Interval: 50 * time.Millisecond, ACL: ACLConfig{Enabled: true}}, nil)
+	cfg := Config{Tier: "global", Instance: "g", NodeID: "n1", DataDir: dir, RaftAddr: testutil.FreeAddr(t), GRPCAddr: testutil.FreeAddr(t),
+		Bootstrap: true, Interval: 50 * time.Millisecond, ACL: ACLConfig{Enabled: true}}
+	d, err := Start(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
+	defer func() { d.Close() }()
 	file := filepath.Join(dir, "acl-bootstrap-token")
 	testutil.Until(t, "the bootstrap token", 10*time.Second, func() bool { return len(d.Tier().FSM.Tokens()) == 1 })
 	b, err := os.ReadFile(file)
@@ -190,7 +193,8 @@ func TestBootstrapTokenMadeOnce(t *testing.T) {
 	if st, _ := os.Stat(file); st.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v, want 0600", st.Mode().Perm())
 	}
-	secret := strings.TrimSpace(string(b))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	secret := lines[len(lines)-1]
 	tok := d.Tier().FSM.Tokens()[0]
 	if tok.ID != BootstrapTokenID || tok.Policy != acl.PolicyAdmin || tok.Hash != acl.HashSecret(secret) {
 		t.Fatalf("stored %+v", tok)
@@ -200,12 +204,31 @@ func TestBootstrapTokenMadeOnce(t *testing.T) {
 		t.Error("the state holds the secret")
 	}
 	a := wire.NewAdminClient(dial(t, d.GRPCAddr()))
-	if _, err := a.CreateToken(withToken(secret), &wire.CreateTokenRequest{Id: "ci", Policy: "read"}); err != nil {
+	root, err := a.CreateToken(withToken(secret), &wire.CreateTokenRequest{Id: "root", Policy: "admin"})
+	if err != nil {
 		t.Fatalf("the bootstrap token: %v", err)
 	}
 	// Later rounds find tokens in the state: no second bootstrap token.
 	if n := len(d.Tier().FSM.Tokens()); n != 2 {
-		t.Errorf("%d tokens, want bootstrap and ci", n)
+		t.Errorf("%d tokens, want bootstrap and root", n)
+	}
+	if _, err := a.RevokeToken(withToken(root.GetSecret()), &wire.RevokeTokenRequest{Id: BootstrapTokenID}); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if d, err = Start(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Until(t, "leader again", 10*time.Second, func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.leader
+	})
+	a = wire.NewAdminClient(dial(t, d.GRPCAddr()))
+	_, err = a.Status(withToken(secret), &wire.StatusRequest{})
+	refused(t, "the revoked bootstrap token after a restart", err, codes.Unauthenticated, "unknown or revoked")
+	if _, err := a.Status(withToken(root.GetSecret()), &wire.StatusRequest{}); err != nil {
+		t.Errorf("root after the restart: %v", err)
 	}
 }
 
