@@ -2,6 +2,7 @@ package tierd
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -384,5 +385,43 @@ func TestFailedChildrenForgotten(t *testing.T) {
 	d.gcChildren(ctx, t0.Add(10*after), after)
 	if a, ok := d.Tier().FSM.Assignment("j/0"); !ok || a.Child != "h1" {
 		t.Errorf("j/0: %+v, %v", a, ok)
+	}
+}
+
+// TestHTTPEndpointsBehindTokens: with ACLs on, the HTTP endpoints need a read
+// token unless acl.anonymous_http lists them.
+func TestHTTPEndpointsBehindTokens(t *testing.T) {
+	d := startACL(t, func(c *Config) {
+		c.HTTPAddr = "127.0.0.1:0"
+		c.ACL.AnonymousHTTP = []string{"healthz"}
+	})
+	get := func(path, secret string) int {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+d.HTTPAddr()+path, nil)
+		if secret != "" {
+			req.Header.Set("Authorization", acl.Bearer(secret))
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if c := get("/healthz", ""); c != http.StatusOK {
+		t.Errorf("/healthz (anonymous_http) without a token: %d", c)
+	}
+	for _, p := range []string{"/metrics", "/readyz"} {
+		if c := get(p, ""); c != http.StatusUnauthorized {
+			t.Errorf("%s without a token: %d, want 401", p, c)
+		}
+		if c := get(p, "strata_wrong-token-0123456789abcdef"); c != http.StatusUnauthorized {
+			t.Errorf("%s with a wrong token: %d, want 401", p, c)
+		}
+	}
+	if c := get("/metrics", testBootstrap); c != http.StatusOK {
+		t.Errorf("/metrics with a token: %d", c)
+	}
+	if err := (Config{ACL: ACLConfig{AnonymousHTTP: []string{"status"}}}).ACL.validate(); err == nil || !strings.Contains(err.Error(), "acl.anonymous_http[0]") {
+		t.Errorf("a bad endpoint name: %v", err)
 	}
 }
