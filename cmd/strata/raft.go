@@ -168,13 +168,16 @@ type raftChangeJSON struct {
 
 func newRaftJoinCmd(g *globalOptions, call raftCall) *cobra.Command {
 	var out outputFlag
+	var admin string
 	cmd := &cobra.Command{
 		Use:   "join ID RAFT_ADDR",
 		Short: "Add a replica (server ID, raft host:port) to the group as a voter",
 		Long: `Add a replica to the group as a voter (an admin token when ACLs are on). The
 replica must be running with the given ID and listening for Raft at RAFT_ADDR: the
-leader first connects to RAFT_ADDR and refuses the join (exit code 1, naming the
-address) when it cannot reach it. Joining a member again is harmless.`,
+leader first connects to RAFT_ADDR and, with --admin-addr, asks the replica's Raft
+admin endpoint for its ID and raft address, and refuses the join (exit code 1,
+naming the address) when it cannot reach it or the replica is another one.
+Joining a member again is harmless.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, raftAddr := args[0], args[1]
@@ -186,7 +189,7 @@ address) when it cannot reach it. Joining a member again is harmless.`,
 			}
 			var idx uint64
 			if err := call(&out, func(ctx context.Context, c wire.AdminClient) error {
-				r, err := c.RaftJoin(ctx, &wire.RaftJoinRequest{Id: id, Address: raftAddr})
+				r, err := c.RaftJoin(ctx, &wire.RaftJoinRequest{Id: id, Address: raftAddr, AdminAddress: admin})
 				idx = r.GetIndex()
 				return err
 			}); err != nil {
@@ -199,6 +202,7 @@ address) when it cannot reach it. Joining a member again is harmless.`,
 			})
 		},
 	}
+	cmd.Flags().StringVar(&admin, "admin-addr", "", "the new replica's Raft admin address (its listen.admin), to check its ID and raft address first")
 	out.register(cmd)
 	return cmd
 }

@@ -29,7 +29,7 @@ func startRaftPair(t *testing.T) (a, b *tierd.Daemon) {
 	pb := tierd.Peer{ID: "b", Raft: testutil.FreeAddr(t), GRPC: testutil.FreeAddr(t)}
 	start := func(p tierd.Peer, bootstrap bool, peers []tierd.Peer) *tierd.Daemon {
 		d, err := tierd.Start(tierd.Config{Tier: "global", Instance: "g", NodeID: p.ID, DataDir: t.TempDir(),
-			RaftAddr: p.Raft, GRPCAddr: p.GRPC, Bootstrap: bootstrap, Peers: peers,
+			RaftAddr: p.Raft, GRPCAddr: p.GRPC, AdminAddr: "127.0.0.1:0", Bootstrap: bootstrap, Peers: peers,
 			ACL: tierd.ACLConfig{Enabled: true, BootstrapTokenFile: file}}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -59,11 +59,17 @@ func TestRaftCLIPeersJoinRemove(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "cannot reach its raft address 127.0.0.1:1") {
 		t.Fatalf("join with a dead raft address: exit %d, stderr %q", code, errOut)
 	}
+	// With --admin-addr, a replica that reports another raft address there is
+	// refused too.
+	code, _, errOut = runCLI("raft", "join", "b", a.Tier().RaftAddr(), "--admin-addr", b.Tier().AdminAddr(), "--addr", a.GRPCAddr(), tok)
+	if code != 1 || !strings.Contains(errOut, "has raft address "+b.Tier().RaftAddr()+", not "+a.Tier().RaftAddr()) {
+		t.Fatalf("join with b's admin address and a's raft address: exit %d, stderr %q", code, errOut)
+	}
 	if ps, err := a.Tier().Peers(); err != nil || len(ps) != 1 {
 		t.Fatalf("peers after refused joins: %+v %v", ps, err)
 	}
 
-	code, out, errOut := runCLI("raft", "join", "b", b.Tier().RaftAddr(), "--addr", a.GRPCAddr(), tok)
+	code, out, errOut := runCLI("raft", "join", "b", b.Tier().RaftAddr(), "--admin-addr", b.Tier().AdminAddr(), "--addr", a.GRPCAddr(), tok)
 	if code != 0 || !strings.Contains(out, "joined b") {
 		t.Fatalf("join: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"time"
 
@@ -404,8 +405,10 @@ func (d *Daemon) thisInstance(tier, instance string) error {
 }
 
 // RaftJoin adds a voter to this instance's Raft group. The leader first
-// checks that the new replica answers at its raft address (raftnode's
-// AddVoter); joining a member again is harmless. Followers forward it.
+// checks that the new replica answers at its raft address and, when
+// admin_address is given, that the replica there reports the same ID and
+// raft address (raftnode's AddVoter); joining a member again is harmless.
+// Followers forward it.
 func (d *Daemon) RaftJoin(ctx context.Context, req *wire.RaftJoinRequest) (*wire.RaftJoinResponse, error) {
 	if err := d.thisInstance(req.GetTier(), req.GetInstance()); err != nil {
 		return nil, wire.ToStatus(err)
@@ -419,7 +422,12 @@ func (d *Daemon) RaftJoin(ctx context.Context, req *wire.RaftJoinRequest) (*wire
 	if resp, ok, err := forward(ctx, d, func(c wire.AdminClient) (*wire.RaftJoinResponse, error) { return c.RaftJoin(ctx, req) }); ok {
 		return resp, err
 	}
-	if err := d.tier.AddVoter(ctx, req.GetId(), req.GetAddress(), ""); err != nil {
+	if a := req.GetAdminAddress(); a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, wire.ToStatus(fmt.Errorf("admin_address %q: must be host:port: %w", a, interfaces.ErrInvalid))
+		}
+	}
+	if err := d.tier.AddVoter(ctx, req.GetId(), req.GetAddress(), req.GetAdminAddress()); err != nil {
 		return nil, wire.ToStatus(err)
 	}
 	d.logger.Printf("raft: %s (%s) joined the group", req.GetId(), req.GetAddress())

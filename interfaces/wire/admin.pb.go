@@ -2055,12 +2055,16 @@ func (x *RaftPeersResponse) GetCommitIndex() uint64 {
 }
 
 type RaftJoinRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tier          string                 `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
-	Instance      string                 `protobuf:"bytes,2,opt,name=instance,proto3" json:"instance,omitempty"`
-	Id            string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
-	Address       string                 `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
-	Nonvoter      bool                   `protobuf:"varint,5,opt,name=nonvoter,proto3" json:"nonvoter,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Tier     string                 `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
+	Instance string                 `protobuf:"bytes,2,opt,name=instance,proto3" json:"instance,omitempty"`
+	Id       string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	Address  string                 `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
+	Nonvoter bool                   `protobuf:"varint,5,opt,name=nonvoter,proto3" json:"nonvoter,omitempty"`
+	// admin_address is the new replica's Raft admin endpoint (its listen.admin),
+	// optional: when given, the leader first checks there that the replica
+	// reports this id and raft address.
+	AdminAddress  string `protobuf:"bytes,6,opt,name=admin_address,json=adminAddress,proto3" json:"admin_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2128,6 +2132,13 @@ func (x *RaftJoinRequest) GetNonvoter() bool {
 		return x.Nonvoter
 	}
 	return false
+}
+
+func (x *RaftJoinRequest) GetAdminAddress() string {
+	if x != nil {
+		return x.AdminAddress
+	}
+	return ""
 }
 
 type RaftJoinResponse struct {
@@ -2819,13 +2830,14 @@ const file_admin_proto_rawDesc = "" +
 	"\x11RaftPeersResponse\x12)\n" +
 	"\x05peers\x18\x01 \x03(\v2\x13.strata.v1.RaftPeerR\x05peers\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12!\n" +
-	"\fcommit_index\x18\x03 \x01(\x04R\vcommitIndex\"\x87\x01\n" +
+	"\fcommit_index\x18\x03 \x01(\x04R\vcommitIndex\"\xac\x01\n" +
 	"\x0fRaftJoinRequest\x12\x12\n" +
 	"\x04tier\x18\x01 \x01(\tR\x04tier\x12\x1a\n" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\x0e\n" +
 	"\x02id\x18\x03 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x04 \x01(\tR\aaddress\x12\x1a\n" +
-	"\bnonvoter\x18\x05 \x01(\bR\bnonvoter\"(\n" +
+	"\bnonvoter\x18\x05 \x01(\bR\bnonvoter\x12#\n" +
+	"\radmin_address\x18\x06 \x01(\tR\fadminAddress\"(\n" +
 	"\x10RaftJoinResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"S\n" +
 	"\x11RaftRemoveRequest\x12\x12\n" +
