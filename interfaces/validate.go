@@ -33,35 +33,63 @@ func fieldErr(field, rule string, value any) *FieldError {
 }
 
 // idPattern is the rule every identifier follows: it travels in URLs, file names,
-// metrics labels and environment variables. validID checks it without the regexp
-// engine (views of a million shards validate a million IDs); a test keeps the two
+// metrics labels and environment variables (a worker sees its shard's ID as
+// STRATA_SHARD_ID). Every "/"-separated segment starts with a letter or digit,
+// so no ID has an empty, "." or ".." segment, a leading or trailing "/" or a
+// hidden (".x") segment: an ID joined to a path stays below it. The length
+// (1-253 bytes) is checked apart. validID checks it without the regexp engine
+// (views of a million shards validate a million IDs); a test keeps the two
 // equal.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,252}$`)
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*(/[A-Za-z0-9][A-Za-z0-9._:-]*)*$`)
 
-// idByte classifies the bytes of an ID: 1 may start it, 2 may only follow.
+// idByte classifies the bytes of an ID: 1 may start it or a segment, 2 may only
+// follow, 3 is the segment separator "/".
 var idByte = func() (t [256]uint8) {
 	for b := 0; b < 256; b++ {
 		switch {
 		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
 			t[b] = 1
-		case b == '.' || b == '_' || b == ':' || b == '/' || b == '-':
+		case b == '.' || b == '_' || b == ':' || b == '-':
 			t[b] = 2
+		case b == '/':
+			t[b] = 3
 		}
 	}
 	return t
 }()
 
-// validID reports whether id matches idPattern.
+// validID reports whether id is 1-253 bytes long and matches idPattern.
 func validID(id string) bool {
 	if len(id) == 0 || len(id) > 253 || idByte[id[0]] != 1 {
 		return false
 	}
 	for i := 1; i < len(id); i++ {
-		if idByte[id[i]] == 0 {
+		switch idByte[id[i]] {
+		case 0:
 			return false
+		case 3:
+			// A segment follows and starts with a letter or digit.
+			if i+1 == len(id) || idByte[id[i+1]] != 1 {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+// IsValidID reports whether ValidateID accepts id, without building an error
+// (the FSM's decoder checks every ID of every entry with it).
+func IsValidID(id string) bool { return validID(id) }
+
+// slashes counts the "/" in id.
+func slashes(id string) int {
+	n := 0
+	for i := 0; i < len(id); i++ {
+		if id[i] == '/' {
+			n++
+		}
+	}
+	return n
 }
 
 // MaxTextLen is the longest free text — a move's Reason or Goal, a label — a
@@ -71,15 +99,45 @@ func validID(id string) bool {
 const MaxTextLen = 4096
 
 // IDRule is the rule ValidateID enforces, for messages and docs.
-const IDRule = "must be 1-253 characters of letters, digits and . _ : / -, starting with a letter or digit"
+const IDRule = "must be 1-253 characters of letters, digits and . _ : / -, each /-separated segment starting with a letter or digit (no empty, . or .. segments)"
 
-// ValidateID checks an identifier (shard, child, job).
+// NameRule is the rule of job and child IDs on top of IDRule: "/" separates a
+// shard's job from its index, so a job or a child names no path.
+const NameRule = "must not contain /: it separates a shard's job from its index"
+
+// ShardIDRule is the rule of shard IDs on top of IDRule.
+const ShardIDRule = "must contain at most one /, the separator of the job and the index (<job>/<index>)"
+
+// ValidateID checks an identifier (shard, child, job, tier, instance).
 func ValidateID(field, id string) error {
 	if id == "" {
 		return fieldErr(field, "is required", nil)
 	}
 	if !validID(id) {
 		return fieldErr(field, IDRule, fmt.Sprintf("%q", id))
+	}
+	return nil
+}
+
+// ValidateName checks a job or child ID: ValidateID, and no "/" (NameRule).
+func ValidateName(field, id string) error {
+	if err := ValidateID(field, id); err != nil {
+		return err
+	}
+	if slashes(id) > 0 {
+		return fieldErr(field, NameRule, fmt.Sprintf("%q", id))
+	}
+	return nil
+}
+
+// ValidateShardID checks a shard ID: ValidateID, and at most one "/"
+// (ShardIDRule).
+func ValidateShardID(field, id string) error {
+	if err := ValidateID(field, id); err != nil {
+		return err
+	}
+	if slashes(id) > 1 {
+		return fieldErr(field, ShardIDRule, fmt.Sprintf("%q", id))
 	}
 	return nil
 }
@@ -150,10 +208,10 @@ func ValidateCapacity(field string, c Load) error {
 
 // ValidateShard checks a shard spec.
 func ValidateShard(s Shard) error {
-	if err := ValidateID("shard.id", string(s.ID)); err != nil {
+	if err := ValidateShardID("shard.id", string(s.ID)); err != nil {
 		return err
 	}
-	if err := ValidateID("shard.job", s.Job); err != nil {
+	if err := ValidateName("shard.job", s.Job); err != nil {
 		return err
 	}
 	return validateShardRest(&s)
@@ -169,7 +227,7 @@ func ValidateShard(s Shard) error {
 func ValidateShards(shards []Shard) (int, error) {
 	badID := len(shards)
 	for i := range shards {
-		if !validID(string(shards[i].ID)) {
+		if id := string(shards[i].ID); !validID(id) || slashes(id) > 1 {
 			badID = i
 			break
 		}
@@ -181,7 +239,7 @@ func ValidateShards(shards []Shard) (int, error) {
 			return i, ValidateShard(*s)
 		}
 		if lastJob == "" || s.Job != lastJob {
-			if err := ValidateID("shard.job", s.Job); err != nil {
+			if err := ValidateName("shard.job", s.Job); err != nil {
 				return i, err
 			}
 			lastJob = s.Job
@@ -238,7 +296,7 @@ func validateShardRest(s *Shard) error {
 
 // ValidateChild checks a child spec.
 func ValidateChild(c Child) error {
-	if err := ValidateID("child.id", string(c.ID)); err != nil {
+	if err := ValidateName("child.id", string(c.ID)); err != nil {
 		return err
 	}
 	if c.Tier == "" {

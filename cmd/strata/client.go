@@ -20,8 +20,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/strata-sched/strata/coordinator/acl"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
 )
@@ -29,6 +31,7 @@ import (
 // clientFlags are the flags every client command takes.
 type clientFlags struct {
 	addr    string
+	token   string
 	timeout time.Duration
 	cmd     *cobra.Command // to tell --addr from STRATA_ADDR in messages
 }
@@ -36,6 +39,7 @@ type clientFlags struct {
 func (f *clientFlags) register(cmd *cobra.Command) {
 	f.cmd = cmd
 	addrFlag(cmd, &f.addr)
+	tokenFlag(cmd, &f.token)
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "deadline for all the Admin API calls of this command")
 }
 
@@ -73,16 +77,19 @@ func (f *clientFlags) check() error {
 // command. Not safe for concurrent use; the commands call sequentially.
 type adminConns struct {
 	conns map[string]*grpc.ClientConn
+	token string // sent with every call ("" for none)
 }
 
-func newAdminConns() *adminConns { return &adminConns{conns: map[string]*grpc.ClientConn{}} }
+func newAdminConns(token string) *adminConns {
+	return &adminConns{conns: map[string]*grpc.ClientConn{}, token: token}
+}
 
 // client returns an Admin client for addr; its error exits with code 1.
 func (p *adminConns) client(addr string) (wire.AdminClient, error) {
 	if cc, ok := p.conns[addr]; ok {
 		return wire.NewAdminClient(cc), nil
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), tokenOption(p.token))
 	if err != nil {
 		return nil, &exitError{code: 1, err: fmt.Errorf("the Admin API at %s: %w", addr, err)}
 	}
@@ -100,7 +107,7 @@ func (p *adminConns) close() {
 // deadline and the connections the calls share; done releases both.
 func (f *clientFlags) connect() (ctx context.Context, conns *adminConns, done func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
-	conns = newAdminConns()
+	conns = newAdminConns(f.token)
 	return ctx, conns, func() { conns.close(); cancel() }
 }
 
@@ -130,6 +137,10 @@ func remoteCallErr(addr string, err error) error {
 			err = fmt.Errorf("cannot reach the Admin API at %s (is the cluster running? set --addr or STRATA_ADDR): %s", addr, st.Message())
 		case codes.DeadlineExceeded:
 			err = fmt.Errorf("the Admin API at %s did not answer before the deadline (--timeout): %s", addr, st.Message())
+		case codes.Unauthenticated:
+			err = fmt.Errorf("the Admin API at %s refused the call: %s", addr, st.Message())
+		case codes.PermissionDenied:
+			err = fmt.Errorf("the Admin API at %s refused the call: %s (use a token with that policy: --token or STRATA_TOKEN)", addr, st.Message())
 		}
 	}
 	return &exitError{code: 1, err: err}
@@ -398,4 +409,22 @@ func formatLoad(l *wire.Load) string {
 		return "-"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// tokenFlag adds --token, whose default is STRATA_TOKEN: the ACL token sent
+// with every Admin call (docs/security.md, "Authorization (ACL tokens)").
+func tokenFlag(cmd *cobra.Command, token *string) {
+	cmd.Flags().StringVar(token, "token", os.Getenv("STRATA_TOKEN"), "ACL token sent with every Admin API call (env STRATA_TOKEN; not needed by strata dev, which runs without ACLs)")
+}
+
+// tokenOption sends token as "authorization: Bearer <token>" metadata with
+// every call of the connection (none when token is empty).
+func tokenOption(token string) grpc.DialOption {
+	token = strings.TrimSpace(token)
+	return grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if token != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, acl.MetadataKey, acl.Bearer(token))
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
 }

@@ -44,6 +44,25 @@ type tierFile struct {
 	Constraints []constraintFile  `yaml:"constraints"`
 	Coop        coopFile          `yaml:"coop"`
 	Labels      map[string]string `yaml:"labels"`
+
+	// ACL turns on the Admin API's tokens; Children says which children may
+	// register and when failed ones are forgotten (docs/security.md).
+	ACL      aclFile      `yaml:"acl"`
+	Children childrenFile `yaml:"children"`
+}
+
+// aclFile is the acl section of a tier config (tierd.ACLConfig).
+type aclFile struct {
+	Enabled            bool     `yaml:"enabled"`
+	BootstrapTokenFile string   `yaml:"bootstrap_token_file"`
+	AnonymousHTTP      []string `yaml:"anonymous_http"`
+}
+
+// childrenFile is the children section of a tier config (tierd.ChildrenConfig).
+type childrenFile struct {
+	Allow    []string          `yaml:"allow"`
+	Selector map[string]string `yaml:"selector"`
+	GCAfter  duration          `yaml:"gc_after"`
 }
 
 // constraintFile is an operator constraint (integration: manual).
@@ -214,6 +233,8 @@ func (f tierFile) tierConfig() (tierd.Config, error) {
 		c.Instance = "global"
 	}
 	c.Integration, c.Labels = f.Integration, f.Labels
+	c.ACL = tierd.ACLConfig{Enabled: f.ACL.Enabled, BootstrapTokenFile: f.ACL.BootstrapTokenFile, AnonymousHTTP: f.ACL.AnonymousHTTP}
+	c.Children = tierd.ChildrenConfig{Allow: f.Children.Allow, Selector: f.Children.Selector, GCAfter: time.Duration(f.Children.GCAfter)}
 	c.Coop = coop.Config{Target: f.Coop.Target, MaxShards: f.Coop.MaxShards, Hold: time.Duration(f.Coop.Hold), BudgetFraction: f.Coop.BudgetFraction, MinBudget: f.Coop.MinBudget}
 	var err error
 	if c.Constraints, err = f.constraints(); err != nil {

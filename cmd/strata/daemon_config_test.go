@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -50,6 +51,10 @@ func TestCheckConfig(t *testing.T) {
 		{"host exec env sets the epoch", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {kind: exec, exec: {command: [sleep, \"60\"], env: [\"STRATA_SHARD_EPOCH=1\"]}}\n", 2, "driver.exec.env[0]: must not set STRATA_SHARD_EPOCH"},
 		{"host exec without command", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {kind: exec}\n", 2, "driver.exec.command: is required"},
 		{"host unknown driver", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {kind: docker}\n", 2, `driver.kind: must be synthetic, exec or callback (got "docker")`},
+		{"acl and children", "region", regionYAML + "acl: {enabled: true, bootstrap_token_file: /tmp/t, anonymous_http: [healthz, metrics]}\nchildren: {allow: [h-1], selector: {pool: prod}, gc_after: 24h}\n", 0, "config ok"},
+		{"acl bad http name", "region", regionYAML + "acl: {enabled: true, anonymous_http: [status]}\n", 2, `acl.anonymous_http[0]: must be one of healthz, readyz, metrics (got "status")`},
+		{"children bad id", "region", regionYAML + "children: {allow: [a/../b]}\n", 2, `children.allow[0]: must be 1-253 characters`},
+		{"children bad gc_after", "region", regionYAML + "children: {gc_after: soon}\n", 2, `children.gc_after: must be a non-negative duration`},
 		{"host bad discipline", "host", "host: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {synthetic: {execute: true, discipline: edf}}\n", 2, `driver.synthetic.discipline: must be "llf" or "fifo"`},
 	}
 	for _, tt := range tests {
@@ -59,5 +64,25 @@ func TestCheckConfig(t *testing.T) {
 				t.Errorf("exit %d (want %d), output %q, want it to contain %q", code, tt.code, out+errOut, tt.want)
 			}
 		})
+	}
+}
+
+// TestACLAndChildrenKeys: the acl and children sections reach the daemon's
+// configuration; the bootstrap file defaults into data_dir.
+func TestACLAndChildrenKeys(t *testing.T) {
+	var f tierFile
+	body := regionYAML + "acl: {enabled: true, anonymous_http: [readyz]}\nchildren: {allow: [h-1, h-2], selector: {pool: prod}, gc_after: 2h}\n"
+	if err := decodeStrict("c.yaml", []byte(body), &f); err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.tierConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.ACL.Enabled || c.ACL.BootstrapTokenFile != "/tmp/never-opened/acl-bootstrap-token" || len(c.ACL.AnonymousHTTP) != 1 {
+		t.Errorf("acl: %+v", c.ACL)
+	}
+	if len(c.Children.Allow) != 2 || c.Children.Selector["pool"] != "prod" || c.Children.GCAfter != 2*time.Hour {
+		t.Errorf("children: %+v", c.Children)
 	}
 }

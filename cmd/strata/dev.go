@@ -32,7 +32,9 @@ func newDevCmd(g *globalOptions) *cobra.Command {
 		Long: `Run the whole hierarchy in one process on loopback: a global tier, regions and
 hosts with synthetic workers, every tier a real Raft group (one replica) and every
 link a real gRPC session. A sample job is submitted; client commands (strata status,
-strata shards, strata explain …) reach it at --addr, their default. Ctrl-C stops it.`,
+strata shards, strata explain …) reach it at --addr, their default. It binds
+loopback only and runs without ACL tokens (docs/security.md): the client commands
+need no --token. Ctrl-C stops it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if regions < 1 || hosts < 1 {

@@ -507,7 +507,7 @@ func parseJobSpec(file string, data []byte, isJSON bool) (*wire.JobSpec, error) 
 		case "name":
 			haveName = true
 			if spec.Id, err = p.str(v, key); err == nil {
-				if verr := interfaces.ValidateID(key, spec.Id); verr != nil {
+				if verr := interfaces.ValidateName(key, spec.Id); verr != nil {
 					return p.errAt(v, key, "%s (got %q)", interfaces.IDRule, spec.Id)
 				}
 			}

@@ -15,7 +15,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
+	"github.com/strata-sched/strata/coordinator/acl"
 	"github.com/strata-sched/strata/interfaces/wire"
 )
 
@@ -71,6 +73,8 @@ type Proc struct {
 	Log     string
 	DataDir string
 	GRPC    string // tier replicas: their gRPC address
+	// RaftAdmin is a tier replica's listen.admin (Spec.RaftAdmin), else "".
+	RaftAdmin string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -172,6 +176,18 @@ type Spec struct {
 	// HostDriver is the driver section of every host's config, in YAML flow
 	// style; "" is {kind: synthetic}.
 	HostDriver string
+	// TierExtra, when set, is appended to the config of every replica of tier
+	// instance instance (acl, children keys).
+	TierExtra func(tier, instance string) string
+	// RaftAdmin gives every tier replica a listen.admin address.
+	RaftAdmin bool
+}
+
+func (s Spec) extra(tier, instance string) string {
+	if s.TierExtra == nil {
+		return ""
+	}
+	return s.TierExtra(tier, instance)
 }
 
 func (s Spec) chain() string {
@@ -188,8 +204,8 @@ func (s Spec) control() string {
 
 // tierGroup writes the configs of one tier instance's replicas; extra is appended
 // to each (chain, policy).
-func tierGroup(dir, tier, instance string, replicas int, parent []string, control, extra string) ([]*Proc, error) {
-	ports, err := FreePorts(2 * replicas)
+func tierGroup(dir, tier, instance string, replicas int, parent []string, control, extra string, admin bool) ([]*Proc, error) {
+	ports, err := FreePorts(3 * replicas)
 	if err != nil {
 		return nil, err
 	}
@@ -197,16 +213,23 @@ func tierGroup(dir, tier, instance string, replicas int, parent []string, contro
 	procs := make([]*Proc, replicas)
 	for i := 0; i < replicas; i++ {
 		id := fmt.Sprintf("%s-%d", instance, i+1)
-		procs[i] = &Proc{Name: id, GRPC: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
-		fmt.Fprintf(&peers, "  - {id: %s, raft: \"127.0.0.1:%d\", grpc: \"%s\"}\n", id, ports[2*i], procs[i].GRPC)
+		procs[i] = &Proc{Name: id, GRPC: fmt.Sprintf("127.0.0.1:%d", ports[3*i+1])}
+		if admin {
+			procs[i].RaftAdmin = fmt.Sprintf("127.0.0.1:%d", ports[3*i+2])
+		}
+		fmt.Fprintf(&peers, "  - {id: %s, raft: \"127.0.0.1:%d\", grpc: \"%s\"}\n", id, ports[3*i], procs[i].GRPC)
 	}
 	for i, p := range procs {
 		p.DataDir = filepath.Join(dir, tier, p.Name)
 		if err := os.MkdirAll(p.DataDir, 0o755); err != nil {
 			return nil, err
 		}
-		cfg := fmt.Sprintf("tier: %s\ninstance: %s\nnode_id: %s\ndata_dir: %s\nlisten:\n  raft: \"127.0.0.1:%d\"\n  grpc: \"%s\"\nbootstrap: true\npeers:\n%s%s",
-			tier, instance, p.Name, p.DataDir, ports[2*i], p.GRPC, peers.String(), control)
+		listenAdmin := ""
+		if p.RaftAdmin != "" {
+			listenAdmin = fmt.Sprintf("  admin: \"%s\"\n", p.RaftAdmin)
+		}
+		cfg := fmt.Sprintf("tier: %s\ninstance: %s\nnode_id: %s\ndata_dir: %s\nlisten:\n  raft: \"127.0.0.1:%d\"\n  grpc: \"%s\"\n%sbootstrap: true\npeers:\n%s%s",
+			tier, instance, p.Name, p.DataDir, ports[3*i], p.GRPC, listenAdmin, peers.String(), control)
 		if len(parent) > 0 {
 			cfg += "parent: [" + strings.Join(quote(parent), ", ") + "]\n"
 		}
@@ -242,7 +265,7 @@ func Addrs(procs []*Proc) []string {
 func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 	c := &Cluster{Dir: dir, Bin: bin, Regions: map[string][]*Proc{}, Racks: map[string][]*Proc{}, Hosts: map[string]*Proc{}, HostRegion: map[string]string{}}
 	var err error
-	c.Global, err = tierGroup(dir, "global", "global", s.Replicas, nil, s.control(), s.chain())
+	c.Global, err = tierGroup(dir, "global", "global", s.Replicas, nil, s.control(), s.chain()+s.extra("global", "global"), s.RaftAdmin)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +275,7 @@ func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 		if s.RegionPolicy != "" {
 			extra += "policy: {name: " + s.RegionPolicy + "}\n"
 		}
-		c.Regions[name], err = tierGroup(dir, "region", name, s.Replicas, Addrs(c.Global), s.control(), extra)
+		c.Regions[name], err = tierGroup(dir, "region", name, s.Replicas, Addrs(c.Global), s.control(), extra+s.extra("region", name), s.RaftAdmin)
 		if err != nil {
 			return nil, err
 		}
@@ -262,7 +285,7 @@ func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 			parents = map[string][]string{}
 			for k := 1; k <= s.RacksPerRegion; k++ {
 				rack := fmt.Sprintf("%s-rack-%d", name, k)
-				c.Racks[rack], err = tierGroup(dir, "rack", rack, s.RackReplicas, Addrs(c.Regions[name]), s.control(), s.chain())
+				c.Racks[rack], err = tierGroup(dir, "rack", rack, s.RackReplicas, Addrs(c.Regions[name]), s.control(), s.chain()+s.extra("rack", rack), s.RaftAdmin)
 				if err != nil {
 					return nil, err
 				}
@@ -352,9 +375,20 @@ func (c *Cluster) LedgerPaths() []string {
 	return out
 }
 
+// adminToken, when set (a test that turns ACLs on), is sent with every call
+// of the clients Admin makes.
+var adminToken string
+
 // Admin dials addr's Admin service.
 func Admin(addr string) (wire.AdminClient, func(), error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	tok := adminToken
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if tok != "" {
+				ctx = metadata.AppendToOutgoingContext(ctx, acl.MetadataKey, acl.Bearer(tok))
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -387,4 +421,13 @@ func Leader(ctx context.Context, group []*Proc) (*Proc, error) {
 		}
 	}
 	return nil, fmt.Errorf("no leader found")
+}
+
+// dialSession dials addr's Session service (tests that play a child).
+func dialSession(addr string) (wire.SessionClient, func(), error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	return wire.NewSessionClient(cc), func() { cc.Close() }, nil
 }

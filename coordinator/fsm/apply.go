@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/strata-sched/strata/coordinator/acl"
 	"github.com/strata-sched/strata/interfaces"
 )
 
@@ -117,6 +118,10 @@ func (s *state) apply(idx uint64, at int64, c Command) *Result {
 		r.Ops = s.dropShards(idx, &c.DropShards, true)
 	case *PlanBatch:
 		r.Ops = s.planBatch(idx, c)
+	case *PutToken:
+		r.Ops = []OpResult{{ID: c.Token.ID, Err: s.putToken(c.Token)}}
+	case *DeleteToken:
+		r.Ops = []OpResult{{ID: c.ID, Err: s.deleteToken(c.ID)}}
 	default:
 		// Decode only returns the types above; reaching here is a programming error.
 		panic(fmt.Sprintf("fsm: apply: command type %s has no handler", c.Type()))
@@ -497,4 +502,26 @@ func (s *state) planMove(idx uint64, tier string, m interfaces.Move, begin bool)
 		return s.assign(idx, tier, m)
 	}
 	return s.move(idx, tier, m, begin)
+}
+
+func (s *state) putToken(t acl.Token) error {
+	if _, ok := s.tokens[t.ID]; ok {
+		return fmt.Errorf("token %q already exists; revoke it first: %w", t.ID, interfaces.ErrConflict)
+	}
+	if _, ok := s.tokenHashes[t.Hash]; ok {
+		return fmt.Errorf("token %q: its secret is another token's: %w", t.ID, interfaces.ErrConflict)
+	}
+	s.tokens[t.ID] = t
+	s.tokenHashes[t.Hash] = t.ID
+	return nil
+}
+
+func (s *state) deleteToken(id string) error {
+	t, ok := s.tokens[id]
+	if !ok {
+		return fmt.Errorf("token %q: %w", id, interfaces.ErrNotFound)
+	}
+	delete(s.tokens, id)
+	delete(s.tokenHashes, t.Hash)
+	return nil
 }

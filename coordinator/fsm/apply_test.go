@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/strata-sched/strata/coordinator/acl"
 	"github.com/strata-sched/strata/interfaces"
 )
 
@@ -694,5 +696,44 @@ func mustApply(t tb, f *FSM, idx uint64, c Command) {
 	t.Helper()
 	if err := applyAll(t, f, idx, c)[0].Err(); err != nil {
 		t.Fatalf("%s at %d: %v", c.Type(), idx, err)
+	}
+}
+
+// TestTokens: a token is created once (its ID and its secret's hash are
+// unique), found by the hash of its secret, revoked once, and kept by a
+// snapshot; a refused write changes no token.
+func TestTokens(t *testing.T) {
+	f := New()
+	tok := acl.Token{ID: "ci", Policy: acl.PolicyRead, Hash: acl.HashSecret("secret-1")}
+	mustApply(t, f, 1, &PutToken{Token: tok})
+	for i, c := range []Command{
+		&PutToken{Token: acl.Token{ID: "ci", Policy: acl.PolicyAdmin, Hash: acl.HashSecret("secret-2")}},
+		&PutToken{Token: acl.Token{ID: "other", Policy: acl.PolicyAdmin, Hash: acl.HashSecret("secret-1")}},
+		&DeleteToken{ID: "nope"},
+	} {
+		if err := applyAll(t, f, uint64(2+i), c)[0].Err(); err == nil {
+			t.Errorf("%s %+v: accepted", c.Type(), c)
+		}
+	}
+	if got := f.Tokens(); len(got) != 1 || got[0] != tok {
+		t.Fatalf("tokens after the refused writes: %+v", got)
+	}
+	if got, ok := f.TokenByHash(acl.HashSecret("secret-1")); !ok || got != tok {
+		t.Fatalf("TokenByHash = %+v, %v", got, ok)
+	}
+	var buf bytes.Buffer
+	if _, err := f.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	g := New()
+	if err := g.Restore(io.NopCloser(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.Tokens(); len(got) != 1 || got[0] != tok {
+		t.Fatalf("restored tokens %+v", got)
+	}
+	mustApply(t, f, 10, &DeleteToken{ID: "ci"})
+	if _, ok := f.TokenByHash(acl.HashSecret("secret-1")); ok || len(f.Tokens()) != 0 {
+		t.Fatal("revoked token still found")
 	}
 }

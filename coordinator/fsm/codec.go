@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/strata-sched/strata/coordinator/acl"
 	"github.com/strata-sched/strata/interfaces"
 )
 
@@ -370,4 +371,28 @@ func (d *dec) end() {
 	if d.err == nil && d.off != len(d.b) {
 		d.fail("%d trailing bytes after the command", len(d.b)-d.off)
 	}
+}
+
+// token encodes an ACL token: id, policy byte, the 32-byte hash, description.
+func (e *enc) token(t *acl.Token) {
+	e.str(t.ID)
+	e.byte1(byte(t.Policy))
+	e.b = append(e.b, t.Hash[:]...)
+	e.str(t.Description)
+}
+
+func (d *dec) token() acl.Token {
+	var t acl.Token
+	t.ID = d.str("token.id", "")
+	t.Policy = acl.Policy(d.byte1("token.policy", ""))
+	if d.err == nil {
+		if len(d.b)-d.off < len(t.Hash) {
+			d.fail("token.hash: truncated")
+		} else {
+			copy(t.Hash[:], d.b[d.off:])
+			d.off += len(t.Hash)
+		}
+	}
+	t.Description = d.str("token.description", "")
+	return t
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/strata-sched/strata/coordinator/acl"
 	"github.com/strata-sched/strata/interfaces"
 )
 
@@ -30,12 +31,14 @@ const (
 	CmdDropShards                  // delete shards, aborting their in-flight moves (all or none)
 	CmdPlanBatch                   // drain children and apply a plan's moves in one entry
 	CmdRetireShards                // DropShards, and no epoch of theirs is given again
+	CmdPutToken                    // create an ACL token (its secret's hash)
+	CmdDeleteToken                 // revoke an ACL token
 	cmdEnd                         // one past the last valid type
 )
 
 var cmdNames = [...]string{"invalid", "put_child", "remove_child", "put_shards", "delete_shards",
 	"assign", "unassign", "move", "begin_move", "complete_move", "abort_move", "apply_plan", "quarantine",
-	"drop_shards", "plan_batch", "retire_shards"}
+	"drop_shards", "plan_batch", "retire_shards", "put_token", "delete_token"}
 
 func (t CmdType) String() string {
 	if int(t) < len(cmdNames) {
@@ -179,6 +182,19 @@ type PlanBatch struct {
 	Begin []bool
 }
 
+// PutToken creates an ACL token (coordinator/acl): its ID, policy, the
+// SHA-256 of its secret and a description. It fails with ErrConflict when the
+// ID or the hash is taken (a token is revoked and created again, never
+// changed in place).
+type PutToken struct {
+	Token acl.Token
+}
+
+// DeleteToken revokes the ACL token ID (ErrNotFound when there is none).
+type DeleteToken struct {
+	ID string
+}
+
 // Compile-time checks.
 var (
 	_ Command = (*PutChild)(nil)
@@ -196,6 +212,8 @@ var (
 	_ Command = (*DropShards)(nil)
 	_ Command = (*PlanBatch)(nil)
 	_ Command = (*RetireShards)(nil)
+	_ Command = (*PutToken)(nil)
+	_ Command = (*DeleteToken)(nil)
 )
 
 func (*PutChild) Type() CmdType     { return CmdPutChild }
@@ -213,6 +231,8 @@ func (*Quarantine) Type() CmdType   { return CmdQuarantine }
 func (*DropShards) Type() CmdType   { return CmdDropShards }
 func (*PlanBatch) Type() CmdType    { return CmdPlanBatch }
 func (*RetireShards) Type() CmdType { return CmdRetireShards }
+func (*PutToken) Type() CmdType     { return CmdPutToken }
+func (*DeleteToken) Type() CmdType  { return CmdDeleteToken }
 
 // Encode validates c and returns its log-entry bytes: the one-byte type, then the
 // canonical payload. Invalid commands return an error wrapping ErrInvalid and are
@@ -317,6 +337,10 @@ func Decode(b []byte) (Command, error) {
 		c = d.dropShards()
 	case CmdRetireShards:
 		c = &RetireShards{DropShards: *d.dropShards()}
+	case CmdPutToken:
+		c = &PutToken{Token: d.token()}
+	case CmdDeleteToken:
+		c = &DeleteToken{ID: d.str("token.id", "")}
 	case CmdPlanBatch:
 		pb := &PlanBatch{Tier: d.str("tier", "")}
 		n := d.count("drain", "", 2)
@@ -353,23 +377,9 @@ func Decode(b []byte) (Command, error) {
 	return c, nil
 }
 
-// validID is a fast check of interfaces.IDRule (^[A-Za-z0-9][A-Za-z0-9._:/-]{0,252}$)
-// without the regexp; a test checks it agrees with interfaces.ValidateID.
-func validID(s string) bool {
-	if len(s) == 0 || len(s) > 253 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case i > 0 && (c == '.' || c == '_' || c == ':' || c == '/' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
+// validID is interfaces.IsValidID: the rule of interfaces.IDRule without
+// building an error.
+func validID(s string) bool { return interfaces.IsValidID(s) }
 
 // checkID is interfaces.ValidateID with a fast path for valid IDs.
 func checkID(field, id string) error {
@@ -458,6 +468,12 @@ func (c *PutChild) validate() error {
 }
 
 func (c *PutChild) encode(e *enc) { e.child(&c.Child) }
+
+func (c *PutToken) validate() error { return c.Token.Validate() }
+func (c *PutToken) encode(e *enc)   { e.token(&c.Token) }
+
+func (c *DeleteToken) validate() error { return interfaces.ValidateName("token.id", c.ID) }
+func (c *DeleteToken) encode(e *enc)   { e.str(c.ID) }
 
 func (c *RemoveChild) validate() error { return checkID("child.id", string(c.ID)) }
 func (c *RemoveChild) encode(e *enc)   { e.str(string(c.ID)) }

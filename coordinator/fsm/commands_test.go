@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"pgregory.net/rapid"
-
+	"github.com/strata-sched/strata/coordinator/acl"
 	"github.com/strata-sched/strata/interfaces"
 )
 
@@ -47,6 +46,8 @@ func sampleCommands() []Command {
 			{Shard: "s1", To: "h2", Reason: "place"},
 			{Shard: "s2", From: "h1", To: "h2", Epoch: 2, Goal: "drain", Delta: 1.5},
 		}, Begin: []bool{false, true}},
+		&PutToken{Token: acl.Token{ID: "ci", Policy: acl.PolicyOperate, Hash: acl.HashSecret("s3cret"), Description: "the deploy job"}},
+		&DeleteToken{ID: "ci"},
 	}
 }
 
@@ -87,7 +88,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 func TestCmdTypeValuesAreStable(t *testing.T) {
 	want := map[CmdType]uint8{CmdPutChild: 1, CmdRemoveChild: 2, CmdPutShards: 3, CmdDeleteShards: 4,
 		CmdAssign: 5, CmdUnassign: 6, CmdMove: 7, CmdBeginMove: 8, CmdCompleteMove: 9, CmdAbortMove: 10, CmdApplyPlan: 11, CmdQuarantine: 12,
-		CmdDropShards: 13, CmdPlanBatch: 14, CmdRetireShards: 15}
+		CmdDropShards: 13, CmdPlanBatch: 14, CmdRetireShards: 15, CmdPutToken: 16, CmdDeleteToken: 17}
 	for ty, v := range want {
 		if uint8(ty) != v {
 			t.Errorf("%s = %d, want %d", ty, uint8(ty), v)
@@ -200,21 +201,4 @@ func TestDecodeRejectsMalformedInput(t *testing.T) {
 			}
 		})
 	}
-}
-
-// validID must accept exactly what interfaces.ValidateID accepts.
-func TestValidIDMatchesValidateID(t *testing.T) {
-	cases := []string{"", "a", "A9", "-a", ".a", "a-", "a.b_c:d/e-f", "a b", "é", "a\n", "_x",
-		strings.Repeat("a", 253), strings.Repeat("a", 254), "a\x00", "Z/"}
-	for _, s := range cases {
-		if got, want := validID(s), interfaces.ValidateID("f", s) == nil; got != want {
-			t.Errorf("validID(%q) = %v, ValidateID says %v", s, got, want)
-		}
-	}
-	rapid.Check(t, func(rt *rapid.T) {
-		s := rapid.StringOfN(rapid.SampledFrom([]rune("aZ09._:/- \u00e9\n")), 0, 260, -1).Draw(rt, "id")
-		if got, want := validID(s), interfaces.ValidateID("f", s) == nil; got != want {
-			rt.Fatalf("validID(%q) = %v, ValidateID says %v", s, got, want)
-		}
-	})
 }

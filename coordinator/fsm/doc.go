@@ -71,14 +71,15 @@
 // the children and the plan log, which are small. Persist runs concurrently with later Applies: it sorts its
 // private copy of the pointer slice by shard ID and streams records one by one
 // through a bufio.Writer: a magic and version, a meta record, one record per child,
-// one per shard, one per log entry, one per quarantined shard, and an end record
+// one per shard, one per log entry, one per quarantined shard, one per ACL token
+// (the hash of its secret, never the secret), and an end record
 // with a CRC-32C of all that came before. The format version is the oldest that
 // holds the state, so older binaries read what they can: 1 without quarantined
 // shards, stamped log entries or quarantine and release entries in the plan log,
 // 2 with quarantined shards or those entries, 3 once a log entry
 // carries the time its Raft entry was appended (raft.Log.AppendedAt, the leader's
 // clock replicated with the entry — data, not a clock read, so replicas agree), 4
-// once the epoch floor is above 0. Nothing else is copied and the encoding of the whole state is never
+// once the epoch floor is above 0, 5 once there is an ACL token. Nothing else is copied and the encoding of the whole state is never
 // held in memory. We chose this over a persistent (HAMT/radix) map because it
 // keeps reads and applies at plain slice/map speed and costs one small allocation
 // per changed shard; the price is the O(n) pointer copy in Snapshot, a few

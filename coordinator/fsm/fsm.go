@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/strata-sched/strata/coordinator/acl"
 	"github.com/strata-sched/strata/interfaces"
 )
 
@@ -332,4 +333,22 @@ func (f *FSM) History(id interfaces.ShardID) []LogEntry {
 		}
 	}
 	return out
+}
+
+// TokenByHash finds the ACL token whose secret has hash h.
+func (f *FSM) TokenByHash(h acl.Hash) (acl.Token, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	id, ok := f.st.tokenHashes[h]
+	if !ok {
+		return acl.Token{}, false
+	}
+	return f.st.tokens[id], true
+}
+
+// Tokens returns the ACL tokens, sorted by ID.
+func (f *FSM) Tokens() []acl.Token {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.sortedTokens()
 }

@@ -14,31 +14,37 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/strata-sched/strata/coordinator/acl"
 	"github.com/strata-sched/strata/interfaces"
 )
 
-// Snapshot stream format, version 1, 2, 3 or 4 (see doc.go):
+// Snapshot stream format, version 1, 2, 3, 4 or 5 (see doc.go):
 //
 //	magic "STRATA-FSM" | uvarint version
 //	records, each: uvarint length | kind byte | payload
 //	  meta (1) · child (2) × children · shard (3) × shards · log entry (4) × entries
 //	  · quarantine (6) × quarantined shards (version ≥ 2: shard id, reason)
+//	  · token (7) × ACL tokens (version ≥ 5: id, policy, hash, description)
 //	end (5): CRC-32C (Castagnoli) of every byte before the end record, 4 bytes LE
 //
 // Version 3 log entries end with the time the leader appended them (varint Unix
 // nanoseconds). A version 4 meta record ends with the epoch floor (uvarint; see
-// RetireShards). Children and shards are sorted by ID, log entries oldest first,
+// RetireShards). Version 5 adds token records, sorted by ID. Children and shards are sorted by ID, log entries oldest first,
 // so the same state always gives the same bytes. The oldest version that can
 // hold the state is written, so older binaries read what they can: version 1
 // without quarantined shards, stamped log entries or quarantine and release log
 // entries, 2 with quarantined shards or such entries, 3 once a log entry
-// carries a time, 4 once the epoch floor is above 0.
+// carries a time, 4 once the epoch floor is above 0, 5 once there is an ACL
+// token.
 const (
 	snapMagic    = "STRATA-FSM"
 	snapVersion  = 1
 	snapVersion2 = 2 // adds quarantine records
 	snapVersion3 = 3 // adds the append time of log entries
 	snapVersion4 = 4 // adds the epoch floor to the meta record
+	snapVersion5 = 5 // adds token records
+
+	recToken byte = 7
 
 	recQuarantine byte = 6
 
@@ -67,6 +73,7 @@ type snapshot struct {
 	children []childRec
 	shards   []*shardRec
 	log      []LogEntry
+	tokens   []acl.Token
 }
 
 var _ raft.FSMSnapshot = (*snapshot)(nil)
@@ -104,6 +111,7 @@ func (f *FSM) snapshot() *snapshot {
 		children: s.sortedChildren(),
 		shards:   buf,
 		log:      s.log.entries(),
+		tokens:   s.sortedTokens(),
 	}
 }
 
@@ -125,7 +133,7 @@ func (s *snapshot) Release() {
 		s.owner.spare = s.shards[:0]
 		s.owner.spareMu.Unlock()
 	}
-	s.shards, s.children, s.log, s.owner = nil, nil, nil, nil
+	s.shards, s.children, s.log, s.tokens, s.owner = nil, nil, nil, nil, nil
 }
 
 // countingWriter feeds the CRC and counts bytes on the way to w.
@@ -182,6 +190,9 @@ func (s *snapshot) writeTo(w io.Writer) (int64, error) {
 	if s.floor > 0 {
 		version = snapVersion4
 	}
+	if len(s.tokens) > 0 {
+		version = snapVersion5
+	}
 	e.uvarint(version)
 	if _, err := bw.Write(e.b); err != nil {
 		return cw.n, err
@@ -228,6 +239,13 @@ func (s *snapshot) writeTo(w io.Writer) (int64, error) {
 		e.b = append(e.b[:0], recQuarantine)
 		e.str(string(r.id))
 		e.str(r.quarantine)
+		if err := put(); err != nil {
+			return cw.n, err
+		}
+	}
+	for i := range s.tokens {
+		e.b = append(e.b[:0], recToken)
+		e.token(&s.tokens[i])
 		if err := put(); err != nil {
 			return cw.n, err
 		}
@@ -365,8 +383,8 @@ func readSnapshot(r io.Reader) (*state, int, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("version: %w", err)
 	}
-	if v < snapVersion || v > snapVersion4 {
-		return nil, 0, fmt.Errorf("snapshot version %d is not supported (this binary reads %d to %d): %w", v, snapVersion, snapVersion4, interfaces.ErrInvalid)
+	if v < snapVersion || v > snapVersion5 {
+		return nil, 0, fmt.Errorf("snapshot version %d is not supported (this binary reads %d to %d): %w", v, snapVersion, snapVersion5, interfaces.ErrInvalid)
 	}
 
 	buf := make([]byte, 0, 512)
@@ -537,6 +555,31 @@ func readSnapshot(r io.Reader) (*state, int, error) {
 		q := *r
 		q.quarantine = reason
 		st.put(&q)
+		want = cr.crc.Sum32()
+		if d, kind, err = next(); err != nil {
+			return nil, 0, err
+		}
+	}
+	var prevT string
+	for nt := 0; kind == recToken && v >= snapVersion5; nt++ {
+		t := d.token()
+		d.end()
+		switch {
+		case d.err != nil:
+		case t.Validate() != nil:
+			d.fail("%v", t.Validate())
+		case nt > 0 && t.ID <= prevT:
+			d.fail("token records not sorted: %q after %q", t.ID, prevT)
+		}
+		if d.err == nil {
+			if err := st.putToken(t); err != nil {
+				d.fail("%v", err)
+			}
+		}
+		if d.err != nil {
+			return nil, 0, fail(d, "token")
+		}
+		prevT = t.ID
 		want = cr.crc.Sum32()
 		if d, kind, err = next(); err != nil {
 			return nil, 0, err

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 	"pgregory.net/rapid"
 
+	"github.com/strata-sched/strata/coordinator/acl"
 	"github.com/strata-sched/strata/interfaces"
 )
 
@@ -66,11 +67,12 @@ type readAll struct {
 	PlanLog     []LogEntry
 	View        *interfaces.View
 	Shards      []ShardState
+	Tokens      []acl.Token
 }
 
 func read(f *FSM) readAll {
 	r := readAll{Stats: f.Stats(), Children: f.Children(), Assignments: f.Assignments(),
-		InFlight: f.InFlight(), PlanLog: f.PlanLog(), View: f.View("t", "i")}
+		InFlight: f.InFlight(), PlanLog: f.PlanLog(), View: f.View("t", "i"), Tokens: f.Tokens()}
 	for _, s := range r.View.Shards {
 		st, _ := f.Shard(s.ID)
 		r.Shards = append(r.Shards, st)
@@ -160,6 +162,12 @@ func genCommand(t *rapid.T) Command {
 			pb.Begin = append(pb.Begin, rapid.Bool().Draw(t, "begin"))
 		}
 		return pb
+	case 16:
+		id := rapid.SampledFrom([]string{"t0", "t1", "t2"}).Draw(t, "token")
+		return &PutToken{Token: acl.Token{ID: id, Policy: acl.Policy(rapid.IntRange(1, 3).Draw(t, "policy")),
+			Hash: acl.HashSecret(rapid.SampledFrom([]string{"a", "b", "c", "d"}).Draw(t, "secret")), Description: reason()}}
+	case 17:
+		return &DeleteToken{ID: rapid.SampledFrom([]string{"t0", "t1", "t2"}).Draw(t, "token")}
 	case 13, 15:
 		ds := DropShards{IDs: []interfaces.ShardID{shard("id")}, Reason: reason()}
 		if id := shard("id2"); id != ds.IDs[0] {

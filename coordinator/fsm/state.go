@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/strata-sched/strata/coordinator/acl"
 	"github.com/strata-sched/strata/interfaces"
 )
 
@@ -172,14 +173,20 @@ type state struct {
 	// floor is the largest epoch of any shard deleted with RetireShards:
 	// a shard record created from nothing starts at it.
 	floor interfaces.Epoch
+	// tokens are the ACL tokens by ID; tokenHashes finds one by the hash of
+	// its secret.
+	tokens      map[string]acl.Token
+	tokenHashes map[acl.Hash]string
 }
 
 func newState(logCap, shardHint int) *state {
 	return &state{
-		children: map[interfaces.ChildID]*childRec{},
-		shards:   make([]*shardRec, 0, shardHint),
-		index:    make(map[interfaces.ShardID]int32, shardHint),
-		log:      newRing(logCap),
+		tokens:      map[string]acl.Token{},
+		tokenHashes: map[acl.Hash]string{},
+		children:    map[interfaces.ChildID]*childRec{},
+		shards:      make([]*shardRec, 0, shardHint),
+		index:       make(map[interfaces.ShardID]int32, shardHint),
+		log:         newRing(logCap),
 	}
 }
 
@@ -240,6 +247,16 @@ func (s *state) charge(id interfaces.ChildID, l interfaces.Load, n int) {
 		c.used = c.used.Sub(l)
 	}
 	c.shards += n
+}
+
+// sortedTokens returns the tokens sorted by ID.
+func (s *state) sortedTokens() []acl.Token {
+	out := make([]acl.Token, 0, len(s.tokens))
+	for _, t := range s.tokens {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
 }
 
 func (s *state) sortedChildren() []childRec {

@@ -92,7 +92,7 @@ type parkedLease struct {
 // them. Ledger starts left without a stop by a previous run are closed with a
 // recovered stop at min(now, persisted lease deadline).
 func Open(cfg Config) (*Agent, error) {
-	if err := interfaces.ValidateID("host", string(cfg.Host)); err != nil {
+	if err := interfaces.ValidateName("host", string(cfg.Host)); err != nil {
 		return nil, err
 	}
 	if cfg.Driver == nil {

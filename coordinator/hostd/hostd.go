@@ -43,7 +43,7 @@ type Config struct {
 // Validate checks what a host needs to start (the driver apart), naming the
 // key and the rule.
 func (cfg Config) Validate() error {
-	if err := interfaces.ValidateID("host", string(cfg.Host)); err != nil {
+	if err := interfaces.ValidateName("host", string(cfg.Host)); err != nil {
 		return err
 	}
 	if len(cfg.Parents) == 0 {

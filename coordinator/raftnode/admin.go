@@ -15,13 +15,15 @@ import (
 )
 
 // The admin endpoint: JSON over HTTP on Config.AdminBind. docs/operations.md
-// ("Raft") documents it; the lead will move it onto the Admin gRPC service.
+// ("Raft") documents it. Production replicas serve only its reads; the writes
+// are the test node's (Config.RawWrites) and answer 403 elsewhere: a tier's
+// membership changes through the gRPC Admin service (RaftJoin, RaftRemove).
 //
 //	GET  /v1/raft/status                 -> Status
 //	GET  /v1/raft/peers                  -> {"peers": [Peer...]}
-//	POST /v1/raft/join   JoinRequest     -> {}            (forwarded to the leader)
-//	POST /v1/raft/remove RemoveRequest   -> {}            (forwarded to the leader)
-//	POST /v1/raft/apply  ApplyRequest    -> ApplyResponse (forwarded to the leader)
+//	POST /v1/raft/join   JoinRequest     -> {}            (RawWrites; forwarded to the leader)
+//	POST /v1/raft/remove RemoveRequest   -> {}            (RawWrites; forwarded to the leader)
+//	POST /v1/raft/apply  ApplyRequest    -> ApplyResponse (RawWrites; forwarded to the leader)
 //	GET  /v1/test/block                  -> BlockRequest  (TestMode only)
 //	POST /v1/test/block  BlockRequest    -> {}            (TestMode only)
 //
@@ -79,6 +81,11 @@ func (n *Node) registerAdmin() {
 		}
 		writeJSON(w, http.StatusOK, PeersResponse{Peers: peers})
 	})
+	if !n.cfg.RawWrites {
+		n.mux.HandleFunc("POST /v1/raft/", refuseRawWrite)
+		n.registerTest()
+		return
+	}
 	n.mux.HandleFunc("POST /v1/raft/join", func(w http.ResponseWriter, r *http.Request) {
 		var req JoinRequest
 		if !decodeBody(w, r, &req, n) {
@@ -144,6 +151,16 @@ func (n *Node) registerAdmin() {
 		}
 		writeJSON(w, http.StatusOK, ApplyResponse{Index: idx, Result: raw})
 	})
+	n.registerTest()
+}
+
+// refuseRawWrite answers a raw write on a replica that does not serve them.
+func refuseRawWrite(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusForbidden, RemoteError{Code: CodeForbidden, Message: fmt.Sprintf(
+		"POST %s: this replica serves no raw writes (only the test node does); change Raft membership with the gRPC Admin service ('strata raft join|remove', an admin token)", r.URL.Path)})
+}
+
+func (n *Node) registerTest() {
 	if n.cfg.TestMode && n.stream != nil {
 		n.mux.HandleFunc("GET /v1/test/block", func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, BlockRequest{Peers: n.stream.Blocked()})

@@ -14,7 +14,7 @@ import (
 )
 
 func TestAdminEndpointRejectsBadInput(t *testing.T) {
-	tr, err := raftnode.StartTier(raftnode.Config{ID: "a", Dir: t.TempDir(), RaftBind: "127.0.0.1:0", AdminBind: "127.0.0.1:0"}, fsm.Options{})
+	tr, err := raftnode.StartTier(raftnode.Config{ID: "a", Dir: t.TempDir(), RaftBind: "127.0.0.1:0", AdminBind: "127.0.0.1:0", RawWrites: true}, fsm.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,5 +64,64 @@ func TestAdminEndpointRejectsBadInput(t *testing.T) {
 	// Test-mode endpoints are off unless asked for.
 	if err := c.SetBlocked(ctx, nil); err == nil {
 		t.Fatal("/v1/test/block answered on a replica not in test mode")
+	}
+}
+
+// TestProductionReplicaServesNoRawWrites: a replica without RawWrites (every
+// tier daemon) answers every raw write — membership, apply, the tier writes
+// — with 403 and a message naming the way that is served, and changes
+// nothing; its reads still answer.
+func TestProductionReplicaServesNoRawWrites(t *testing.T) {
+	tr, err := raftnode.StartTier(raftnode.Config{ID: "a", Dir: t.TempDir(), RaftBind: "127.0.0.1:0", AdminBind: "127.0.0.1:0"}, fsm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Shutdown()
+	if err := tr.Bootstrap(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := tr.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before, err := tr.SnapshotBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peers, _ := tr.Peers()
+	c := raftnode.NewClient(tr.AdminAddr())
+	child := interfaces.Child{ID: "evil", Tier: "host", Capacity: interfaces.Load{CPU: 1e9}}
+	for _, w := range []struct {
+		path string
+		body any
+	}{
+		{"/v1/raft/apply", raftnode.ApplyRequest{Command: fsm.MustEncode(&fsm.PutChild{Child: child})}},
+		{"/v1/raft/remove", raftnode.RemoveRequest{ID: "a"}},
+		{"/v1/raft/join", raftnode.JoinRequest{ID: "b", RaftAddr: "127.0.0.1:1"}},
+		{"/v1/tier/children", raftnode.ChildrenRequest{Children: []interfaces.Child{child}}},
+		{"/v1/tier/shards", raftnode.ShardsRequest{Shards: []interfaces.Shard{{ID: "s", Job: "j"}}}},
+		{"/v1/tier/assign", raftnode.AssignRequest{Shard: "s", Child: "evil"}},
+		{"/v1/tier/move", interfaces.Move{Shard: "s", From: "a", To: "evil", Epoch: 1}},
+	} {
+		err := c.Call(ctx, http.MethodPost, w.path, w.body, nil)
+		var re *raftnode.RemoteError
+		if !errors.As(err, &re) || re.Code != raftnode.CodeForbidden || !strings.Contains(err.Error(), "POST "+w.path+": this replica serves no raw writes") ||
+			!strings.Contains(err.Error(), "strata raft join|remove") {
+			t.Errorf("POST %s: %v, want a forbidden error naming the gRPC Admin service", w.path, err)
+		}
+	}
+	after, _ := tr.SnapshotBytes()
+	if string(after) != string(before) {
+		t.Error("a refused raw write changed the state")
+	}
+	if p, _ := tr.Peers(); len(p) != len(peers) {
+		t.Errorf("peers %v, were %v", p, peers)
+	}
+	if _, err := c.Status(ctx); err != nil {
+		t.Errorf("status: %v", err)
+	}
+	if _, err := c.Peers(ctx); err != nil {
+		t.Errorf("peers: %v", err)
 	}
 }

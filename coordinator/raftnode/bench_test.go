@@ -23,7 +23,7 @@ func tcpCluster(tb testing.TB, n int) []*raftnode.Tier {
 	var tiers []*raftnode.Tier
 	for i := range n {
 		t, err := raftnode.StartTier(raftnode.Config{ID: fmt.Sprintf("n%d", i), Dir: tb.TempDir(),
-			RaftBind: "127.0.0.1:0", AdminBind: "127.0.0.1:0"}, fsm.Options{})
+			RaftBind: "127.0.0.1:0", AdminBind: "127.0.0.1:0", RawWrites: true}, fsm.Options{})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -71,6 +71,14 @@ type Config struct {
 	Timeouts Timeouts
 	// TestMode enables /v1/test/* on the admin endpoint (blocked peers).
 	TestMode bool
+	// RawWrites enables the admin endpoint's raw write routes: POST
+	// /v1/raft/join, /v1/raft/remove, /v1/raft/apply and /v1/tier/children,
+	// shards, assign and move (and with them Node.Join and Node.Leave through
+	// another replica). Only the test node (raftnode/testnode) and the tests
+	// set it. A production replica (coordinator/tierd) never does: its writes
+	// are its own code's, its membership goes through the authenticated gRPC
+	// Admin service (RaftJoin, RaftRemove), and those routes answer 403.
+	RawWrites bool
 	// Wrap wraps every Raft connection (e.g. in TLS); nil for plain TCP.
 	Wrap ConnWrapper
 	// LogOutput receives raft's log (level LogLevel, default "warn"); nil discards.

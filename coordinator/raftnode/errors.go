@@ -47,6 +47,8 @@ const (
 	CodeNotLeader     = "not_leader"
 	CodeIndeterminate = "indeterminate"
 	CodeInternal      = "internal"
+	// CodeForbidden: a raw write on a replica that serves none (no sentinel).
+	CodeForbidden = "forbidden"
 )
 
 // codeOf classifies err for the wire.

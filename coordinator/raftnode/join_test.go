@@ -20,7 +20,7 @@ import (
 // and joining a member again stays harmless.
 func TestJoinRefusesAnUnreachableOrWrongReplica(t *testing.T) {
 	start := func(id string) *raftnode.Tier {
-		tr, err := raftnode.StartTier(raftnode.Config{ID: id, Dir: t.TempDir(), RaftBind: "127.0.0.1:0", AdminBind: "127.0.0.1:0"}, fsm.Options{})
+		tr, err := raftnode.StartTier(raftnode.Config{ID: id, Dir: t.TempDir(), RaftBind: "127.0.0.1:0", AdminBind: "127.0.0.1:0", RawWrites: true}, fsm.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -159,14 +159,15 @@ func ResultJSON(v any) any {
 	return out
 }
 
-// The tier JSON API on the admin endpoint (used by the multi-process tests and by
-// tools until the gRPC Admin service carries it). Writes are forwarded to the
-// leader; reads take ?read=linearizable (default, leader only) or ?read=stale.
+// The tier JSON API on the admin endpoint. Its writes are raw FSM writes for
+// the multi-process tests (the test node, Config.RawWrites): a production
+// replica answers them 403. Writes are forwarded to the leader; reads take
+// ?read=linearizable (default, leader only) or ?read=stale.
 //
-//	POST /v1/tier/children   {"children": [Child...]}      -> ResultJSONValue
-//	POST /v1/tier/shards     {"shards": [Shard...]}        -> ResultJSONValue
-//	POST /v1/tier/assign     AssignRequest                 -> EpochResponse
-//	POST /v1/tier/move       interfaces.Move               -> EpochResponse
+//	POST /v1/tier/children   {"children": [Child...]}      -> ResultJSONValue (RawWrites)
+//	POST /v1/tier/shards     {"shards": [Shard...]}        -> ResultJSONValue (RawWrites)
+//	POST /v1/tier/assign     AssignRequest                 -> EpochResponse   (RawWrites)
+//	POST /v1/tier/move       interfaces.Move               -> EpochResponse   (RawWrites)
 //	GET  /v1/tier/assignment?shard=ID&read=MODE            -> AssignmentResponse
 //	GET  /v1/tier/state?read=MODE                          -> StateResponse
 
@@ -208,6 +209,48 @@ type StateResponse struct {
 }
 
 func (t *Tier) registerTierAPI() {
+	n := t.Node
+	if n.cfg.RawWrites {
+		t.registerTierWrites()
+	} else {
+		n.mux.HandleFunc("POST /v1/tier/", refuseRawWrite)
+	}
+	n.mux.HandleFunc("GET /v1/tier/assignment", func(w http.ResponseWriter, r *http.Request) {
+		shard := r.URL.Query().Get("shard")
+		if shard == "" {
+			WriteError(w, fmt.Errorf("query: shard: must not be empty: %w", interfaces.ErrInvalid), n)
+			return
+		}
+		a, found, err := t.Assignment(r.Context(), ReadMode(r.URL.Query().Get("read")), interfaces.ShardID(shard))
+		if err != nil {
+			WriteError(w, err, n)
+			return
+		}
+		writeJSON(w, http.StatusOK, AssignmentResponse{Found: found, Child: a.Child, Epoch: a.Epoch})
+	})
+	n.mux.HandleFunc("GET /v1/tier/state", func(w http.ResponseWriter, r *http.Request) {
+		var resp StateResponse
+		err := t.Read(r.Context(), ReadMode(r.URL.Query().Get("read")), func(f *fsm.FSM) error {
+			resp.AppliedIndex = f.AppliedIndex()
+			resp.Assignments = f.Assignments()
+			return nil
+		})
+		if err == nil {
+			var b []byte
+			b, err = t.SnapshotBytes()
+			sum := sha256.Sum256(b)
+			resp.Digest = hex.EncodeToString(sum[:])
+		}
+		if err != nil {
+			WriteError(w, err, n)
+			return
+		}
+		writeJSON(w, http.StatusOK, resp)
+	})
+}
+
+// registerTierWrites adds the raw write routes (the test node only).
+func (t *Tier) registerTierWrites() {
 	n := t.Node
 	exec := func(w http.ResponseWriter, r *http.Request, path string, body any, c fsm.Command) {
 		res, err := t.Exec(r.Context(), c)
@@ -262,37 +305,5 @@ func (t *Tier) registerTierAPI() {
 			return
 		}
 		epoch(w, r, "/v1/tier/move", req, &fsm.Move{Move: req})
-	})
-	n.mux.HandleFunc("GET /v1/tier/assignment", func(w http.ResponseWriter, r *http.Request) {
-		shard := r.URL.Query().Get("shard")
-		if shard == "" {
-			WriteError(w, fmt.Errorf("query: shard: must not be empty: %w", interfaces.ErrInvalid), n)
-			return
-		}
-		a, found, err := t.Assignment(r.Context(), ReadMode(r.URL.Query().Get("read")), interfaces.ShardID(shard))
-		if err != nil {
-			WriteError(w, err, n)
-			return
-		}
-		writeJSON(w, http.StatusOK, AssignmentResponse{Found: found, Child: a.Child, Epoch: a.Epoch})
-	})
-	n.mux.HandleFunc("GET /v1/tier/state", func(w http.ResponseWriter, r *http.Request) {
-		var resp StateResponse
-		err := t.Read(r.Context(), ReadMode(r.URL.Query().Get("read")), func(f *fsm.FSM) error {
-			resp.AppliedIndex = f.AppliedIndex()
-			resp.Assignments = f.Assignments()
-			return nil
-		})
-		if err == nil {
-			var b []byte
-			b, err = t.SnapshotBytes()
-			sum := sha256.Sum256(b)
-			resp.Digest = hex.EncodeToString(sum[:])
-		}
-		if err != nil {
-			WriteError(w, err, n)
-			return
-		}
-		writeJSON(w, http.StatusOK, resp)
 	})
 }

@@ -70,7 +70,7 @@ func TestGroupReplicatesOverTLSWrappedStreamLayer(t *testing.T) {
 	var tiers []*raftnode.Tier
 	for i := range 2 {
 		tr, err := raftnode.StartTier(raftnode.Config{ID: fmt.Sprintf("t%d", i), Dir: t.TempDir(),
-			RaftBind: "127.0.0.1:0", AdminBind: "127.0.0.1:0", Wrap: wrap}, fsm.Options{})
+			RaftBind: "127.0.0.1:0", AdminBind: "127.0.0.1:0", Wrap: wrap, RawWrites: true}, fsm.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -64,6 +64,17 @@ type Server struct {
 // Listen starts serving /healthz, /readyz and /metrics on addr ("127.0.0.1:0"
 // picks a free port; Addr tells which). extra handlers may be mounted by path.
 func Listen(addr string, ready ReadyFunc, metrics *Metrics, extra map[string]http.Handler) (*Server, error) {
+	return ListenGuarded(addr, ready, metrics, extra, nil)
+}
+
+// Guard decides whether a request may be served: 0 and nil serve it; otherwise
+// the HTTP status and the error are the answer. A tier daemon's guard checks
+// ACL tokens.
+type Guard func(r *http.Request) (int, error)
+
+// ListenGuarded is Listen with every request passed through guard first (nil:
+// none).
+func ListenGuarded(addr string, ready ReadyFunc, metrics *Metrics, extra map[string]http.Handler, guard Guard) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -90,7 +101,19 @@ func Listen(addr string, ready ReadyFunc, metrics *Metrics, extra map[string]htt
 	if err != nil {
 		return nil, fmt.Errorf("http listen %s: %w", addr, err)
 	}
-	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, done: make(chan struct{})}
+	var h http.Handler = mux
+	if guard != nil {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if code, err := guard(r); err != nil {
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				w.WriteHeader(code)
+				fmt.Fprintln(w, err)
+				return
+			}
+			mux.ServeHTTP(w, r)
+		})
+	}
+	s := &Server{srv: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}, ln: ln, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		err := s.srv.Serve(ln)

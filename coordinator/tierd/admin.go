@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"time"
 
@@ -31,7 +32,11 @@ func forward[Resp any](ctx context.Context, d *Daemon, fn func(wire.AdminClient)
 	if addr == "" {
 		return resp, true, wire.ToStatus(fmt.Errorf("no leader known for %s/%s; retry shortly: %w", d.cfg.Tier, d.cfg.Instance, interfaces.ErrNotLeader))
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// The caller's token travels with the call: the leader checks it again.
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			return invoker(forwardContext(ctx), method, req, reply, cc, opts...)
+		}))
 	if err != nil {
 		return resp, true, err
 	}
@@ -45,7 +50,7 @@ func jobShards(spec *wire.JobSpec) ([]interfaces.Shard, error) {
 	if spec == nil {
 		return nil, fmt.Errorf("job: is required: %w", interfaces.ErrInvalid)
 	}
-	if err := interfaces.ValidateID("job.id", spec.GetId()); err != nil {
+	if err := interfaces.ValidateName("job.id", spec.GetId()); err != nil {
 		return nil, err
 	}
 	var shards []interfaces.Shard
@@ -389,8 +394,70 @@ func (d *Daemon) Explain(ctx context.Context, req *wire.ExplainRequest) (*wire.E
 	return resp, nil
 }
 
+// thisInstance checks that a membership request names this tier instance
+// (or none): a replica changes only its own group.
+func (d *Daemon) thisInstance(tier, instance string) error {
+	if (tier != "" && tier != d.cfg.Tier) || (instance != "" && instance != d.cfg.Instance) {
+		return fmt.Errorf("tier/instance: this replica is of %s/%s, not %s/%s: ask a replica of that group (strata status lists their addresses): %w",
+			d.cfg.Tier, d.cfg.Instance, tier, instance, interfaces.ErrInvalid)
+	}
+	return nil
+}
+
+// RaftJoin adds a voter to this instance's Raft group. The leader first
+// checks that the new replica answers at its raft address and, when
+// admin_address is given, that the replica there reports the same ID and
+// raft address (raftnode's AddVoter); joining a member again is harmless.
+// Followers forward it.
+func (d *Daemon) RaftJoin(ctx context.Context, req *wire.RaftJoinRequest) (*wire.RaftJoinResponse, error) {
+	if err := d.thisInstance(req.GetTier(), req.GetInstance()); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	if err := interfaces.ValidateName("id", req.GetId()); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	if req.GetNonvoter() {
+		return nil, wire.ToStatus(fmt.Errorf("nonvoter: non-voting members are not supported; join as a voter: %w", interfaces.ErrInvalid))
+	}
+	if resp, ok, err := forward(ctx, d, func(c wire.AdminClient) (*wire.RaftJoinResponse, error) { return c.RaftJoin(ctx, req) }); ok {
+		return resp, err
+	}
+	if a := req.GetAdminAddress(); a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, wire.ToStatus(fmt.Errorf("admin_address %q: must be host:port: %w", a, interfaces.ErrInvalid))
+		}
+	}
+	if err := d.tier.AddVoter(ctx, req.GetId(), req.GetAddress(), req.GetAdminAddress()); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	d.logger.Printf("raft: %s (%s) joined the group", req.GetId(), req.GetAddress())
+	return &wire.RaftJoinResponse{Index: d.tier.Raft().LastIndex()}, nil
+}
+
+// RaftRemove removes a server from this instance's Raft group (ErrNotFound
+// for an unknown ID). Followers forward it.
+func (d *Daemon) RaftRemove(ctx context.Context, req *wire.RaftRemoveRequest) (*wire.RaftRemoveResponse, error) {
+	if err := d.thisInstance(req.GetTier(), req.GetInstance()); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	if req.GetId() == "" {
+		return nil, wire.ToStatus(fmt.Errorf("id: is required (the server ID to remove): %w", interfaces.ErrInvalid))
+	}
+	if resp, ok, err := forward(ctx, d, func(c wire.AdminClient) (*wire.RaftRemoveResponse, error) { return c.RaftRemove(ctx, req) }); ok {
+		return resp, err
+	}
+	if err := d.tier.RemoveServer(ctx, req.GetId()); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	d.logger.Printf("raft: removed %s from the group", req.GetId())
+	return &wire.RaftRemoveResponse{Index: d.tier.Raft().LastIndex()}, nil
+}
+
 // RaftPeers lists the replicas of this instance's Raft group.
-func (d *Daemon) RaftPeers(ctx context.Context, _ *wire.RaftPeersRequest) (*wire.RaftPeersResponse, error) {
+func (d *Daemon) RaftPeers(ctx context.Context, req *wire.RaftPeersRequest) (*wire.RaftPeersResponse, error) {
+	if err := d.thisInstance(req.GetTier(), req.GetInstance()); err != nil {
+		return nil, wire.ToStatus(err)
+	}
 	peers, err := d.tier.Peers()
 	if err != nil {
 		return nil, wire.ToStatus(err)

@@ -79,6 +79,12 @@ type Config struct {
 	Labels map[string]string
 	// Capacity of this tier instance, reported to the parent, is the sum of its
 	// active children's capacities.
+
+	// ACL configures the Admin API's tokens (acl.go); zero: off.
+	ACL ACLConfig
+	// Children says which children may register and when failed ones are
+	// forgotten (admission.go); zero: any child, never forgotten.
+	Children ChildrenConfig
 }
 
 // Defaults fills zero fields with the defaults and returns c.
@@ -113,6 +119,7 @@ func (c Config) Defaults() Config {
 	if len(c.Chain) == 0 {
 		c.Chain = DefaultChain()
 	}
+	c.ACL = c.ACL.defaults(c.DataDir)
 	if c.ChildTier == "" {
 		for i, t := range c.Chain {
 			if t == c.Tier && i+1 < len(c.Chain) {
@@ -177,10 +184,10 @@ func (c Config) Validate() error {
 	if err := interfaces.ValidateID("tier", c.Tier); err != nil {
 		return err
 	}
-	if err := interfaces.ValidateID("instance", c.Instance); err != nil {
+	if err := interfaces.ValidateName("instance", c.Instance); err != nil {
 		return err
 	}
-	if err := interfaces.ValidateID("node_id", c.NodeID); err != nil {
+	if err := interfaces.ValidateName("node_id", c.NodeID); err != nil {
 		return err
 	}
 	if err := ValidateChain(c.Chain); err != nil {
@@ -229,6 +236,12 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.validateIntegration(); err != nil {
+		return err
+	}
+	if err := c.ACL.validate(); err != nil {
+		return err
+	}
+	if err := c.Children.validate(); err != nil {
 		return err
 	}
 	if c.Bootstrap {

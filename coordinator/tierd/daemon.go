@@ -85,6 +85,11 @@ type Daemon struct {
 
 	coop coopState // cooperation between tiers (coop.go)
 
+	acl aclState // the bootstrap token (acl.go)
+	// failedSince is when the control loop first saw each failed child
+	// (admission.go, children.gc_after); the loop's goroutine only.
+	failedSince map[interfaces.ChildID]time.Time
+
 	wake   chan struct{}
 	cancel context.CancelFunc
 	done   sync.WaitGroup
@@ -133,6 +138,10 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 	for _, w := range PolicyWarnings(cfg, policy) {
 		d.logger.Printf("warning: %s", w)
 	}
+	if err := d.loadBootstrapToken(); err != nil {
+		closePolicy(policy)
+		return nil, err
+	}
 	// LeanRestore: a follower that installs a snapshot over a large state peaks at
 	// about one state's memory instead of two (docs/benchmarks.md, "Coordinator
 	// FSM"). Readers of the FSM wait for the restore, and a failed restore stops
@@ -164,12 +173,14 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		closePolicy(policy)
 		return nil, fmt.Errorf("listen.grpc %s: %w", cfg.GRPCAddr, err)
 	}
-	d.grpc = grpc.NewServer()
+	// Every Admin call passes the token check, every session's Hello the
+	// admission policy (acl.go, admission.go).
+	d.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(d.unaryAuth), grpc.ChainStreamInterceptor(d.streamAuth))
 	wire.RegisterSessionServer(d.grpc, d)
 	wire.RegisterAdminServer(d.grpc, d)
 	go func() { _ = d.grpc.Serve(d.lis) }()
 	if cfg.HTTPAddr != "" {
-		d.http, err = telemetry.Listen(cfg.HTTPAddr, d.ready, d.metrics, nil)
+		d.http, err = telemetry.ListenGuarded(cfg.HTTPAddr, d.ready, d.metrics, nil, d.httpAuth)
 		if err != nil {
 			d.Close()
 			return nil, err

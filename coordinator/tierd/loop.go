@@ -32,7 +32,10 @@ func (d *Daemon) loop(ctx context.Context) {
 		if !d.trackLeadership(ctx) {
 			continue
 		}
-		d.round(ctx, time.Now())
+		now := time.Now()
+		d.ensureBootstrapToken(ctx)
+		d.gcChildren(ctx, now, d.cfg.Children.GCAfter)
+		d.round(ctx, now)
 	}
 }
 
@@ -68,7 +71,8 @@ func (d *Daemon) trackLeadership(ctx context.Context) bool {
 			d.logger.Printf("controller: %v", err)
 			return false
 		}
-		d.ctl = ctl // used by this goroutine only
+		d.ctl = ctl         // used by this goroutine only
+		d.failedSince = nil // children.gc_after counts afresh under each leadership
 		if err := d.newPolicies(); err != nil {
 			d.logger.Printf("control policies: %v", err)
 			return false

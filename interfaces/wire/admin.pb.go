@@ -2055,12 +2055,16 @@ func (x *RaftPeersResponse) GetCommitIndex() uint64 {
 }
 
 type RaftJoinRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tier          string                 `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
-	Instance      string                 `protobuf:"bytes,2,opt,name=instance,proto3" json:"instance,omitempty"`
-	Id            string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
-	Address       string                 `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
-	Nonvoter      bool                   `protobuf:"varint,5,opt,name=nonvoter,proto3" json:"nonvoter,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Tier     string                 `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
+	Instance string                 `protobuf:"bytes,2,opt,name=instance,proto3" json:"instance,omitempty"`
+	Id       string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	Address  string                 `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
+	Nonvoter bool                   `protobuf:"varint,5,opt,name=nonvoter,proto3" json:"nonvoter,omitempty"`
+	// admin_address is the new replica's Raft admin endpoint (its listen.admin),
+	// optional: when given, the leader first checks there that the replica
+	// reports this id and raft address.
+	AdminAddress  string `protobuf:"bytes,6,opt,name=admin_address,json=adminAddress,proto3" json:"admin_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2128,6 +2132,13 @@ func (x *RaftJoinRequest) GetNonvoter() bool {
 		return x.Nonvoter
 	}
 	return false
+}
+
+func (x *RaftJoinRequest) GetAdminAddress() string {
+	if x != nil {
+		return x.AdminAddress
+	}
+	return ""
 }
 
 type RaftJoinResponse struct {
@@ -2274,6 +2285,391 @@ func (*RaftRemoveResponse) Descriptor() ([]byte, []int) {
 func (x *RaftRemoveResponse) GetIndex() uint64 {
 	if x != nil {
 		return x.Index
+	}
+	return 0
+}
+
+// CreateTokenRequest creates a token. secret may be given (at least 24
+// printable characters): the same secret created at several tier instances is
+// one token across them (strata acl token create does so down the tree); empty,
+// the tier makes one.
+type CreateTokenRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`         // a name without "/", e.g. "ci-deploy"
+	Policy        string                 `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"` // read, operate or admin
+	Description   string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	Secret        string                 `protobuf:"bytes,4,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenRequest) Reset() {
+	*x = CreateTokenRequest{}
+	mi := &file_admin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenRequest) ProtoMessage() {}
+
+func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
+func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *CreateTokenRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CreateTokenRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *CreateTokenRequest) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *CreateTokenRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+type CreateTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Policy        string                 `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	Secret        string                 `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"` // shown once: the tier keeps only its hash
+	StateIndex    uint64                 `protobuf:"varint,4,opt,name=state_index,json=stateIndex,proto3" json:"state_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenResponse) Reset() {
+	*x = CreateTokenResponse{}
+	mi := &file_admin_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenResponse) ProtoMessage() {}
+
+func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
+func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *CreateTokenResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CreateTokenResponse) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *CreateTokenResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *CreateTokenResponse) GetStateIndex() uint64 {
+	if x != nil {
+		return x.StateIndex
+	}
+	return 0
+}
+
+type ListTokensRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensRequest) Reset() {
+	*x = ListTokensRequest{}
+	mi := &file_admin_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensRequest) ProtoMessage() {}
+
+func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
+func (*ListTokensRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{39}
+}
+
+// TokenInfo describes a token without its secret.
+type TokenInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Policy        string                 `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	Description   string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	HashPrefix    string                 `protobuf:"bytes,4,opt,name=hash_prefix,json=hashPrefix,proto3" json:"hash_prefix,omitempty"` // the first 8 hex digits of the secret's SHA-256
+	Bootstrap     bool                   `protobuf:"varint,5,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`                    // the configured bootstrap token (not stored in the state)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenInfo) Reset() {
+	*x = TokenInfo{}
+	mi := &file_admin_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenInfo) ProtoMessage() {}
+
+func (x *TokenInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
+func (*TokenInfo) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *TokenInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetHashPrefix() string {
+	if x != nil {
+		return x.HashPrefix
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetBootstrap() bool {
+	if x != nil {
+		return x.Bootstrap
+	}
+	return false
+}
+
+type ListTokensResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tokens        []*TokenInfo           `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensResponse) Reset() {
+	*x = ListTokensResponse{}
+	mi := &file_admin_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensResponse) ProtoMessage() {}
+
+func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
+func (*ListTokensResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListTokensResponse) GetTokens() []*TokenInfo {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+type RevokeTokenRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenRequest) Reset() {
+	*x = RevokeTokenRequest{}
+	mi := &file_admin_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenRequest) ProtoMessage() {}
+
+func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
+func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *RevokeTokenRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RevokeTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StateIndex    uint64                 `protobuf:"varint,1,opt,name=state_index,json=stateIndex,proto3" json:"state_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenResponse) Reset() {
+	*x = RevokeTokenResponse{}
+	mi := &file_admin_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenResponse) ProtoMessage() {}
+
+func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_admin_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
+func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
+	return file_admin_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *RevokeTokenResponse) GetStateIndex() uint64 {
+	if x != nil {
+		return x.StateIndex
 	}
 	return 0
 }
@@ -2434,13 +2830,14 @@ const file_admin_proto_rawDesc = "" +
 	"\x11RaftPeersResponse\x12)\n" +
 	"\x05peers\x18\x01 \x03(\v2\x13.strata.v1.RaftPeerR\x05peers\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12!\n" +
-	"\fcommit_index\x18\x03 \x01(\x04R\vcommitIndex\"\x87\x01\n" +
+	"\fcommit_index\x18\x03 \x01(\x04R\vcommitIndex\"\xac\x01\n" +
 	"\x0fRaftJoinRequest\x12\x12\n" +
 	"\x04tier\x18\x01 \x01(\tR\x04tier\x12\x1a\n" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\x0e\n" +
 	"\x02id\x18\x03 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x04 \x01(\tR\aaddress\x12\x1a\n" +
-	"\bnonvoter\x18\x05 \x01(\bR\bnonvoter\"(\n" +
+	"\bnonvoter\x18\x05 \x01(\bR\bnonvoter\x12#\n" +
+	"\radmin_address\x18\x06 \x01(\tR\fadminAddress\"(\n" +
 	"\x10RaftJoinResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"S\n" +
 	"\x11RaftRemoveRequest\x12\x12\n" +
@@ -2448,7 +2845,33 @@ const file_admin_proto_rawDesc = "" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\x0e\n" +
 	"\x02id\x18\x03 \x01(\tR\x02id\"*\n" +
 	"\x12RaftRemoveResponse\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index2\xda\a\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"v\n" +
+	"\x12CreateTokenRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06policy\x18\x02 \x01(\tR\x06policy\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x16\n" +
+	"\x06secret\x18\x04 \x01(\tR\x06secret\"v\n" +
+	"\x13CreateTokenResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06policy\x18\x02 \x01(\tR\x06policy\x12\x16\n" +
+	"\x06secret\x18\x03 \x01(\tR\x06secret\x12\x1f\n" +
+	"\vstate_index\x18\x04 \x01(\x04R\n" +
+	"stateIndex\"\x13\n" +
+	"\x11ListTokensRequest\"\x94\x01\n" +
+	"\tTokenInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06policy\x18\x02 \x01(\tR\x06policy\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x1f\n" +
+	"\vhash_prefix\x18\x04 \x01(\tR\n" +
+	"hashPrefix\x12\x1c\n" +
+	"\tbootstrap\x18\x05 \x01(\bR\tbootstrap\"B\n" +
+	"\x12ListTokensResponse\x12,\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x14.strata.v1.TokenInfoR\x06tokens\"$\n" +
+	"\x12RevokeTokenRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"6\n" +
+	"\x13RevokeTokenResponse\x12\x1f\n" +
+	"\vstate_index\x18\x01 \x01(\x04R\n" +
+	"stateIndex2\xc1\t\n" +
 	"\x05Admin\x12F\n" +
 	"\tSubmitJob\x12\x1b.strata.v1.SubmitJobRequest\x1a\x1c.strata.v1.SubmitJobResponse\x12C\n" +
 	"\bListJobs\x12\x1a.strata.v1.ListJobsRequest\x1a\x1b.strata.v1.ListJobsResponse\x12F\n" +
@@ -2465,7 +2888,11 @@ const file_admin_proto_rawDesc = "" +
 	"\bRaftJoin\x12\x1a.strata.v1.RaftJoinRequest\x1a\x1b.strata.v1.RaftJoinResponse\x12I\n" +
 	"\n" +
 	"RaftRemove\x12\x1c.strata.v1.RaftRemoveRequest\x1a\x1d.strata.v1.RaftRemoveResponse\x12O\n" +
-	"\fReleaseShard\x12\x1e.strata.v1.ReleaseShardRequest\x1a\x1f.strata.v1.ReleaseShardResponseB5Z3github.com/strata-sched/strata/interfaces/wire;wireb\x06proto3"
+	"\fReleaseShard\x12\x1e.strata.v1.ReleaseShardRequest\x1a\x1f.strata.v1.ReleaseShardResponse\x12L\n" +
+	"\vCreateToken\x12\x1d.strata.v1.CreateTokenRequest\x1a\x1e.strata.v1.CreateTokenResponse\x12I\n" +
+	"\n" +
+	"ListTokens\x12\x1c.strata.v1.ListTokensRequest\x1a\x1d.strata.v1.ListTokensResponse\x12L\n" +
+	"\vRevokeToken\x12\x1d.strata.v1.RevokeTokenRequest\x1a\x1e.strata.v1.RevokeTokenResponseB5Z3github.com/strata-sched/strata/interfaces/wire;wireb\x06proto3"
 
 var (
 	file_admin_proto_rawDescOnce sync.Once
@@ -2479,7 +2906,7 @@ func file_admin_proto_rawDescGZIP() []byte {
 	return file_admin_proto_rawDescData
 }
 
-var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_admin_proto_goTypes = []any{
 	(*JobSpec)(nil),              // 0: strata.v1.JobSpec
 	(*SubmitJobRequest)(nil),     // 1: strata.v1.SubmitJobRequest
@@ -2518,77 +2945,91 @@ var file_admin_proto_goTypes = []any{
 	(*RaftJoinResponse)(nil),     // 34: strata.v1.RaftJoinResponse
 	(*RaftRemoveRequest)(nil),    // 35: strata.v1.RaftRemoveRequest
 	(*RaftRemoveResponse)(nil),   // 36: strata.v1.RaftRemoveResponse
-	nil,                          // 37: strata.v1.JobSpec.LabelsEntry
-	nil,                          // 38: strata.v1.JobInfo.LabelsEntry
-	nil,                          // 39: strata.v1.ChildStatus.UtilizationEntry
-	(*Shard)(nil),                // 40: strata.v1.Shard
-	(*Load)(nil),                 // 41: strata.v1.Load
-	(*Child)(nil),                // 42: strata.v1.Child
-	(ChildState)(0),              // 43: strata.v1.ChildState
-	(*Move)(nil),                 // 44: strata.v1.Move
-	(*Constraint)(nil),           // 45: strata.v1.Constraint
-	(*Plan)(nil),                 // 46: strata.v1.Plan
+	(*CreateTokenRequest)(nil),   // 37: strata.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),  // 38: strata.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),    // 39: strata.v1.ListTokensRequest
+	(*TokenInfo)(nil),            // 40: strata.v1.TokenInfo
+	(*ListTokensResponse)(nil),   // 41: strata.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),   // 42: strata.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),  // 43: strata.v1.RevokeTokenResponse
+	nil,                          // 44: strata.v1.JobSpec.LabelsEntry
+	nil,                          // 45: strata.v1.JobInfo.LabelsEntry
+	nil,                          // 46: strata.v1.ChildStatus.UtilizationEntry
+	(*Shard)(nil),                // 47: strata.v1.Shard
+	(*Load)(nil),                 // 48: strata.v1.Load
+	(*Child)(nil),                // 49: strata.v1.Child
+	(ChildState)(0),              // 50: strata.v1.ChildState
+	(*Move)(nil),                 // 51: strata.v1.Move
+	(*Constraint)(nil),           // 52: strata.v1.Constraint
+	(*Plan)(nil),                 // 53: strata.v1.Plan
 }
 var file_admin_proto_depIdxs = []int32{
-	40, // 0: strata.v1.JobSpec.shards:type_name -> strata.v1.Shard
-	40, // 1: strata.v1.JobSpec.shard_template:type_name -> strata.v1.Shard
-	37, // 2: strata.v1.JobSpec.labels:type_name -> strata.v1.JobSpec.LabelsEntry
+	47, // 0: strata.v1.JobSpec.shards:type_name -> strata.v1.Shard
+	47, // 1: strata.v1.JobSpec.shard_template:type_name -> strata.v1.Shard
+	44, // 2: strata.v1.JobSpec.labels:type_name -> strata.v1.JobSpec.LabelsEntry
 	0,  // 3: strata.v1.SubmitJobRequest.job:type_name -> strata.v1.JobSpec
-	41, // 4: strata.v1.JobInfo.load:type_name -> strata.v1.Load
-	38, // 5: strata.v1.JobInfo.labels:type_name -> strata.v1.JobInfo.LabelsEntry
+	48, // 4: strata.v1.JobInfo.load:type_name -> strata.v1.Load
+	45, // 5: strata.v1.JobInfo.labels:type_name -> strata.v1.JobInfo.LabelsEntry
 	4,  // 6: strata.v1.ListJobsResponse.jobs:type_name -> strata.v1.JobInfo
-	40, // 7: strata.v1.ShardInfo.shard:type_name -> strata.v1.Shard
+	47, // 7: strata.v1.ShardInfo.shard:type_name -> strata.v1.Shard
 	9,  // 8: strata.v1.ShardInfo.placement:type_name -> strata.v1.Placement
-	41, // 9: strata.v1.ShardInfo.measured:type_name -> strata.v1.Load
+	48, // 9: strata.v1.ShardInfo.measured:type_name -> strata.v1.Load
 	10, // 10: strata.v1.ListShardsResponse.shards:type_name -> strata.v1.ShardInfo
-	42, // 11: strata.v1.ChildStatus.child:type_name -> strata.v1.Child
-	41, // 12: strata.v1.ChildStatus.used:type_name -> strata.v1.Load
-	39, // 13: strata.v1.ChildStatus.utilization:type_name -> strata.v1.ChildStatus.UtilizationEntry
+	49, // 11: strata.v1.ChildStatus.child:type_name -> strata.v1.Child
+	48, // 12: strata.v1.ChildStatus.used:type_name -> strata.v1.Load
+	46, // 13: strata.v1.ChildStatus.utilization:type_name -> strata.v1.ChildStatus.UtilizationEntry
 	13, // 14: strata.v1.InstanceStatus.children:type_name -> strata.v1.ChildStatus
 	14, // 15: strata.v1.TierStatus.instances:type_name -> strata.v1.InstanceStatus
 	15, // 16: strata.v1.StatusResponse.tiers:type_name -> strata.v1.TierStatus
-	43, // 17: strata.v1.DrainResponse.state:type_name -> strata.v1.ChildState
-	43, // 18: strata.v1.UndrainResponse.state:type_name -> strata.v1.ChildState
-	44, // 19: strata.v1.PlacementEvent.move:type_name -> strata.v1.Move
-	40, // 20: strata.v1.ExplainResponse.shard:type_name -> strata.v1.Shard
+	50, // 17: strata.v1.DrainResponse.state:type_name -> strata.v1.ChildState
+	50, // 18: strata.v1.UndrainResponse.state:type_name -> strata.v1.ChildState
+	51, // 19: strata.v1.PlacementEvent.move:type_name -> strata.v1.Move
+	47, // 20: strata.v1.ExplainResponse.shard:type_name -> strata.v1.Shard
 	9,  // 21: strata.v1.ExplainResponse.placement:type_name -> strata.v1.Placement
 	22, // 22: strata.v1.ExplainResponse.history:type_name -> strata.v1.PlacementEvent
-	45, // 23: strata.v1.AdminPlanRequest.constraints:type_name -> strata.v1.Constraint
-	46, // 24: strata.v1.AdminPlanResponse.plan:type_name -> strata.v1.Plan
+	52, // 23: strata.v1.AdminPlanRequest.constraints:type_name -> strata.v1.Constraint
+	53, // 24: strata.v1.AdminPlanResponse.plan:type_name -> strata.v1.Plan
 	30, // 25: strata.v1.RaftPeersResponse.peers:type_name -> strata.v1.RaftPeer
-	1,  // 26: strata.v1.Admin.SubmitJob:input_type -> strata.v1.SubmitJobRequest
-	3,  // 27: strata.v1.Admin.ListJobs:input_type -> strata.v1.ListJobsRequest
-	6,  // 28: strata.v1.Admin.DeleteJob:input_type -> strata.v1.DeleteJobRequest
-	8,  // 29: strata.v1.Admin.ListShards:input_type -> strata.v1.ListShardsRequest
-	12, // 30: strata.v1.Admin.Status:input_type -> strata.v1.StatusRequest
-	17, // 31: strata.v1.Admin.Drain:input_type -> strata.v1.DrainRequest
-	19, // 32: strata.v1.Admin.Undrain:input_type -> strata.v1.UndrainRequest
-	21, // 33: strata.v1.Admin.Explain:input_type -> strata.v1.ExplainRequest
-	26, // 34: strata.v1.Admin.Plan:input_type -> strata.v1.AdminPlanRequest
-	28, // 35: strata.v1.Admin.ApplyPlan:input_type -> strata.v1.ApplyPlanRequest
-	31, // 36: strata.v1.Admin.RaftPeers:input_type -> strata.v1.RaftPeersRequest
-	33, // 37: strata.v1.Admin.RaftJoin:input_type -> strata.v1.RaftJoinRequest
-	35, // 38: strata.v1.Admin.RaftRemove:input_type -> strata.v1.RaftRemoveRequest
-	24, // 39: strata.v1.Admin.ReleaseShard:input_type -> strata.v1.ReleaseShardRequest
-	2,  // 40: strata.v1.Admin.SubmitJob:output_type -> strata.v1.SubmitJobResponse
-	5,  // 41: strata.v1.Admin.ListJobs:output_type -> strata.v1.ListJobsResponse
-	7,  // 42: strata.v1.Admin.DeleteJob:output_type -> strata.v1.DeleteJobResponse
-	11, // 43: strata.v1.Admin.ListShards:output_type -> strata.v1.ListShardsResponse
-	16, // 44: strata.v1.Admin.Status:output_type -> strata.v1.StatusResponse
-	18, // 45: strata.v1.Admin.Drain:output_type -> strata.v1.DrainResponse
-	20, // 46: strata.v1.Admin.Undrain:output_type -> strata.v1.UndrainResponse
-	23, // 47: strata.v1.Admin.Explain:output_type -> strata.v1.ExplainResponse
-	27, // 48: strata.v1.Admin.Plan:output_type -> strata.v1.AdminPlanResponse
-	29, // 49: strata.v1.Admin.ApplyPlan:output_type -> strata.v1.ApplyPlanResponse
-	32, // 50: strata.v1.Admin.RaftPeers:output_type -> strata.v1.RaftPeersResponse
-	34, // 51: strata.v1.Admin.RaftJoin:output_type -> strata.v1.RaftJoinResponse
-	36, // 52: strata.v1.Admin.RaftRemove:output_type -> strata.v1.RaftRemoveResponse
-	25, // 53: strata.v1.Admin.ReleaseShard:output_type -> strata.v1.ReleaseShardResponse
-	40, // [40:54] is the sub-list for method output_type
-	26, // [26:40] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	40, // 26: strata.v1.ListTokensResponse.tokens:type_name -> strata.v1.TokenInfo
+	1,  // 27: strata.v1.Admin.SubmitJob:input_type -> strata.v1.SubmitJobRequest
+	3,  // 28: strata.v1.Admin.ListJobs:input_type -> strata.v1.ListJobsRequest
+	6,  // 29: strata.v1.Admin.DeleteJob:input_type -> strata.v1.DeleteJobRequest
+	8,  // 30: strata.v1.Admin.ListShards:input_type -> strata.v1.ListShardsRequest
+	12, // 31: strata.v1.Admin.Status:input_type -> strata.v1.StatusRequest
+	17, // 32: strata.v1.Admin.Drain:input_type -> strata.v1.DrainRequest
+	19, // 33: strata.v1.Admin.Undrain:input_type -> strata.v1.UndrainRequest
+	21, // 34: strata.v1.Admin.Explain:input_type -> strata.v1.ExplainRequest
+	26, // 35: strata.v1.Admin.Plan:input_type -> strata.v1.AdminPlanRequest
+	28, // 36: strata.v1.Admin.ApplyPlan:input_type -> strata.v1.ApplyPlanRequest
+	31, // 37: strata.v1.Admin.RaftPeers:input_type -> strata.v1.RaftPeersRequest
+	33, // 38: strata.v1.Admin.RaftJoin:input_type -> strata.v1.RaftJoinRequest
+	35, // 39: strata.v1.Admin.RaftRemove:input_type -> strata.v1.RaftRemoveRequest
+	24, // 40: strata.v1.Admin.ReleaseShard:input_type -> strata.v1.ReleaseShardRequest
+	37, // 41: strata.v1.Admin.CreateToken:input_type -> strata.v1.CreateTokenRequest
+	39, // 42: strata.v1.Admin.ListTokens:input_type -> strata.v1.ListTokensRequest
+	42, // 43: strata.v1.Admin.RevokeToken:input_type -> strata.v1.RevokeTokenRequest
+	2,  // 44: strata.v1.Admin.SubmitJob:output_type -> strata.v1.SubmitJobResponse
+	5,  // 45: strata.v1.Admin.ListJobs:output_type -> strata.v1.ListJobsResponse
+	7,  // 46: strata.v1.Admin.DeleteJob:output_type -> strata.v1.DeleteJobResponse
+	11, // 47: strata.v1.Admin.ListShards:output_type -> strata.v1.ListShardsResponse
+	16, // 48: strata.v1.Admin.Status:output_type -> strata.v1.StatusResponse
+	18, // 49: strata.v1.Admin.Drain:output_type -> strata.v1.DrainResponse
+	20, // 50: strata.v1.Admin.Undrain:output_type -> strata.v1.UndrainResponse
+	23, // 51: strata.v1.Admin.Explain:output_type -> strata.v1.ExplainResponse
+	27, // 52: strata.v1.Admin.Plan:output_type -> strata.v1.AdminPlanResponse
+	29, // 53: strata.v1.Admin.ApplyPlan:output_type -> strata.v1.ApplyPlanResponse
+	32, // 54: strata.v1.Admin.RaftPeers:output_type -> strata.v1.RaftPeersResponse
+	34, // 55: strata.v1.Admin.RaftJoin:output_type -> strata.v1.RaftJoinResponse
+	36, // 56: strata.v1.Admin.RaftRemove:output_type -> strata.v1.RaftRemoveResponse
+	25, // 57: strata.v1.Admin.ReleaseShard:output_type -> strata.v1.ReleaseShardResponse
+	38, // 58: strata.v1.Admin.CreateToken:output_type -> strata.v1.CreateTokenResponse
+	41, // 59: strata.v1.Admin.ListTokens:output_type -> strata.v1.ListTokensResponse
+	43, // 60: strata.v1.Admin.RevokeToken:output_type -> strata.v1.RevokeTokenResponse
+	44, // [44:61] is the sub-list for method output_type
+	27, // [27:44] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_admin_proto_init() }
@@ -2603,7 +3044,7 @@ func file_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_admin_proto_rawDesc), len(file_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -43,6 +43,9 @@ const (
 	Admin_RaftJoin_FullMethodName     = "/strata.v1.Admin/RaftJoin"
 	Admin_RaftRemove_FullMethodName   = "/strata.v1.Admin/RaftRemove"
 	Admin_ReleaseShard_FullMethodName = "/strata.v1.Admin/ReleaseShard"
+	Admin_CreateToken_FullMethodName  = "/strata.v1.Admin/CreateToken"
+	Admin_ListTokens_FullMethodName   = "/strata.v1.Admin/ListTokens"
+	Admin_RevokeToken_FullMethodName  = "/strata.v1.Admin/RevokeToken"
 )
 
 // AdminClient is the client API for Admin service.
@@ -72,6 +75,13 @@ type AdminClient interface {
 	// ReleaseShard releases a shard this tier instance quarantined (the doctor
 	// control policy): it may be placed again.
 	ReleaseShard(ctx context.Context, in *ReleaseShardRequest, opts ...grpc.CallOption) (*ReleaseShardResponse, error)
+	// CreateToken, ListTokens and RevokeToken manage this tier instance's ACL
+	// tokens (docs/security.md, "Authorization (ACL tokens)"). Tokens are
+	// replicated state of the instance's Raft group; a tier stores only the
+	// SHA-256 of a secret.
+	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
+	ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error)
+	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error)
 }
 
 type adminClient struct {
@@ -222,6 +232,36 @@ func (c *adminClient) ReleaseShard(ctx context.Context, in *ReleaseShardRequest,
 	return out, nil
 }
 
+func (c *adminClient) CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateTokenResponse)
+	err := c.cc.Invoke(ctx, Admin_CreateToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTokensResponse)
+	err := c.cc.Invoke(ctx, Admin_ListTokens_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeTokenResponse)
+	err := c.cc.Invoke(ctx, Admin_RevokeToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -249,6 +289,13 @@ type AdminServer interface {
 	// ReleaseShard releases a shard this tier instance quarantined (the doctor
 	// control policy): it may be placed again.
 	ReleaseShard(context.Context, *ReleaseShardRequest) (*ReleaseShardResponse, error)
+	// CreateToken, ListTokens and RevokeToken manage this tier instance's ACL
+	// tokens (docs/security.md, "Authorization (ACL tokens)"). Tokens are
+	// replicated state of the instance's Raft group; a tier stores only the
+	// SHA-256 of a secret.
+	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
+	ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error)
+	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -300,6 +347,15 @@ func (UnimplementedAdminServer) RaftRemove(context.Context, *RaftRemoveRequest) 
 }
 func (UnimplementedAdminServer) ReleaseShard(context.Context, *ReleaseShardRequest) (*ReleaseShardResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReleaseShard not implemented")
+}
+func (UnimplementedAdminServer) CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CreateToken not implemented")
+}
+func (UnimplementedAdminServer) ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListTokens not implemented")
+}
+func (UnimplementedAdminServer) RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RevokeToken not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -574,6 +630,60 @@ func _Admin_ReleaseShard_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_CreateToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CreateToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CreateToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CreateToken(ctx, req.(*CreateTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListTokens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTokensRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListTokens(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListTokens_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListTokens(ctx, req.(*ListTokensRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_RevokeToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RevokeToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RevokeToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RevokeToken(ctx, req.(*RevokeTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -636,6 +746,18 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReleaseShard",
 			Handler:    _Admin_ReleaseShard_Handler,
+		},
+		{
+			MethodName: "CreateToken",
+			Handler:    _Admin_CreateToken_Handler,
+		},
+		{
+			MethodName: "ListTokens",
+			Handler:    _Admin_ListTokens_Handler,
+		},
+		{
+			MethodName: "RevokeToken",
+			Handler:    _Admin_RevokeToken_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -31,8 +31,10 @@ func optMap[K comparable, V any](k *rapid.Generator[K], v *rapid.Generator[V], m
 }
 
 var (
-	genID           = rapid.StringMatching(`[a-z0-9][a-z0-9._:/-]{0,6}`)
-	genShardID      = rapid.Map(genID, func(s string) interfaces.ShardID { return interfaces.ShardID(s) })
+	// genID makes IDs valid for every field (job and child IDs have no "/");
+	// genShardID's may have one (<job>/<index>).
+	genID           = rapid.StringMatching(`[a-z0-9][a-z0-9._:-]{0,6}`)
+	genShardID      = rapid.Map(rapid.StringMatching(`[a-z0-9][a-z0-9._:-]{0,4}(/[a-z0-9][a-z0-9._:-]{0,2})?`), func(s string) interfaces.ShardID { return interfaces.ShardID(s) })
 	genChildID      = rapid.Map(genID, func(s string) interfaces.ChildID { return interfaces.ChildID(s) })
 	genText         = rapid.String()
 	genNonEmptyText = rapid.StringN(1, 8, -1)

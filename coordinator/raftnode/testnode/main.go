@@ -42,7 +42,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "testnode: unexpected arguments %v\n", fs.Args())
 		return 2
 	}
-	cfg := raftnode.Config{ID: *id, Dir: *dir, RaftBind: *raftAddr, AdminBind: *adminAddr, TestMode: *testMode,
+	cfg := raftnode.Config{ID: *id, Dir: *dir, RaftBind: *raftAddr, AdminBind: *adminAddr, TestMode: *testMode, RawWrites: true,
 		LogOutput: stderr, LogLevel: *logLevel}
 	cfg.Timeouts.Heartbeat, cfg.Timeouts.Election, cfg.Timeouts.LeaderLease = *heartbeat, *election, *lease
 	t, err := raftnode.StartTier(cfg, fsm.Options{})
