@@ -60,12 +60,12 @@ func TestIdentityURIRoundTrip(t *testing.T) {
 // server is a gRPC health server on loopback with the store's credentials;
 // it records the identity of every caller and can cut every open connection.
 type server struct {
-	addr string
-	log  *logBuf
+	addr    string
+	log     *logBuf
 	mu      sync.Mutex
 	ids     []tlsutil.Identity
 	serials []*big.Int // of the client certificates
-	lis  *trackingListener
+	lis     *trackingListener
 }
 
 type trackingListener struct {
@@ -140,7 +140,9 @@ func serve(t *testing.T, creds func(logf func(string, ...any)) credentials.Trans
 }
 
 func anyClient(st *tlsutil.Store) func(func(string, ...any)) credentials.TransportCredentials {
-	return func(logf func(string, ...any)) credentials.TransportCredentials { return st.ServerCredentials(nil, logf) }
+	return func(logf func(string, ...any)) credentials.TransportCredentials {
+		return st.ServerCredentials(nil, logf)
+	}
 }
 
 func (s *server) last() tlsutil.Identity {
