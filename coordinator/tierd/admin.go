@@ -7,9 +7,6 @@ import (
 	"sort"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/strata-sched/strata/coordinator/fsm"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
@@ -31,7 +28,7 @@ func forward[Resp any](ctx context.Context, d *Daemon, fn func(wire.AdminClient)
 	if addr == "" {
 		return resp, true, wire.ToStatus(fmt.Errorf("no leader known for %s/%s; retry shortly: %w", d.cfg.Tier, d.cfg.Instance, interfaces.ErrNotLeader))
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := d.dialPeer(addr)
 	if err != nil {
 		return resp, true, err
 	}

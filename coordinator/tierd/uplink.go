@@ -46,6 +46,7 @@ func newUplink(d *Daemon) *uplink {
 		ReportInterval: d.cfg.Interval,
 		Seed:           uint64(len(d.cfg.NodeID)),
 		Logf:           d.logger.Printf,
+		Credentials:    d.parentCredentials(),
 	}, uplinkHandler{u})
 	if err != nil {
 		panic(err) // Config.Validate guarantees parents
