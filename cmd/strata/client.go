@@ -31,7 +31,7 @@ import (
 type clientFlags struct {
 	addr    string
 	timeout time.Duration
-	tlsDir  string // --tls / STRATA_TLS (client_tls.go)
+	tlsDir  string         // --tls / STRATA_TLS (client_tls.go)
 	cmd     *cobra.Command // to tell --addr from STRATA_ADDR in messages
 }
 
