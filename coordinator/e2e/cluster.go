@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/tlsutil"
 )
 
 // BuildStrata builds the strata binary into dir and returns its path.
@@ -71,6 +71,10 @@ type Proc struct {
 	Log     string
 	DataDir string
 	GRPC    string // tier replicas: their gRPC address
+	// OperatorTLS is the directory of the cluster's operator certificate
+	// (ca.pem, cert.pem, key.pem): what Admin dials with and what the
+	// client commands take as --tls.
+	OperatorTLS string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -136,13 +140,18 @@ type Timing struct {
 // Cluster is a multi-process hierarchy: a global tier, regions (each a Raft
 // group of Replicas) and hosts.
 type Cluster struct {
-	Dir        string
-	Bin        string
-	Global     []*Proc
-	Regions    map[string][]*Proc
-	Racks      map[string][]*Proc // rack → its replicas (custom rack tier only)
-	Hosts      map[string]*Proc   // host → process
-	HostRegion map[string]string
+	Dir string
+	Bin string
+	// OperatorTLS is the directory of an operator certificate of the
+	// cluster's CA: the client commands' --tls. Every connection of the
+	// cluster runs over mutual TLS (docs/security.md).
+	OperatorTLS string
+	ca          *tlsutil.CA
+	Global      []*Proc
+	Regions     map[string][]*Proc
+	Racks       map[string][]*Proc // rack → its replicas (custom rack tier only)
+	Hosts       map[string]*Proc   // host → process
+	HostRegion  map[string]string
 }
 
 // Spec shapes a cluster.
@@ -174,8 +183,9 @@ func (s Spec) control() string {
 }
 
 // tierGroup writes the configs of one tier instance's replicas; extra is appended
-// to each (chain, policy).
-func tierGroup(dir, tier, instance string, replicas int, parent []string, control, extra string) ([]*Proc, error) {
+// to each (chain, policy). Each replica gets a certificate of the cluster's CA
+// naming it; parentInstance names the parent's (default global).
+func (c *Cluster) tierGroup(dir, tier, instance string, replicas int, parent []string, parentInstance, control, extra string) ([]*Proc, error) {
 	ports, err := FreePorts(2 * replicas)
 	if err != nil {
 		return nil, err
@@ -184,7 +194,7 @@ func tierGroup(dir, tier, instance string, replicas int, parent []string, contro
 	procs := make([]*Proc, replicas)
 	for i := 0; i < replicas; i++ {
 		id := fmt.Sprintf("%s-%d", instance, i+1)
-		procs[i] = &Proc{Name: id, GRPC: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
+		procs[i] = &Proc{Name: id, GRPC: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]), OperatorTLS: c.OperatorTLS}
 		fmt.Fprintf(&peers, "  - {id: %s, raft: \"127.0.0.1:%d\", grpc: \"%s\"}\n", id, ports[2*i], procs[i].GRPC)
 	}
 	for i, p := range procs {
@@ -197,7 +207,14 @@ func tierGroup(dir, tier, instance string, replicas int, parent []string, contro
 		if len(parent) > 0 {
 			cfg += "parent: [" + strings.Join(quote(parent), ", ") + "]\n"
 		}
-		cfg += extra
+		if parentInstance != "" {
+			cfg += "parent_instance: " + parentInstance + "\n"
+		}
+		tlsCfg, err := c.issue(filepath.Join(p.DataDir, "tls"), tlsutil.Replica(tier, instance, p.Name))
+		if err != nil {
+			return nil, err
+		}
+		cfg += tlsCfg + extra
 		p.Config = filepath.Join(p.DataDir, "config.yaml")
 		p.Log = filepath.Join(p.DataDir, "log.txt")
 		p.Args = []string{tier}
@@ -228,8 +245,19 @@ func Addrs(procs []*Proc) []string {
 // NewCluster writes the configs of a cluster under dir; Start launches it.
 func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 	c := &Cluster{Dir: dir, Bin: bin, Regions: map[string][]*Proc{}, Racks: map[string][]*Proc{}, Hosts: map[string]*Proc{}, HostRegion: map[string]string{}}
+	now := time.Now()
 	var err error
-	c.Global, err = tierGroup(dir, "global", "global", s.Replicas, nil, s.control(), s.chain())
+	if c.ca, err = tlsutil.NewCA("strata e2e CA", now.Add(-time.Hour), now.Add(7*24*time.Hour)); err != nil {
+		return nil, err
+	}
+	if err := c.ca.WriteCA(filepath.Join(dir, "tls", "ca")); err != nil {
+		return nil, err
+	}
+	c.OperatorTLS = filepath.Join(dir, "tls", "operator")
+	if _, err := c.issue(c.OperatorTLS, tlsutil.Named(tlsutil.RoleOperator, "e2e")); err != nil {
+		return nil, err
+	}
+	c.Global, err = c.tierGroup(dir, "global", "global", s.Replicas, nil, "", s.control(), s.chain())
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +267,7 @@ func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 		if s.RegionPolicy != "" {
 			extra += "policy: {name: " + s.RegionPolicy + "}\n"
 		}
-		c.Regions[name], err = tierGroup(dir, "region", name, s.Replicas, Addrs(c.Global), s.control(), extra)
+		c.Regions[name], err = c.tierGroup(dir, "region", name, s.Replicas, Addrs(c.Global), "", s.control(), extra)
 		if err != nil {
 			return nil, err
 		}
@@ -249,7 +277,7 @@ func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 			parents = map[string][]string{}
 			for k := 1; k <= s.RacksPerRegion; k++ {
 				rack := fmt.Sprintf("%s-rack-%d", name, k)
-				c.Racks[rack], err = tierGroup(dir, "rack", rack, s.RackReplicas, Addrs(c.Regions[name]), s.control(), s.chain())
+				c.Racks[rack], err = c.tierGroup(dir, "rack", rack, s.RackReplicas, Addrs(c.Regions[name]), name, s.control(), s.chain())
 				if err != nil {
 					return nil, err
 				}
@@ -277,8 +305,16 @@ func (c *Cluster) addHosts(dir string, s Spec, region, parentName string, parent
 			if err := os.MkdirAll(p.DataDir, 0o755); err != nil {
 				return err
 			}
-			cfg := fmt.Sprintf("host: %s\ndata_dir: %s\nparent: [%s]\ncapacity: {cpu: %g, mem: 64Gi, net: 10Gi, tasks: 1000}\nlabels: {region: %s}\ndriver: {kind: synthetic}\n",
-				host, p.DataDir, strings.Join(quote(parentAddrs), ", "), s.HostCPU, region)
+			cfg := fmt.Sprintf("host: %s\ndata_dir: %s\nparent: [%s]\ncapacity: {cpu: %g, mem: 64Gi, net: 10Gi, tasks: 1000}\nlabels: {region: %s}\ndriver: {kind: synthetic}\nparent_instance: %s\n",
+				host, p.DataDir, strings.Join(quote(parentAddrs), ", "), s.HostCPU, region, parentName)
+			if parentName != region {
+				cfg += "parent_tier: rack\n"
+			}
+			tlsCfg, err := c.issue(filepath.Join(p.DataDir, "tls"), tlsutil.Named(tlsutil.RoleHost, host))
+			if err != nil {
+				return err
+			}
+			cfg += tlsCfg
 			p.Config = filepath.Join(p.DataDir, "config.yaml")
 			p.Log = filepath.Join(p.DataDir, "log.txt")
 			if err := os.WriteFile(p.Config, []byte(cfg), 0o644); err != nil {
@@ -289,6 +325,21 @@ func (c *Cluster) addHosts(dir string, s Spec, region, parentName string, parent
 		}
 	}
 	return nil
+}
+
+// issue writes a certificate for id (valid for 127.0.0.1) into dir and
+// returns the tls section naming it.
+func (c *Cluster) issue(dir string, id tlsutil.Identity) (string, error) {
+	now := time.Now()
+	certPEM, keyPEM, err := c.ca.Issue(tlsutil.CertRequest{Identity: id, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, DNS: []string{"localhost"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour)})
+	if err != nil {
+		return "", err
+	}
+	if err := c.ca.WritePair(dir, certPEM, keyPEM); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("tls: {ca: %q, cert: %q, key: %q}\n", filepath.Join(dir, tlsutil.CAFile), filepath.Join(dir, tlsutil.CertFile), filepath.Join(dir, tlsutil.KeyFile)), nil
 }
 
 // All lists every process.
@@ -335,9 +386,13 @@ func (c *Cluster) LedgerPaths() []string {
 	return out
 }
 
-// Admin dials addr's Admin service.
-func Admin(addr string) (wire.AdminClient, func(), error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// Admin dials p's Admin service with the cluster's operator certificate.
+func Admin(p *Proc) (wire.AdminClient, func(), error) {
+	st, err := tlsutil.Open(tlsutil.Files{CA: filepath.Join(p.OperatorTLS, tlsutil.CAFile), Cert: filepath.Join(p.OperatorTLS, tlsutil.CertFile), Key: filepath.Join(p.OperatorTLS, tlsutil.KeyFile)}, nil, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	cc, err := grpc.NewClient(p.GRPC, grpc.WithTransportCredentials(st.ClientCredentials(tlsutil.IsAnyReplica)))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -351,7 +406,7 @@ func Leader(ctx context.Context, group []*Proc) (*Proc, error) {
 		if !p.Running() {
 			continue
 		}
-		a, done, err := Admin(p.GRPC)
+		a, done, err := Admin(p)
 		if err != nil {
 			continue
 		}
