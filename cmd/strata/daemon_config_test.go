@@ -55,7 +55,7 @@ func TestCheckConfig(t *testing.T) {
 		{"tls unknown key", "region", strings.Replace(regionYAML, "tls: disabled", "tls: {ca: a, cert: b, key: c, pin: d}", 1), 2, `tls.pin: unknown key (known here: ca, cert, key)`},
 		{"tls without key", "region", strings.Replace(regionYAML, "tls: disabled", "tls: {ca: a, cert: b}", 1), 2, `tls.key: is required`},
 		{"tls files missing", "region", strings.Replace(regionYAML, "tls: disabled", "tls: {ca: /nonexistent/ca.pem, cert: /nonexistent/c.pem, key: /nonexistent/k.pem}", 1), 2, `tls: stat /nonexistent/ca.pem: no such file or directory`},
-		{"callback off loopback without tls", "host", "tls: disabled\nhost: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {kind: callback, callback: {listen: \"0.0.0.0:7422\"}}\n", 2, `driver.callback.listen: must be a loopback address (127.0.0.1:PORT) with "tls: disabled"`},
+		{"callback off loopback without tls", "host", "tls: disabled\nhost: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {kind: callback, callback: {listen: \"0.0.0.0:7422\"}}\n", 2, `driver.callback.listen: must be a loopback address (127.0.0.1:PORT) without TLS`},
 		{"host bad discipline", "host", "tls: disabled\nhost: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {synthetic: {execute: true, discipline: edf}}\n", 2, `driver.synthetic.discipline: must be "llf" or "fifo"`},
 	}
 	for _, tt := range tests {

@@ -83,5 +83,5 @@ func checkLoopback(key, addr string) error {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return fmt.Errorf("%s: must be a loopback address (127.0.0.1:PORT) with \"tls: disabled\": without TLS anyone who reaches it could attach as a worker (got %q): %w", key, addr, interfaces.ErrInvalid)
+	return fmt.Errorf("%s: must be a loopback address (127.0.0.1:PORT) without TLS: anyone who reaches it could speak to it unauthenticated (got %q): %w", key, addr, interfaces.ErrInvalid)
 }
