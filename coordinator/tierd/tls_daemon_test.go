@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +117,33 @@ func startTLSCluster(t *testing.T) *tlsCluster {
 	}
 	testutil.Eventually(t, "every shard runs on one host", 30*time.Second, c.checkOwners)
 	return c
+}
+
+// children lists the children of the tier instance served at addr, sorted.
+func (c *tlsCluster) children(t *testing.T, addr string) []string {
+	t.Helper()
+	op := tlstest.Store(t, c.pki.Issue(t, tlsutil.Named(tlsutil.RoleOperator, "carol")))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(op.ClientCredentials(tlsutil.IsAnyReplica)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := wire.NewAdminClient(cc).Status(ctx, &wire.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, tier := range st.GetTiers() {
+		for _, in := range tier.GetInstances() {
+			for _, ch := range in.GetChildren() {
+				out = append(out, ch.GetChild().GetId())
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // checkOwners: every shard of the job runs on exactly one host.
@@ -231,6 +259,12 @@ func TestTLSRefusals(t *testing.T) {
 			}
 		})
 	}
+	// The fake region of issue 22: region eu-1's certificate claiming a new
+	// region evil-region at the global tier.
+	_, err := hello(t, c.global.GRPCAddr(), rawCreds(t, trust, &regionCert), interfaces.TierRegion, "evil-region")
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "hello: refused: the Hello claims region evil-region, but peer certificate names region eu-1 replica eu-1-9 (strata://region/eu-1/eu-1-9), want a replica of region evil-region") {
+		t.Errorf("a fake region: %v", err)
+	}
 	// Nothing changed: the same shards on the same hosts, no new child.
 	if err := c.checkOwners(); err != nil {
 		t.Fatal(err)
@@ -240,19 +274,9 @@ func TestTLSRefusals(t *testing.T) {
 			t.Errorf("%s ran %v, now %v", name, before[name], got)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	st, err := c.admin.Status(ctx, &wire.StatusRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tier := range st.GetTiers() {
-		for _, in := range tier.GetInstances() {
-			for _, ch := range in.GetChildren() {
-				if id := ch.GetChild().GetId(); id == "evil" || id == "eu-1" && in.GetInstance() == "eu-1" {
-					t.Errorf("%s gained child %s", in.GetInstance(), id)
-				}
-			}
+	for addr, want := range map[string]string{c.global.GRPCAddr(): "eu-1", c.region.GRPCAddr(): "h-1 h-2"} {
+		if got := strings.Join(c.children(t, addr), " "); got != want {
+			t.Errorf("children at %s: %s, want %s", addr, got, want)
 		}
 	}
 	if !strings.Contains(c.logs["eu-1"].String(), "session: refused a Hello claiming host h-1: peer certificate names host h-2") {
@@ -275,23 +299,8 @@ func TestRogueParentIsRefused(t *testing.T) {
 	if h.Agent().Running() != nil && len(h.Agent().Running()) > 0 {
 		t.Fatalf("h-3 runs %v", h.Agent().Running())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cc, err := grpc.NewClient(rogue.GRPCAddr(), grpc.WithTransportCredentials(tlstest.Store(t, c.pki.Issue(t, tlsutil.Named(tlsutil.RoleOperator, "bob"))).ClientCredentials(tlsutil.IsAnyReplica)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	st, err := wire.NewAdminClient(cc).Status(ctx, &wire.StatusRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tier := range st.GetTiers() {
-		for _, in := range tier.GetInstances() {
-			if in.GetInstance() == "us-1" && len(in.GetChildren()) > 0 {
-				t.Errorf("the rogue region registered %v", in.GetChildren())
-			}
-		}
+	if got := c.children(t, rogue.GRPCAddr()); len(got) > 0 {
+		t.Errorf("the rogue region registered %v", got)
 	}
 	// A parent address served without TLS is refused too.
 	plainLog := &testutil.Buffer{}

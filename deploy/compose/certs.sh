@@ -32,6 +32,8 @@ for i in 1 2 3; do
 	cert "host-$i" --role host --id "eu-1-host-$i" --dns "host-$i"
 done
 cert operator --role operator --id admin
-chmod 0644 tls/*/key.pem
+chmod 0755 tls tls/*/
+chmod 0644 tls/*/*.pem
+chmod 0700 tls/ca
 chmod 0600 tls/ca/ca-key.pem
 echo "certificates in $PWD/tls"

@@ -9,6 +9,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"sync"
 	"syscall"
@@ -61,6 +62,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	id := fs.String("id", "", "worker id (default <hostname>-<pid>)")
 	maxShards := fs.Int("max-shards", 0, "how many shards to take at once (0 = no limit)")
 	every := fs.Duration("report", time.Second, "load report interval")
+	tlsDir := fs.String("tls", "", "directory with ca.pem, cert.pem and key.pem ('strata tls cert --role worker'): attach over mutual TLS (a host with a tls section requires it)")
+	host := fs.String("host", "", "with --tls: the host agent's ID, which its certificate must name (default: any host of the CA)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,8 +75,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	s := &shards{run: map[interfaces.ShardID]interfaces.Shard{}, out: out}
 	logger := log.New(out, "", log.LstdFlags)
+	var tls *worker.TLS
+	if *tlsDir != "" {
+		tls = &worker.TLS{CA: filepath.Join(*tlsDir, "ca.pem"), Cert: filepath.Join(*tlsDir, "cert.pem"), Key: filepath.Join(*tlsDir, "key.pem"), Host: *host}
+	}
 	c, err := worker.Connect(ctx, *addr, s, worker.Options{WorkerID: *id, MaxShards: *maxShards,
-		Load: s.load, LoadInterval: *every, Logf: logger.Printf})
+		Load: s.load, LoadInterval: *every, Logf: logger.Printf, TLS: tls})
 	if err != nil {
 		return err
 	}
