@@ -232,6 +232,17 @@ func (d *Daemon) bootstrap() error {
 // GRPCAddr is the address the gRPC server (sessions and Admin) listens on.
 func (d *Daemon) GRPCAddr() string { return d.lis.Addr().String() }
 
+// advertisedGRPC is the gRPC address announced to the parent (Hello.address,
+// which tools dial): listen.grpc as configured — the name this replica's
+// certificate carries — unless it asks for any port (":0", tests), then the
+// bound address.
+func (d *Daemon) advertisedGRPC() string {
+	if _, port, err := net.SplitHostPort(d.cfg.GRPCAddr); err == nil && port != "0" {
+		return d.cfg.GRPCAddr
+	}
+	return d.GRPCAddr()
+}
+
 // HTTPAddr is the address of /healthz, /readyz and /metrics ("" when off).
 func (d *Daemon) HTTPAddr() string {
 	if d.http == nil {

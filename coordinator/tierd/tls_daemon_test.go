@@ -320,3 +320,57 @@ func startPlaintextTier(t *testing.T, dir string) string {
 	t.Cleanup(func() { d.Close() })
 	return d.GRPCAddr()
 }
+
+// TestChildTierAdvertisesItsConfiguredAddress: a region announces listen.grpc
+// as configured (the name its certificate carries), not the address the
+// listener resolved it to, so that the client commands walking the tree can
+// verify its certificate. Before, it announced the resolved IP, which a
+// certificate for a DNS name does not list (the compose cluster: "cannot
+// validate certificate for 172.19.0.5 because it doesn't contain any IP SANs").
+func TestChildTierAdvertisesItsConfiguredAddress(t *testing.T) {
+	pki := tlstest.New(t)
+	dir := t.TempDir()
+	global := startTLSTier(t, pki, dir, interfaces.TierGlobal, "global", nil, &testutil.Buffer{})
+	_, port, _ := strings.Cut(testutil.FreeAddr(t), ":")
+	addr := "localhost:" + port
+	cfg := tierd.Config{Tier: interfaces.TierRegion, Instance: "eu-1", NodeID: "eu-1-1", DataDir: filepath.Join(dir, "eu-1"),
+		RaftAddr: "127.0.0.1:0", GRPCAddr: addr, Bootstrap: true, Parent: []string{global.GRPCAddr()},
+		Interval: 100 * time.Millisecond, TLS: tlstest.Store(t, pki.Issue(t, tlsutil.Replica(interfaces.TierRegion, "eu-1", "eu-1-1")))}
+	d, err := tierd.Start(cfg.Defaults(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	c := &tlsCluster{pki: pki}
+	testutil.Eventually(t, "the global tier lists eu-1 at its configured address", 20*time.Second, func() error {
+		op := tlstest.Store(t, pki.Issue(t, tlsutil.Named(tlsutil.RoleOperator, "dave")))
+		cc, err := grpc.NewClient(global.GRPCAddr(), grpc.WithTransportCredentials(op.ClientCredentials(tlsutil.IsAnyReplica)))
+		if err != nil {
+			return err
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := wire.NewAdminClient(cc).Status(ctx, &wire.StatusRequest{})
+		if err != nil {
+			return err
+		}
+		for _, tier := range st.GetTiers() {
+			for _, in := range tier.GetInstances() {
+				for _, ch := range in.GetChildren() {
+					if ch.GetChild().GetId() == "eu-1" {
+						if ch.GetAddress() != addr {
+							return fmt.Errorf("eu-1 at %q, want %q", ch.GetAddress(), addr)
+						}
+						return nil
+					}
+				}
+			}
+		}
+		return fmt.Errorf("no eu-1 yet")
+	})
+	// And the address works for a client that checks the certificate.
+	if got := c.children(t, addr); len(got) != 0 {
+		t.Fatalf("eu-1 has children %v", got)
+	}
+}

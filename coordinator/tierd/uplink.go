@@ -126,7 +126,7 @@ func (u *uplink) hello() *wire.Hello {
 		ProtocolVersion:    wire.ContractVersion,
 		MinProtocolVersion: wire.MinContractVersion,
 		HeldEpochs:         held,
-		Address:            d.GRPCAddr(),
+		Address:            d.advertisedGRPC(),
 		Labels:             d.cfg.Labels,
 		StopBudgetNanos:    int64(u.childrenStopBudget()),
 	}
