@@ -154,7 +154,7 @@ func (c *clientCreds) ServerHandshake(net.Conn) (net.Conn, credentials.AuthInfo,
 }
 
 func (c *clientCreds) Info() credentials.ProtocolInfo {
-	return credentials.ProtocolInfo{SecurityProtocol: "tls", SecurityVersion: "1.3", ServerName: c.serverName}
+	return credentials.ProtocolInfo{SecurityProtocol: "tls"}
 }
 
 func (c *clientCreds) Clone() credentials.TransportCredentials {

@@ -102,7 +102,7 @@ func checkSegment(s string) error {
 		return errors.New("must not be empty")
 	}
 	if s == "." || s == ".." {
-		return errors.New("must not be . or ..")
+		return errors.New(`must not be "." or ".."`)
 	}
 	for _, r := range s {
 		ok := r == '.' || r == '_' || r == '-' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')
