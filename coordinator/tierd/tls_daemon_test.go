@@ -198,7 +198,9 @@ func rawCreds(t *testing.T, ca tlsutil.Files, cert *tlsutil.Files) credentials.T
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.Certificates = []tls.Certificate{pair}
+		// Sent whatever CAs the server asks for (Go's default sends none
+		// when no certificate matches them).
+		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }
 	}
 	return credentials.NewTLS(c)
 }
