@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/credentials"
@@ -26,7 +25,7 @@ func clientCredentials(dir string) (credentials.TransportCredentials, error) {
 	if dir == "" {
 		return nil, nil
 	}
-	st, err := tlsutil.Open(tlsutil.Files{CA: filepath.Join(dir, tlsutil.CAFile), Cert: filepath.Join(dir, tlsutil.CertFile), Key: filepath.Join(dir, tlsutil.KeyFile)}, nil, nil)
+	st, err := tlsutil.Open(tlsutil.FilesIn(dir), nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("--tls %s: %v: %w", dir, err, interfaces.ErrInvalid)
 	}

@@ -388,7 +388,7 @@ func (c *Cluster) LedgerPaths() []string {
 
 // Admin dials p's Admin service with the cluster's operator certificate.
 func Admin(p *Proc) (wire.AdminClient, func(), error) {
-	st, err := tlsutil.Open(tlsutil.Files{CA: filepath.Join(p.OperatorTLS, tlsutil.CAFile), Cert: filepath.Join(p.OperatorTLS, tlsutil.CertFile), Key: filepath.Join(p.OperatorTLS, tlsutil.KeyFile)}, nil, nil)
+	st, err := tlsutil.Open(tlsutil.FilesIn(p.OperatorTLS), nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -63,9 +63,7 @@ func TestRefusalsOnRealProcesses(t *testing.T) {
 	}
 
 	region := c.Regions["region-1"][0]
-	files := func(dir string) tlsutil.Files {
-		return tlsutil.Files{CA: filepath.Join(dir, tlsutil.CAFile), Cert: filepath.Join(dir, tlsutil.CertFile), Key: filepath.Join(dir, tlsutil.KeyFile)}
-	}
+	files := tlsutil.FilesIn
 	creds := func(cert *tlsutil.Files) credentials.TransportCredentials {
 		ca, err := tlsutil.ReadCertPEM(files(c.OperatorTLS).CA)
 		if err != nil {

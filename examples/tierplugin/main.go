@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -49,7 +48,7 @@ func run(addr, policy, misbehave, tlsDir string) error {
 	}
 	var opts []grpc.ServerOption
 	if tlsDir != "" {
-		st, err := tlsutil.Open(tlsutil.Files{CA: filepath.Join(tlsDir, tlsutil.CAFile), Cert: filepath.Join(tlsDir, tlsutil.CertFile), Key: filepath.Join(tlsDir, tlsutil.KeyFile)},
+		st, err := tlsutil.Open(tlsutil.FilesIn(tlsDir),
 			func(f string, a ...any) { fmt.Fprintf(os.Stderr, "tierplugin: "+f+"\n", a...) }, nil)
 		if err != nil {
 			return fmt.Errorf("--tls: %w", err)

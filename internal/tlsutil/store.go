@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -191,4 +192,9 @@ func ReadCertPEM(path string) (*x509.Certificate, error) {
 		return nil, errors.New(path + ": no PEM certificate")
 	}
 	return x509.ParseCertificate(b.Bytes)
+}
+
+// FilesIn are the files 'strata tls cert --out dir' writes.
+func FilesIn(dir string) Files {
+	return Files{CA: filepath.Join(dir, CAFile), Cert: filepath.Join(dir, CertFile), Key: filepath.Join(dir, KeyFile)}
 }

@@ -62,7 +62,7 @@ func (p *PKI) IssueTo(t testing.TB, dir string, id tlsutil.Identity, notBefore, 
 
 // Files are the files "strata tls cert" writes to dir.
 func Files(dir string) tlsutil.Files {
-	return tlsutil.Files{CA: filepath.Join(dir, tlsutil.CAFile), Cert: filepath.Join(dir, tlsutil.CertFile), Key: filepath.Join(dir, tlsutil.KeyFile)}
+	return tlsutil.FilesIn(dir)
 }
 
 // Store opens files, failing the test on error.
