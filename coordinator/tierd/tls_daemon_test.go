@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-sched/strata/coordinator/hostagent"
@@ -31,6 +32,7 @@ import (
 // connection over mutual TLS with certificates of one CA.
 type tlsCluster struct {
 	pki    *tlstest.PKI
+	files  map[string]tlsutil.Files // each daemon's certificate files, by instance or host
 	global *tierd.Daemon
 	region *tierd.Daemon
 	hosts  map[string]*hostd.Daemon
@@ -41,10 +43,26 @@ type tlsCluster struct {
 func startTLSTier(t *testing.T, pki *tlstest.PKI, dir, tier, instance string, parent []string, log *testutil.Buffer) *tierd.Daemon {
 	t.Helper()
 	node := instance + "-1"
+	return startTLSTierWith(t, pki.Issue(t, tlsutil.Replica(tier, instance, node)), dir, tier, instance, parent, log)
+}
+
+// openLogged opens files with the store's reloads logged to log.
+func openLogged(t *testing.T, files tlsutil.Files, log *testutil.Buffer) *tlsutil.Store {
+	t.Helper()
+	st, err := tlsutil.Open(files, func(format string, args ...any) { fmt.Fprintf(log, format+"\n", args...) }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func startTLSTierWith(t *testing.T, files tlsutil.Files, dir, tier, instance string, parent []string, log *testutil.Buffer) *tierd.Daemon {
+	t.Helper()
+	node := instance + "-1"
 	cfg := tierd.Config{Tier: tier, Instance: instance, NodeID: node, DataDir: filepath.Join(dir, instance),
 		RaftAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Bootstrap: true, Parent: parent,
 		Interval: 100 * time.Millisecond, LeaseTTL: 3 * time.Second, Grace: 500 * time.Millisecond,
-		TLS: tlstest.Store(t, pki.Issue(t, tlsutil.Replica(tier, instance, node)))}
+		TLS: openLogged(t, files, log)}
 	d, err := tierd.Start(cfg.Defaults(), log)
 	if err != nil {
 		t.Fatalf("%s: %v", instance, err)
@@ -75,12 +93,13 @@ const tlsShards = 20
 func startTLSCluster(t *testing.T) *tlsCluster {
 	t.Helper()
 	dir := t.TempDir()
-	c := &tlsCluster{pki: tlstest.New(t), hosts: map[string]*hostd.Daemon{}, logs: map[string]*testutil.Buffer{}}
+	c := &tlsCluster{pki: tlstest.New(t), hosts: map[string]*hostd.Daemon{}, logs: map[string]*testutil.Buffer{}, files: map[string]tlsutil.Files{}}
 	for _, n := range []string{"global", "eu-1", "h-1", "h-2"} {
 		c.logs[n] = &testutil.Buffer{}
 	}
 	c.global = startTLSTier(t, c.pki, dir, interfaces.TierGlobal, "global", nil, c.logs["global"])
-	c.region = startTLSTier(t, c.pki, dir, interfaces.TierRegion, "eu-1", []string{c.global.GRPCAddr()}, c.logs["eu-1"])
+	c.files["eu-1"] = c.pki.Issue(t, tlsutil.Replica(interfaces.TierRegion, "eu-1", "eu-1-1"))
+	c.region = startTLSTierWith(t, c.files["eu-1"], dir, interfaces.TierRegion, "eu-1", []string{c.global.GRPCAddr()}, c.logs["eu-1"])
 	for _, h := range []string{"h-1", "h-2"} {
 		c.hosts[h] = startTLSHost(t, c.pki, dir, h, "eu-1", []string{c.region.GRPCAddr()}, c.logs[h])
 	}
@@ -374,5 +393,54 @@ func TestChildTierAdvertisesItsConfiguredAddress(t *testing.T) {
 	// And the address works for a client that checks the certificate.
 	if got := c.children(t, addr); len(got) != 0 {
 		t.Fatalf("eu-1 has children %v", got)
+	}
+}
+
+// TestRotationWithoutDowntime: replacing a region's certificate files on
+// disk rotates its certificate for every new connection without a restart,
+// while the hosts' open sessions carry on and every shard keeps running where
+// it ran.
+func TestRotationWithoutDowntime(t *testing.T) {
+	c := startTLSCluster(t)
+	before := map[string][]interfaces.ShardID{}
+	for name, h := range c.hosts {
+		before[name] = h.Agent().Running()
+	}
+	serial := func() string {
+		op := tlstest.Store(t, c.pki.Issue(t, tlsutil.Named(tlsutil.RoleOperator, "erin")))
+		cc, err := grpc.NewClient(c.region.GRPCAddr(), grpc.WithTransportCredentials(op.ClientCredentials(tlsutil.IsReplicaOf(interfaces.TierRegion, "eu-1"))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var p peer.Peer
+		if _, err := wire.NewAdminClient(cc).Status(ctx, &wire.StatusRequest{}, grpc.Peer(&p)); err != nil {
+			t.Fatal(err)
+		}
+		return p.AuthInfo.(credentials.TLSInfo).State.PeerCertificates[0].SerialNumber.String()
+	}
+	old := serial()
+	now := time.Now()
+	dir := filepath.Dir(c.files["eu-1"].Cert)
+	c.pki.IssueTo(t, dir, tlsutil.Replica(interfaces.TierRegion, "eu-1", "eu-1-1"), now.Add(-time.Hour), now.Add(48*time.Hour))
+	rotated, err := tlsutil.ReadCertPEM(c.files["eu-1"].Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := serial(); got != rotated.SerialNumber.String() || got == old {
+		t.Fatalf("after rotation the region presents serial %s; before %s, on disk %s", got, old, rotated.SerialNumber)
+	}
+	if !strings.Contains(c.logs["eu-1"].String(), "tls: reloaded") {
+		t.Errorf("the reload was not logged:\n%s", c.logs["eu-1"])
+	}
+	for name, h := range c.hosts {
+		if got := h.Agent().Running(); fmt.Sprint(got) != fmt.Sprint(before[name]) {
+			t.Errorf("%s ran %v, now %v", name, before[name], got)
+		}
+	}
+	if err := c.checkOwners(); err != nil {
+		t.Fatal(err)
 	}
 }
