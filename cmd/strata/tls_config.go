@@ -65,7 +65,7 @@ func (t tlsFile) open(logOut io.Writer) (*tlsutil.Store, error) {
 		return nil, nil
 	}
 	return tlsutil.Open(t.files, func(format string, args ...any) {
-		fmt.Fprintf(logOut, "strata tls: "+format+"\n", args...)
+		fmt.Fprintf(logOut, format+"\n", args...)
 	}, nil)
 }
 
