@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -33,6 +34,7 @@ type clientFlags struct {
 	addr    string
 	token   string
 	timeout time.Duration
+	tlsDir  string         // --tls / STRATA_TLS (client_tls.go)
 	cmd     *cobra.Command // to tell --addr from STRATA_ADDR in messages
 }
 
@@ -41,6 +43,7 @@ func (f *clientFlags) register(cmd *cobra.Command) {
 	addrFlag(cmd, &f.addr)
 	tokenFlag(cmd, &f.token)
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "deadline for all the Admin API calls of this command")
+	tlsFlag(cmd, &f.tlsDir)
 }
 
 // usageErr is a bad flag, argument or input file: exit code 2.
@@ -77,11 +80,15 @@ func (f *clientFlags) check() error {
 // command. Not safe for concurrent use; the commands call sequentially.
 type adminConns struct {
 	conns map[string]*grpc.ClientConn
-	token string // sent with every call ("" for none)
+	token string                           // sent with every call ("" for none)
+	creds credentials.TransportCredentials // nil: plaintext
+	err   error                            // loading the TLS files failed
 }
 
-func newAdminConns(token string) *adminConns {
-	return &adminConns{conns: map[string]*grpc.ClientConn{}, token: token}
+func newAdminConns(tlsDir, token string) *adminConns {
+	p := &adminConns{conns: map[string]*grpc.ClientConn{}, token: token}
+	p.creds, p.err = clientCredentials(tlsDir)
+	return p
 }
 
 // client returns an Admin client for addr; its error exits with code 1.
@@ -89,7 +96,14 @@ func (p *adminConns) client(addr string) (wire.AdminClient, error) {
 	if cc, ok := p.conns[addr]; ok {
 		return wire.NewAdminClient(cc), nil
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), tokenOption(p.token))
+	if p.err != nil {
+		return nil, usageErr(p.err)
+	}
+	creds := p.creds
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds), tokenOption(p.token))
 	if err != nil {
 		return nil, &exitError{code: 1, err: fmt.Errorf("the Admin API at %s: %w", addr, err)}
 	}
@@ -107,7 +121,7 @@ func (p *adminConns) close() {
 // deadline and the connections the calls share; done releases both.
 func (f *clientFlags) connect() (ctx context.Context, conns *adminConns, done func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
-	conns = newAdminConns(f.token)
+	conns = newAdminConns(f.tlsDir, f.token)
 	return ctx, conns, func() { conns.close(); cancel() }
 }
 

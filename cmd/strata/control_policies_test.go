@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -39,12 +40,12 @@ func TestCheckConfigControlPolicies(t *testing.T) {
 	if err := decodeStrict("x.yaml", []byte(regionYAML+"control_policies: []\n"), &f); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := f.tierConfig(); err != nil || c.ControlPolicies == nil || len(c.ControlPolicies) != 0 {
+	if c, err := f.tierConfig(io.Discard); err != nil || c.ControlPolicies == nil || len(c.ControlPolicies) != 0 {
 		t.Errorf("control_policies: [] gave %v (%v)", c.ControlPolicies, err)
 	}
 	f = tierFile{}
 	_ = decodeStrict("x.yaml", []byte(regionYAML), &f)
-	if c, _ := f.tierConfig(); strings.Join(c.ControlPolicies, ",") != "straggler,doctor,autoscale" {
+	if c, _ := f.tierConfig(io.Discard); strings.Join(c.ControlPolicies, ",") != "straggler,doctor,autoscale" {
 		t.Errorf("default control policies %v", c.ControlPolicies)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -45,6 +46,11 @@ type tierFile struct {
 	Coop        coopFile          `yaml:"coop"`
 	Labels      map[string]string `yaml:"labels"`
 
+	// TLS (required: the files, or "disabled") and the parent tier instance
+	// whose certificate the parent must present (default global under the
+	// global tier).
+	TLS            tlsFile `yaml:"tls"`
+	ParentInstance string  `yaml:"parent_instance"`
 	// ACL turns on the Admin API's tokens; Children says which children may
 	// register and when failed ones are forgotten (docs/security.md).
 	ACL      aclFile      `yaml:"acl"`
@@ -143,6 +149,11 @@ type hostFile struct {
 	Capacity loadFile          `yaml:"capacity"`
 	Labels   map[string]string `yaml:"labels"`
 	Driver   driverFile        `yaml:"driver"`
+	// TLS (required: the files, or "disabled"), and the parent tier instance
+	// (and its tier, default region) whose certificate the parent must present.
+	TLS            tlsFile `yaml:"tls"`
+	ParentInstance string  `yaml:"parent_instance"`
+	ParentTier     string  `yaml:"parent_tier"`
 }
 
 type driverFile struct {
@@ -214,8 +225,9 @@ func readConfig(path string, v any) error {
 	return decodeStrict(path, data, v)
 }
 
-// tierConfig turns a tier file into the daemon's configuration.
-func (f tierFile) tierConfig() (tierd.Config, error) {
+// tierConfig turns a tier file into the daemon's configuration; it opens the
+// TLS files (reloads are logged to logOut).
+func (f tierFile) tierConfig(logOut io.Writer) (tierd.Config, error) {
 	if f.Tier == "" {
 		return tierd.Config{}, fmt.Errorf("tier: is required (global, region, or a custom tier's name): %w", interfaces.ErrInvalid)
 	}
@@ -232,12 +244,15 @@ func (f tierFile) tierConfig() (tierd.Config, error) {
 	if c.Instance == "" && c.Tier == interfaces.TierGlobal {
 		c.Instance = "global"
 	}
-	c.Integration, c.Labels = f.Integration, f.Labels
+	c.Integration, c.Labels, c.ParentInstance = f.Integration, f.Labels, f.ParentInstance
 	c.ACL = tierd.ACLConfig{Enabled: f.ACL.Enabled, BootstrapTokenFile: f.ACL.BootstrapTokenFile, AnonymousHTTP: f.ACL.AnonymousHTTP}
 	c.Children = tierd.ChildrenConfig{Allow: f.Children.Allow, Selector: f.Children.Selector, GCAfter: time.Duration(f.Children.GCAfter)}
 	c.Coop = coop.Config{Target: f.Coop.Target, MaxShards: f.Coop.MaxShards, Hold: time.Duration(f.Coop.Hold), BudgetFraction: f.Coop.BudgetFraction, MinBudget: f.Coop.MinBudget}
 	var err error
 	if c.Constraints, err = f.constraints(); err != nil {
+		return tierd.Config{}, err
+	}
+	if c.TLS, err = f.TLS.open(logOut); err != nil {
 		return tierd.Config{}, err
 	}
 	c = c.Defaults()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ func TestTierConfigIntegration(t *testing.T) {
 	if err := decodeStrict("c.yaml", []byte(regionYAML+"integration: manual\nlabels: {disk: ssd}\ncoop: {hold: 5m}\nconstraints:\n  - {kind: pin, shards: [etl/1], children: [h1], reason: keep it local}\n"), &f); err != nil {
 		t.Fatal(err)
 	}
-	c, err := f.tierConfig()
+	c, err := f.tierConfig(io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

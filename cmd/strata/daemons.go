@@ -23,6 +23,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/tierd"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/tlsutil"
 	"github.com/strata-sched/strata/tiers"
 )
 
@@ -159,7 +160,7 @@ func signalContext(parent context.Context) (context.Context, context.CancelFunc)
 }
 
 func runTier(ctx context.Context, g *globalOptions, f tierFile) error {
-	cfg, err := f.tierConfig()
+	cfg, err := f.tierConfig(g.stderr)
 	if err != nil {
 		return err
 	}
@@ -221,7 +222,7 @@ when its lease expires. SIGTERM or SIGINT stops it gracefully.
 				f.Parent = o.parent
 			}
 			if o.checkConfig {
-				if err := checkHostFile(f); err != nil {
+				if err := checkHostFile(f, g.stderr); err != nil {
 					return usageErr(fmt.Errorf("%s: %w", o.config, err))
 				}
 				fmt.Fprintf(g.stdout, "config ok: host %s, parent %v, driver %s\n", f.Host, f.Parent, driverKind(f.Driver))
@@ -243,8 +244,10 @@ when its lease expires. SIGTERM or SIGINT stops it gracefully.
 }
 
 // hostDriver builds the driver a host file names; stop releases what it holds.
-func hostDriver(f driverFile, host string, cpu float64) (drv driver.Driver, stop func(), err error) {
-	if err := validateDriver(f); err != nil {
+// With TLS (store non-nil) the callback Worker service takes only workers with
+// a worker certificate of the CA; without, it must listen on loopback.
+func hostDriver(f driverFile, host string, cpu float64, store *tlsutil.Store) (drv driver.Driver, stop func(), err error) {
+	if err := validateDriver(f, store != nil); err != nil {
 		return nil, nil, err
 	}
 	clock := hostagent.WallClock{}
@@ -281,7 +284,13 @@ func hostDriver(f driverFile, host string, cpu float64) (drv driver.Driver, stop
 		if lerr != nil {
 			return nil, nil, fmt.Errorf("driver.callback.listen %s: %w", f.Callback.Listen, lerr)
 		}
-		srv := grpc.NewServer(callback.ServerOptions()...)
+		sopts := callback.ServerOptions()
+		if store != nil {
+			sopts = append(sopts, grpc.Creds(store.ServerCredentials(tlsutil.IsRole(tlsutil.RoleWorker), func(format string, args ...any) {
+				fmt.Fprintf(os.Stderr, "host %s: callback: "+format+"\n", append([]any{host}, args...)...)
+			})))
+		}
+		srv := grpc.NewServer(sopts...)
 		wire.RegisterWorkerServer(srv, cb)
 		go func() { _ = srv.Serve(lis) }()
 		drv, stop = cb, srv.Stop
@@ -290,11 +299,11 @@ func hostDriver(f driverFile, host string, cpu float64) (drv driver.Driver, stop
 }
 
 func runHost(ctx context.Context, g *globalOptions, f hostFile) error {
-	cfg, err := f.hostConfig()
+	cfg, err := f.hostConfig(g.stderr)
 	if err != nil {
 		return err
 	}
-	drv, stopDriver, err := hostDriver(f.Driver, string(cfg.Host), cfg.Capacity.CPU)
+	drv, stopDriver, err := hostDriver(f.Driver, string(cfg.Host), cfg.Capacity.CPU, cfg.TLS)
 	if err != nil {
 		return err
 	}
@@ -315,7 +324,7 @@ func runHost(ctx context.Context, g *globalOptions, f hostFile) error {
 // checkTierConfig validates a tier file as the daemon would at start-up,
 // including its policy, without binding or opening anything.
 func checkTierConfig(g *globalOptions, path string, f tierFile) error {
-	cfg, err := f.tierConfig()
+	cfg, err := f.tierConfig(g.stderr)
 	var pol interfaces.Policy
 	if err == nil {
 		pol, err = tiers.New(cfg.Policy, cfg.PolicyConfig)
@@ -342,29 +351,37 @@ func driverKind(f driverFile) string {
 }
 
 // checkHostFile validates a host file as the daemon would at start-up.
-func checkHostFile(f hostFile) error {
-	cfg, err := f.hostConfig()
+func checkHostFile(f hostFile, logOut io.Writer) error {
+	cfg, err := f.hostConfig(logOut)
 	if err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	return validateDriver(f.Driver)
+	return validateDriver(f.Driver, cfg.TLS != nil)
 }
 
-// hostConfig turns a host file into the daemon's configuration (no driver).
-func (f hostFile) hostConfig() (hostd.Config, error) {
+// hostConfig turns a host file into the daemon's configuration (no driver);
+// it opens the TLS files (reloads are logged to logOut).
+func (f hostFile) hostConfig(logOut io.Writer) (hostd.Config, error) {
 	capacity, err := f.Capacity.load("capacity")
 	if err != nil {
 		return hostd.Config{}, err
 	}
+	store, err := f.TLS.open(logOut)
+	if err != nil {
+		return hostd.Config{}, err
+	}
 	return hostd.Config{Host: interfaces.ChildID(f.Host), Parents: f.Parent, DataDir: f.DataDir,
-		Capacity: capacity, Labels: f.Labels, HTTPAddr: f.Listen.HTTP}, nil
+		Capacity: capacity, Labels: f.Labels, HTTPAddr: f.Listen.HTTP,
+		TLS: store, ParentTier: f.ParentTier, ParentInstance: f.ParentInstance}, nil
 }
 
-// validateDriver checks a driver section without starting anything.
-func validateDriver(f driverFile) error {
+// validateDriver checks a driver section without starting anything; withTLS
+// tells whether the host runs with TLS (else a callback service must listen
+// on loopback).
+func validateDriver(f driverFile, withTLS bool) error {
 	switch f.Kind {
 	case "", "synthetic":
 		if _, err := synexec.ParseDiscipline("driver.synthetic.discipline", f.Synthetic.Discipline); err != nil {
@@ -383,6 +400,11 @@ func validateDriver(f driverFile) error {
 	case "callback":
 		if f.Callback.Listen == "" {
 			return fmt.Errorf("driver.callback.listen: is required for driver kind callback: %w", interfaces.ErrInvalid)
+		}
+		if !withTLS {
+			if err := checkLoopback("driver.callback.listen", f.Callback.Listen); err != nil {
+				return err
+			}
 		}
 		if t := time.Duration(f.Callback.AckTimeout); t > callback.MaxAckTimeout {
 			return fmt.Errorf("driver.callback.ack_timeout: must be at most %v (the region waits three of them for a silent host's shards to stop before moving them; got %v): %w", callback.MaxAckTimeout, t, interfaces.ErrInvalid)

@@ -43,6 +43,16 @@ need no --token. Ctrl-C stops it.`,
 			if shards < 0 {
 				return fmt.Errorf("--shards must be ≥ 0")
 			}
+			// Dev mode runs without TLS, so nothing of it may be reachable
+			// from the network (docs/security.md).
+			for _, a := range []struct{ flag, addr string }{{"--addr", addr}, {"--raft-admin", raftAddr}} {
+				if a.addr == "" && a.flag == "--raft-admin" {
+					continue
+				}
+				if err := checkLoopback(a.flag, a.addr); err != nil {
+					return usageErr(fmt.Errorf("%w (strata dev runs without TLS and binds loopback only)", err))
+				}
+			}
 			dir := dataDir
 			if dir == "" {
 				d, err := os.MkdirTemp("", "strata-dev-")

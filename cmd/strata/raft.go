@@ -42,6 +42,8 @@ endpoint instead (--raft-admin: its listen.admin address).`,
 	cmd.PersistentFlags().StringVar(&addr, "addr", def, "Admin API address of a replica of the group (its listen.grpc; env STRATA_ADDR)")
 	cmd.PersistentFlags().StringVar(&token, "token", os.Getenv("STRATA_TOKEN"), "ACL token (env STRATA_TOKEN): read for peers, admin for join and remove")
 	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the group")
+	var tlsDir string
+	cmd.PersistentFlags().StringVar(&tlsDir, "tls", os.Getenv("STRATA_TLS"), "directory with ca.pem, cert.pem and key.pem (from 'strata tls cert --role operator'): mutual TLS to the Admin API (env STRATA_TLS; default: plaintext, for strata dev)")
 	call := func(out *outputFlag, fn func(context.Context, wire.AdminClient) error) error {
 		if err := out.check(); err != nil {
 			return err
@@ -54,7 +56,7 @@ endpoint instead (--raft-admin: its listen.admin address).`,
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		conns := newAdminConns(token)
+		conns := newAdminConns(tlsDir, token)
 		defer conns.close()
 		c, err := conns.client(addr)
 		if err != nil {

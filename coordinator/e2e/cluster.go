@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/strata-sched/strata/coordinator/acl"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/tlsutil"
 )
 
 // BuildStrata builds the strata binary into dir and returns its path.
@@ -75,6 +75,10 @@ type Proc struct {
 	GRPC    string // tier replicas: their gRPC address
 	// RaftAdmin is a tier replica's listen.admin (Spec.RaftAdmin), else "".
 	RaftAdmin string
+	// OperatorTLS is the directory of the cluster's operator certificate
+	// (ca.pem, cert.pem, key.pem): what Admin dials with and what the
+	// client commands take as --tls.
+	OperatorTLS string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -150,13 +154,18 @@ type Timing struct {
 // Cluster is a multi-process hierarchy: a global tier, regions (each a Raft
 // group of Replicas) and hosts.
 type Cluster struct {
-	Dir        string
-	Bin        string
-	Global     []*Proc
-	Regions    map[string][]*Proc
-	Racks      map[string][]*Proc // rack → its replicas (custom rack tier only)
-	Hosts      map[string]*Proc   // host → process
-	HostRegion map[string]string
+	Dir string
+	Bin string
+	// OperatorTLS is the directory of an operator certificate of the
+	// cluster's CA: the client commands' --tls. Every connection of the
+	// cluster runs over mutual TLS (docs/security.md).
+	OperatorTLS string
+	ca          *tlsutil.CA
+	Global      []*Proc
+	Regions     map[string][]*Proc
+	Racks       map[string][]*Proc // rack → its replicas (custom rack tier only)
+	Hosts       map[string]*Proc   // host → process
+	HostRegion  map[string]string
 }
 
 // Spec shapes a cluster.
@@ -203,8 +212,10 @@ func (s Spec) control() string {
 }
 
 // tierGroup writes the configs of one tier instance's replicas; extra is appended
-// to each (chain, policy).
-func tierGroup(dir, tier, instance string, replicas int, parent []string, control, extra string, admin bool) ([]*Proc, error) {
+// to each (chain, policy). Each replica gets a certificate of the cluster's CA
+// naming it; parentInstance names the parent's (default global). admin gives
+// every replica a listen.admin address (Spec.RaftAdmin).
+func (c *Cluster) tierGroup(dir, tier, instance string, replicas int, parent []string, parentInstance, control, extra string, admin bool) ([]*Proc, error) {
 	ports, err := FreePorts(3 * replicas)
 	if err != nil {
 		return nil, err
@@ -213,7 +224,7 @@ func tierGroup(dir, tier, instance string, replicas int, parent []string, contro
 	procs := make([]*Proc, replicas)
 	for i := 0; i < replicas; i++ {
 		id := fmt.Sprintf("%s-%d", instance, i+1)
-		procs[i] = &Proc{Name: id, GRPC: fmt.Sprintf("127.0.0.1:%d", ports[3*i+1])}
+		procs[i] = &Proc{Name: id, GRPC: fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]), OperatorTLS: c.OperatorTLS}
 		if admin {
 			procs[i].RaftAdmin = fmt.Sprintf("127.0.0.1:%d", ports[3*i+2])
 		}
@@ -233,7 +244,14 @@ func tierGroup(dir, tier, instance string, replicas int, parent []string, contro
 		if len(parent) > 0 {
 			cfg += "parent: [" + strings.Join(quote(parent), ", ") + "]\n"
 		}
-		cfg += extra
+		if parentInstance != "" {
+			cfg += "parent_instance: " + parentInstance + "\n"
+		}
+		tlsCfg, err := c.issue(filepath.Join(p.DataDir, "tls"), tlsutil.Replica(tier, instance, p.Name))
+		if err != nil {
+			return nil, err
+		}
+		cfg += tlsCfg + extra
 		p.Config = filepath.Join(p.DataDir, "config.yaml")
 		p.Log = filepath.Join(p.DataDir, "log.txt")
 		p.Args = []string{tier}
@@ -264,8 +282,19 @@ func Addrs(procs []*Proc) []string {
 // NewCluster writes the configs of a cluster under dir; Start launches it.
 func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 	c := &Cluster{Dir: dir, Bin: bin, Regions: map[string][]*Proc{}, Racks: map[string][]*Proc{}, Hosts: map[string]*Proc{}, HostRegion: map[string]string{}}
+	now := time.Now()
 	var err error
-	c.Global, err = tierGroup(dir, "global", "global", s.Replicas, nil, s.control(), s.chain()+s.extra("global", "global"), s.RaftAdmin)
+	if c.ca, err = tlsutil.NewCA("strata e2e CA", now.Add(-time.Hour), now.Add(7*24*time.Hour)); err != nil {
+		return nil, err
+	}
+	if err := c.ca.WriteCA(filepath.Join(dir, "tls", "ca")); err != nil {
+		return nil, err
+	}
+	c.OperatorTLS = filepath.Join(dir, "tls", "operator")
+	if _, err := c.issue(c.OperatorTLS, tlsutil.Named(tlsutil.RoleOperator, "e2e")); err != nil {
+		return nil, err
+	}
+	c.Global, err = c.tierGroup(dir, "global", "global", s.Replicas, nil, "", s.control(), s.chain()+s.extra("global", "global"), s.RaftAdmin)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +304,7 @@ func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 		if s.RegionPolicy != "" {
 			extra += "policy: {name: " + s.RegionPolicy + "}\n"
 		}
-		c.Regions[name], err = tierGroup(dir, "region", name, s.Replicas, Addrs(c.Global), s.control(), extra+s.extra("region", name), s.RaftAdmin)
+		c.Regions[name], err = c.tierGroup(dir, "region", name, s.Replicas, Addrs(c.Global), "", s.control(), extra+s.extra("region", name), s.RaftAdmin)
 		if err != nil {
 			return nil, err
 		}
@@ -285,7 +314,7 @@ func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 			parents = map[string][]string{}
 			for k := 1; k <= s.RacksPerRegion; k++ {
 				rack := fmt.Sprintf("%s-rack-%d", name, k)
-				c.Racks[rack], err = tierGroup(dir, "rack", rack, s.RackReplicas, Addrs(c.Regions[name]), s.control(), s.chain()+s.extra("rack", rack), s.RaftAdmin)
+				c.Racks[rack], err = c.tierGroup(dir, "rack", rack, s.RackReplicas, Addrs(c.Regions[name]), name, s.control(), s.chain()+s.extra("rack", rack), s.RaftAdmin)
 				if err != nil {
 					return nil, err
 				}
@@ -317,8 +346,16 @@ func (c *Cluster) addHosts(dir string, s Spec, region, parentName string, parent
 			if drv == "" {
 				drv = "{kind: synthetic}"
 			}
-			cfg := fmt.Sprintf("host: %s\ndata_dir: %s\nparent: [%s]\ncapacity: {cpu: %g, mem: 64Gi, net: 10Gi, tasks: 1000}\nlabels: {region: %s}\ndriver: %s\n",
-				host, p.DataDir, strings.Join(quote(parentAddrs), ", "), s.HostCPU, region, drv)
+			cfg := fmt.Sprintf("host: %s\ndata_dir: %s\nparent: [%s]\ncapacity: {cpu: %g, mem: 64Gi, net: 10Gi, tasks: 1000}\nlabels: {region: %s}\ndriver: %s\nparent_instance: %s\n",
+				host, p.DataDir, strings.Join(quote(parentAddrs), ", "), s.HostCPU, region, drv, parentName)
+			if parentName != region {
+				cfg += "parent_tier: rack\n"
+			}
+			tlsCfg, err := c.issue(filepath.Join(p.DataDir, "tls"), tlsutil.Named(tlsutil.RoleHost, host))
+			if err != nil {
+				return err
+			}
+			cfg += tlsCfg
 			p.Config = filepath.Join(p.DataDir, "config.yaml")
 			p.Log = filepath.Join(p.DataDir, "log.txt")
 			if err := os.WriteFile(p.Config, []byte(cfg), 0o644); err != nil {
@@ -329,6 +366,21 @@ func (c *Cluster) addHosts(dir string, s Spec, region, parentName string, parent
 		}
 	}
 	return nil
+}
+
+// issue writes a certificate for id (valid for 127.0.0.1) into dir and
+// returns the tls section naming it.
+func (c *Cluster) issue(dir string, id tlsutil.Identity) (string, error) {
+	now := time.Now()
+	certPEM, keyPEM, err := c.ca.Issue(tlsutil.CertRequest{Identity: id, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, DNS: []string{"localhost"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour)})
+	if err != nil {
+		return "", err
+	}
+	if err := c.ca.WritePair(dir, certPEM, keyPEM); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("tls: {ca: %q, cert: %q, key: %q}\n", filepath.Join(dir, tlsutil.CAFile), filepath.Join(dir, tlsutil.CertFile), filepath.Join(dir, tlsutil.KeyFile)), nil
 }
 
 // All lists every process.
@@ -379,10 +431,15 @@ func (c *Cluster) LedgerPaths() []string {
 // of the clients Admin makes.
 var adminToken string
 
-// Admin dials addr's Admin service.
-func Admin(addr string) (wire.AdminClient, func(), error) {
+// Admin dials p's Admin service with the cluster's operator certificate (and
+// adminToken, when set).
+func Admin(p *Proc) (wire.AdminClient, func(), error) {
+	st, err := tlsutil.Open(tlsutil.FilesIn(p.OperatorTLS), nil, nil)
+	if err != nil {
+		return nil, nil, err
+	}
 	tok := adminToken
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	cc, err := grpc.NewClient(p.GRPC, grpc.WithTransportCredentials(st.ClientCredentials(tlsutil.IsAnyReplica)),
 		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			if tok != "" {
 				ctx = metadata.AppendToOutgoingContext(ctx, acl.MetadataKey, acl.Bearer(tok))
@@ -402,7 +459,7 @@ func Leader(ctx context.Context, group []*Proc) (*Proc, error) {
 		if !p.Running() {
 			continue
 		}
-		a, done, err := Admin(p.GRPC)
+		a, done, err := Admin(p)
 		if err != nil {
 			continue
 		}
@@ -421,13 +478,4 @@ func Leader(ctx context.Context, group []*Proc) (*Proc, error) {
 		}
 	}
 	return nil, fmt.Errorf("no leader found")
-}
-
-// dialSession dials addr's Session service (tests that play a child).
-func dialSession(addr string) (wire.SessionClient, func(), error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, nil, err
-	}
-	return wire.NewSessionClient(cc), func() { cc.Close() }, nil
 }

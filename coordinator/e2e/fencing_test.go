@@ -83,7 +83,7 @@ func TestFrozenHostsWorkersStopFirst(t *testing.T) {
 	}
 	defer c.Stop()
 	ctx := context.Background()
-	a, done, err := Admin(c.Global[0].GRPC)
+	a, done, err := Admin(c.Global[0])
 	if err != nil {
 		t.Fatal(err)
 	}

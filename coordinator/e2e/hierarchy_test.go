@@ -81,7 +81,7 @@ func TestMultiProcessHierarchy(t *testing.T) {
 
 	// 1,000 shards submitted to any global replica are all owned by hosts.
 	const n = 1000
-	a, done, err := Admin(c.Global[1].GRPC) // a follower most likely: writes are forwarded
+	a, done, err := Admin(c.Global[1]) // a follower most likely: writes are forwarded
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestMultiProcessHierarchy(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		a, rdone, err := Admin(r2.GRPC)
+		a, rdone, err := Admin(r2)
 		if err != nil {
 			return err
 		}

@@ -23,7 +23,7 @@ func placementVia(ctx context.Context, groups map[string][]*Proc) (map[interface
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		a, done, err := Admin(l.GRPC)
+		a, done, err := Admin(l)
 		if err != nil {
 			return nil, err
 		}
@@ -52,7 +52,7 @@ func regionChildren(ctx context.Context, group []*Proc) ([]*wire.ChildStatus, er
 	if err != nil {
 		return nil, err
 	}
-	a, done, err := Admin(l.GRPC)
+	a, done, err := Admin(l)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func TestRackTier(t *testing.T) {
 	}
 	defer c.Stop()
 	ctx := context.Background()
-	a, done, err := Admin(c.Global[0].GRPC)
+	a, done, err := Admin(c.Global[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestRackTier(t *testing.T) {
 		}
 	}
 	rl, _ := Leader(ctx, c.Regions["region-1"])
-	ra, rdone, err := Admin(rl.GRPC)
+	ra, rdone, err := Admin(rl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestRackTier(t *testing.T) {
 	// strata status walks the tree down to the racks and their hosts (a host may
 	// still be reconnecting after a lease hiccup under load: ask until it shows).
 	eventually(t, "strata status shows the rack tier", 30*time.Second, func() error {
-		out, err := exec.Command(strataBin, "status", "--addr", c.Global[0].GRPC).CombinedOutput()
+		out, err := exec.Command(strataBin, "status", "--addr", c.Global[0].GRPC, "--tls", c.OperatorTLS).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("strata status: %v\n%s", err, out)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/fsm"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/tlsutil"
 )
 
 // TestSecuredClusterRefusesTheAttacks runs a real hierarchy (strata global,
@@ -60,7 +61,7 @@ func TestSecuredClusterRefusesTheAttacks(t *testing.T) {
 	defer func() { adminToken = "" }()
 
 	const n = 40
-	a, done, err := Admin(c.Global[0].GRPC)
+	a, done, err := Admin(c.Global[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,25 +91,22 @@ func TestSecuredClusterRefusesTheAttacks(t *testing.T) {
 
 	// The fake host.
 	adminToken = ""
-	ra, rdone, err := Admin(region.GRPC)
+	ra, rdone, err := Admin(region)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rdone()
-	cc, cdone, err := dialSession(region.GRPC)
+	// evil holds a real host certificate of the cluster's CA (a CA that
+	// issued one too many): TLS lets it in, the allow-list must not.
+	evilDir := filepath.Join(dir, "tls", "evil")
+	if _, err := c.issue(evilDir, tlsutil.Named(tlsutil.RoleHost, "evil")); err != nil {
+		t.Fatal(err)
+	}
+	evil, err := tlsutil.Open(tlsutil.FilesIn(evilDir), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cdone()
-	st, err := cc.Connect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := wire.HelloToWire(interfaces.Child{ID: "evil", Tier: interfaces.TierHost, Capacity: interfaces.Load{CPU: 1e9}}, nil)
-	if err := st.Send(&wire.ChildMessage{Msg: &wire.ChildMessage_Hello{Hello: h}}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = st.Recv()
+	err = hello(region.GRPC, evil.ClientCredentials(tlsutil.IsAnyReplica), "evil")
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), `hello.child_id: "evil" is not in children.allow`) {
 		t.Errorf("evil's Hello: %v", err)
 	}
@@ -143,7 +141,7 @@ func TestSecuredClusterRefusesTheAttacks(t *testing.T) {
 
 	// Nothing changed.
 	adminToken = secret
-	ra2, r2done, err := Admin(region.GRPC)
+	ra2, r2done, err := Admin(region)
 	if err != nil {
 		t.Fatal(err)
 	}

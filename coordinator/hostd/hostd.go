@@ -11,12 +11,15 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/credentials"
+
 	"github.com/strata-sched/strata/coordinator/hostagent"
 	"github.com/strata-sched/strata/coordinator/hostagent/driver"
 	"github.com/strata-sched/strata/coordinator/session"
 	"github.com/strata-sched/strata/coordinator/telemetry"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/tlsutil"
 )
 
 // Config configures a host daemon.
@@ -38,6 +41,15 @@ type Config struct {
 	Clock interfaces.Clock
 	// Seed seeds the reconnect jitter.
 	Seed uint64
+	// TLS, when set, runs the session to the parent over mutual TLS: the
+	// host's certificate must name it (strata://host/HOST) and the parent's
+	// replicas must present a certificate of ParentTier (default region)
+	// instance ParentInstance, so a rogue server on a parent's address is
+	// refused before it can send an Assign. nil runs plaintext and logs a
+	// warning at every start.
+	TLS            *tlsutil.Store
+	ParentTier     string
+	ParentInstance string
 }
 
 // Validate checks what a host needs to start (the driver apart), naming the
@@ -52,7 +64,29 @@ func (cfg Config) Validate() error {
 	if cfg.DataDir == "" {
 		return fmt.Errorf("data_dir: is required: %w", interfaces.ErrInvalid)
 	}
+	if cfg.TLS != nil {
+		want := tlsutil.Named(tlsutil.RoleHost, string(cfg.Host))
+		if got := cfg.TLS.Identity(); got != want {
+			return fmt.Errorf("tls.cert: %s names %s, but this is host %s (%s): issue it with 'strata tls cert --role host --id %s': %w", cfg.TLS.Files().Cert, got, cfg.Host, want, cfg.Host, interfaces.ErrInvalid)
+		}
+		if cfg.ParentInstance == "" {
+			return fmt.Errorf("parent_instance: is required with tls: the %s tier instance (e.g. eu-1) whose certificate the parent's replicas must present: %w", cfg.parentTier(), interfaces.ErrInvalid)
+		}
+		if err := interfaces.ValidateID("parent_instance", cfg.ParentInstance); err != nil {
+			return err
+		}
+		if err := interfaces.ValidateID("parent_tier", cfg.parentTier()); err != nil {
+			return err
+		}
+	}
 	return interfaces.ValidateCapacity("capacity", cfg.Capacity)
+}
+
+func (cfg Config) parentTier() string {
+	if cfg.ParentTier == "" {
+		return interfaces.TierRegion
+	}
+	return cfg.ParentTier
 }
 
 // Daemon is a running host.
@@ -101,12 +135,20 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 	if t := d.agent.LedgerRepair(); t != nil {
 		d.logger.Printf("repaired: %s: cut off", t)
 	}
+	var creds credentials.TransportCredentials
+	if cfg.TLS != nil {
+		creds = cfg.TLS.ClientCredentials(tlsutil.IsReplicaOf(cfg.parentTier(), cfg.ParentInstance))
+		d.logger.Printf("tls: on (%s, certificate valid until %s; parent must be %s %s)", cfg.TLS.Identity(), cfg.TLS.NotAfter().UTC().Format(time.RFC3339), cfg.parentTier(), cfg.ParentInstance)
+	} else {
+		d.logger.Printf("warning: tls: disabled: the session to the parent runs in plaintext; any server on a parent's address is believed (docs/security.md)")
+	}
 	d.client, err = session.NewClient(session.Config{
-		Parents: cfg.Parents,
-		Hello:   d.hello,
-		Report:  d.report,
-		Seed:    cfg.Seed,
-		Logf:    d.logger.Printf,
+		Parents:     cfg.Parents,
+		Hello:       d.hello,
+		Report:      d.report,
+		Seed:        cfg.Seed,
+		Logf:        d.logger.Printf,
+		Credentials: creds,
 	}, handler{d})
 	if err != nil {
 		d.agent.Close()

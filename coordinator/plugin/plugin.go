@@ -97,6 +97,23 @@ func New(cfg interfaces.PolicyConfig) (interfaces.Policy, error) {
 	return p, nil
 }
 
+// Redial replaces the connection to the plugin with one made with opts (a
+// tier daemon with TLS: credentials that require a plugin certificate).
+func (p *Policy) Redial(opts ...grpc.DialOption) error {
+	conn, err := grpc.NewClient(p.address, opts...)
+	if err != nil {
+		return fmt.Errorf("policy plugin: key \"address\": %w", err)
+	}
+	p.mu.Lock()
+	old := p.conn
+	p.conn, p.remote = conn, nil
+	p.mu.Unlock()
+	if old != nil {
+		_ = old.Close()
+	}
+	return nil
+}
+
 // SetLogger makes the policy log its transitions through l — the plugin
 // failing (the fallback plans from then on) and the plugin healthy again —
 // never each call. A tier daemon passes its own logger.

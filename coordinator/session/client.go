@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/strata-sched/strata/interfaces/wire"
@@ -44,7 +45,10 @@ type Config struct {
 	BackoffMin, BackoffMax time.Duration
 	// Seed seeds the backoff jitter.
 	Seed uint64
-	// DialOptions are extra gRPC dial options (e.g. TLS); insecure by default.
+	// Credentials secure the connection to the parent (tlsutil: mutual TLS
+	// that checks the parent's identity); nil runs plaintext.
+	Credentials credentials.TransportCredentials
+	// DialOptions are extra gRPC dial options.
 	DialOptions []grpc.DialOption
 	// Logf logs connection events; nil discards.
 	Logf func(format string, args ...any)
@@ -165,7 +169,11 @@ func (c *Client) Run(ctx context.Context) error {
 // session runs one stream to addr. It returns the leader's address when addr
 // redirected, and whether a session was established (a LeaseGrant received).
 func (c *Client) session(ctx context.Context, addr string) (leader string, live bool, err error) {
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, c.cfg.DialOptions...)
+	creds := c.cfg.Credentials
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, c.cfg.DialOptions...)
 	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return "", false, err

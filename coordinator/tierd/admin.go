@@ -8,12 +8,10 @@ import (
 	"sort"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/strata-sched/strata/coordinator/fsm"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"google.golang.org/grpc"
 )
 
 // The Admin service answers for this tier instance. Writes are served by the
@@ -33,10 +31,9 @@ func forward[Resp any](ctx context.Context, d *Daemon, fn func(wire.AdminClient)
 		return resp, true, wire.ToStatus(fmt.Errorf("no leader known for %s/%s; retry shortly: %w", d.cfg.Tier, d.cfg.Instance, interfaces.ErrNotLeader))
 	}
 	// The caller's token travels with the call: the leader checks it again.
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			return invoker(forwardContext(ctx), method, req, reply, cc, opts...)
-		}))
+	cc, err := d.dialPeer(addr, grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return invoker(forwardContext(ctx), method, req, reply, cc, opts...)
+	}))
 	if err != nil {
 		return resp, true, err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/internal/tlsutil"
 	"github.com/strata-sched/strata/tiers/control"
 	"github.com/strata-sched/strata/tiers/coop"
 )
@@ -85,6 +86,27 @@ type Config struct {
 	// Children says which children may register and when failed ones are
 	// forgotten (admission.go); zero: any child, never forgotten.
 	Children ChildrenConfig
+	// TLS, when set, runs every connection of the replica over mutual TLS
+	// (docs/security.md): the gRPC server (sessions from children, the Admin
+	// API), the session to the parent, Raft, forwarded Admin calls and a
+	// plugin policy. Its certificate must name this replica
+	// (strata://TIER/INSTANCE/NODE). nil runs plaintext and logs a warning at
+	// every start; the daemon's config file must then say "tls: disabled".
+	TLS *tlsutil.Store
+	// ParentInstance is the parent tier instance whose certificate the
+	// parent's replicas must present ("global" by default under the global
+	// tier; required with TLS otherwise).
+	ParentInstance string
+}
+
+// ParentTier is the tier above this one in the chain ("" for the top tier).
+func (c Config) ParentTier() string {
+	for i, t := range c.Chain {
+		if t == c.Tier && i > 0 {
+			return c.Chain[i-1]
+		}
+	}
+	return ""
 }
 
 // Defaults fills zero fields with the defaults and returns c.
@@ -120,6 +142,9 @@ func (c Config) Defaults() Config {
 		c.Chain = DefaultChain()
 	}
 	c.ACL = c.ACL.defaults(c.DataDir)
+	if c.ParentInstance == "" && c.ParentTier() == interfaces.TierGlobal {
+		c.ParentInstance = "global"
+	}
 	if c.ChildTier == "" {
 		for i, t := range c.Chain {
 			if t == c.Tier && i+1 < len(c.Chain) {
@@ -244,6 +269,20 @@ func (c Config) Validate() error {
 	if err := c.Children.validate(); err != nil {
 		return err
 	}
+	if c.TLS != nil {
+		want := tlsutil.Replica(c.Tier, c.Instance, c.NodeID)
+		if got := c.TLS.Identity(); got != want {
+			return bad("tls.cert", fmt.Sprintf("%s names %s, but this is %s (%s): issue it with 'strata tls cert --role %s'", c.TLS.Files().Cert, got, want.Describe(), want, certRoleHint(c)))
+		}
+		if len(c.Parent) > 0 {
+			if c.ParentInstance == "" {
+				return bad("parent_instance", fmt.Sprintf("is required with tls: the %s tier instance whose certificate the parent's replicas must present", c.ParentTier()))
+			}
+			if err := interfaces.ValidateID("parent_instance", c.ParentInstance); err != nil {
+				return err
+			}
+		}
+	}
 	if c.Bootstrap {
 		found := false
 		for i, p := range c.Peers {
@@ -276,4 +315,13 @@ func checkAdvertised(key, addr string) error {
 		return fmt.Errorf("%s: must name an address others can dial, not all interfaces (got %q): it is bound and also advertised to peers, parents and the CLI: %w", key, addr, interfaces.ErrInvalid)
 	}
 	return nil
+}
+
+// certRoleHint is the 'strata tls cert' flags that issue this replica's
+// certificate.
+func certRoleHint(c Config) string {
+	if c.Tier == interfaces.TierGlobal && c.Instance == "global" {
+		return "global --id " + c.NodeID
+	}
+	return c.Tier + " --instance " + c.Instance + " --id " + c.NodeID
 }

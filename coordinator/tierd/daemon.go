@@ -14,6 +14,10 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/uber-go/tally/v4"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/strata-sched/strata/balancer"
 	"github.com/strata-sched/strata/coordinator/fsm"
@@ -22,6 +26,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/telemetry"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/tlsutil"
 	"github.com/strata-sched/strata/tiers"
 	"github.com/strata-sched/strata/tiers/control"
 )
@@ -132,6 +137,13 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		declaring:  map[interfaces.ChildID]bool{},
 		wake:       make(chan struct{}, 1),
 	}
+	if p, ok := policy.(redialer); ok && cfg.TLS != nil {
+		// The plugin's server must hold a plugin certificate of our CA.
+		if err := p.Redial(grpc.WithTransportCredentials(cfg.TLS.ClientCredentials(tlsutil.IsRole(tlsutil.RolePlugin)))); err != nil {
+			closePolicy(policy)
+			return nil, fmt.Errorf("policy: %w", err)
+		}
+	}
 	if l, ok := policy.(interface{ SetLogger(*log.Logger) }); ok {
 		l.SetLogger(d.logger) // a plugin logs its failures and recoveries
 	}
@@ -146,12 +158,21 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 	// about one state's memory instead of two (docs/benchmarks.md, "Coordinator
 	// FSM"). Readers of the FSM wait for the restore, and a failed restore stops
 	// the replica (raftnode), which restores from its own snapshots on restart.
+	var wrap raftnode.ConnWrapper
+	if cfg.TLS != nil {
+		// A Raft peer must be a replica of this same tier instance.
+		wrap = cfg.TLS.RaftWrapper(tlsutil.IsReplicaOf(cfg.Tier, cfg.Instance), d.logger.Printf)
+		d.logger.Printf("tls: on (%s, certificate valid until %s)", cfg.TLS.Identity(), cfg.TLS.NotAfter().UTC().Format(time.RFC3339))
+	} else {
+		d.logger.Printf("warning: tls: disabled: sessions, the Admin API and Raft run in plaintext without authentication (docs/security.md)")
+	}
 	d.tier, err = raftnode.StartTier(raftnode.Config{
 		ID:        cfg.NodeID,
 		Dir:       filepath.Join(cfg.DataDir, "raft"),
 		RaftBind:  cfg.RaftAddr,
 		AdminBind: cfg.AdminAddr,
 		LogOutput: logOut,
+		Wrap:      wrap,
 	}, fsm.Options{LeanRestore: true})
 	if err != nil {
 		closePolicy(policy)
@@ -175,7 +196,13 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 	}
 	// Every Admin call passes the token check, every session's Hello the
 	// admission policy (acl.go, admission.go).
-	d.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(d.unaryAuth), grpc.ChainStreamInterceptor(d.streamAuth))
+	sopts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(d.unaryAuth), grpc.ChainStreamInterceptor(d.streamAuth)}
+	if cfg.TLS != nil {
+		// Children (hosts, child tier replicas), peers forwarding Admin calls
+		// and operators; which child a session may be is checked at its Hello.
+		sopts = append(sopts, grpc.Creds(cfg.TLS.ServerCredentials(tlsutil.IsRole(tlsutil.RoleReplica, tlsutil.RoleHost, tlsutil.RoleOperator), d.logger.Printf)))
+	}
+	d.grpc = grpc.NewServer(sopts...)
 	wire.RegisterSessionServer(d.grpc, d)
 	wire.RegisterAdminServer(d.grpc, d)
 	go func() { _ = d.grpc.Serve(d.lis) }()
@@ -214,6 +241,17 @@ func (d *Daemon) bootstrap() error {
 
 // GRPCAddr is the address the gRPC server (sessions and Admin) listens on.
 func (d *Daemon) GRPCAddr() string { return d.lis.Addr().String() }
+
+// advertisedGRPC is the gRPC address announced to the parent (Hello.address,
+// which tools dial): listen.grpc as configured — the name this replica's
+// certificate carries — unless it asks for any port (":0", tests), then the
+// bound address.
+func (d *Daemon) advertisedGRPC() string {
+	if _, port, err := net.SplitHostPort(d.cfg.GRPCAddr); err == nil && port != "0" {
+		return d.cfg.GRPCAddr
+	}
+	return d.GRPCAddr()
+}
 
 // HTTPAddr is the address of /healthz, /readyz and /metrics ("" when off).
 func (d *Daemon) HTTPAddr() string {
@@ -260,6 +298,13 @@ func (d *Daemon) Close() error {
 	return d.tier.Shutdown()
 }
 
+// redialer is a policy that talks to a server of its own (an out-of-process
+// plugin) and can be told how to dial it: with TLS, the plugin's server must
+// hold a plugin certificate of this replica's CA.
+type redialer interface {
+	Redial(opts ...grpc.DialOption) error
+}
+
 // closePolicy releases what a policy holds (a plugin's client connection).
 func closePolicy(p interfaces.Policy) {
 	if c, ok := p.(io.Closer); ok {
@@ -298,6 +343,49 @@ func (d *Daemon) leaderGRPC() (addr, id string) {
 		}
 	}
 	return "", string(lid)
+}
+
+// dialPeer opens a connection to another replica of this tier instance (the
+// leader, to forward an Admin call); with TLS its certificate must name this
+// tier instance.
+func (d *Daemon) dialPeer(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	creds := insecure.NewCredentials()
+	if d.cfg.TLS != nil {
+		creds = d.cfg.TLS.ClientCredentials(tlsutil.IsReplicaOf(d.cfg.Tier, d.cfg.Instance))
+	}
+	return grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, opts...)...)
+}
+
+// parentCredentials are the credentials of the session to the parent: with
+// TLS the parent's replicas must present a certificate of the configured
+// parent instance (a rogue server on a parent's address is refused before
+// any Assign); nil (plaintext) without.
+func (d *Daemon) parentCredentials() credentials.TransportCredentials {
+	if d.cfg.TLS == nil {
+		return nil
+	}
+	return d.cfg.TLS.ClientCredentials(tlsutil.IsReplicaOf(d.cfg.ParentTier(), d.cfg.ParentInstance))
+}
+
+// checkChildIdentity refuses a Hello whose client certificate does not name
+// the child it claims (with TLS; without, anyone may claim anything).
+func (d *Daemon) checkChildIdentity(ctx context.Context, child interfaces.Child) error {
+	if d.cfg.TLS == nil {
+		return nil
+	}
+	id, ok, err := tlsutil.PeerIdentity(ctx)
+	if err == nil && !ok {
+		err = errors.New("the connection carries no client certificate")
+	}
+	if err == nil {
+		err = tlsutil.IsChild(child.Tier, string(child.ID))(id)
+	}
+	if err != nil {
+		d.scope.Counter("sessions_refused_total").Inc(1)
+		d.logger.Printf("session: refused a Hello claiming %s %s: %v", child.Tier, child.ID, err)
+		return status.Errorf(codes.PermissionDenied, "hello: refused: the Hello claims %s %s, but %v", child.Tier, child.ID, err)
+	}
+	return nil
 }
 
 // exec commits a command and returns its result; the error covers both the commit

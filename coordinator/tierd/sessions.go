@@ -95,6 +95,9 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 	if err != nil {
 		return wire.ToStatus(err)
 	}
+	if err := d.checkChildIdentity(stream.Context(), child); err != nil {
+		return err
+	}
 	if child.Tier != d.cfg.ChildTier {
 		return status.Errorf(codes.FailedPrecondition, "a %s cannot be a child of %s %s: in the chain %s its children are %s tier instances",
 			child.Tier, d.cfg.Tier, d.cfg.Instance, ChainString(d.cfg.Chain), d.cfg.ChildTier)

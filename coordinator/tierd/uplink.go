@@ -46,6 +46,7 @@ func newUplink(d *Daemon) *uplink {
 		ReportInterval: d.cfg.Interval,
 		Seed:           uint64(len(d.cfg.NodeID)),
 		Logf:           d.logger.Printf,
+		Credentials:    d.parentCredentials(),
 	}, uplinkHandler{u})
 	if err != nil {
 		panic(err) // Config.Validate guarantees parents
@@ -125,7 +126,7 @@ func (u *uplink) hello() *wire.Hello {
 		ProtocolVersion:    wire.ContractVersion,
 		MinProtocolVersion: wire.MinContractVersion,
 		HeldEpochs:         held,
-		Address:            d.GRPCAddr(),
+		Address:            d.advertisedGRPC(),
 		Labels:             d.cfg.Labels,
 		StopBudgetNanos:    int64(u.childrenStopBudget()),
 	}

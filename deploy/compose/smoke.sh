@@ -8,6 +8,9 @@
 #
 #   make image && deploy/compose/smoke.sh
 #
+# Every connection runs over mutual TLS (certs.sh makes the certificates, kept in
+# tls/ for the next run); the CLI uses the operator certificate.
+#
 # Needs docker-compose (v1) or the docker compose plugin, the strata:dev image, curl,
 # and a Linux Docker engine (the containers' addresses must be reachable from here).
 set -euo pipefail
@@ -21,7 +24,7 @@ net="${project}_strata"
 cleanup() { "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
-strata() { docker run --rm --network "$net" -v "$PWD/../examples:/examples:ro" "$image" "$@"; }
+strata() { docker run --rm --network "$net" -v "$PWD/../examples:/examples:ro" -v "$PWD/tls/operator:/tls:ro" -e STRATA_TLS=/tls "$image" "$@"; }
 fail() { echo "FAIL: $*" >&2; "${compose[@]}" logs --no-color --tail 30 >&2 || true; exit 1; }
 # wait_for DESC SECONDS CMD...: retry CMD every second until it succeeds.
 wait_for() {
@@ -48,6 +51,7 @@ ready() {
 }
 on_hosts() { local out; out=$(strata shards --addr global-1:7400) && [ "$(grep -Ec ' eu-1 +eu-1-host-' <<<"$out")" -eq 16 ]; }
 
+STRATA_IMAGE="$image" ./certs.sh
 "${compose[@]}" up -d
 for s in global-1 global-2 global-3 eu-1-1 eu-1-2 eu-1-3 host-1 host-2 host-3; do
 	wait_for "$s ready" 60 ready "$s"

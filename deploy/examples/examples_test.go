@@ -3,6 +3,7 @@ package examples
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,11 +13,16 @@ import (
 	"time"
 
 	"github.com/strata-sched/strata/internal/testutil"
+	"github.com/strata-sched/strata/internal/tlsutil"
 	"gopkg.in/yaml.v3"
 )
 
-// strataBin is the cmd/strata binary built once by TestMain.
-var strataBin string
+// strataBin is the cmd/strata binary built once by TestMain; testCA signs the
+// certificates localize gives the configs with a tls section.
+var (
+	strataBin string
+	testCA    *tlsutil.CA
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
@@ -31,6 +37,11 @@ func runTests(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	root, err := moduleRoot()
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	now := time.Now()
+	if testCA, err = tlsutil.NewCA("examples test CA", now.Add(-time.Hour), now.Add(24*time.Hour)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -170,8 +181,10 @@ func runCases(t *testing.T, cases []daemonCase) {
 }
 
 // localize rewrites what cannot work on a test machine: every listen address
-// (listen.* and driver.callback.listen) becomes 127.0.0.1:0 and data_dir a
-// temporary directory. Everything else, unknown keys included, is kept.
+// (listen.* and driver.callback.listen) becomes 127.0.0.1:0, data_dir a
+// temporary directory, and the files of a tls section certificates of the
+// test CA for the identity the config names (host, or tier/instance/node_id),
+// written under it. Everything else, unknown keys included, is kept.
 func localize(data []byte, dataDir string) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -189,6 +202,11 @@ func localize(data []byte, dataDir string) ([]byte, error) {
 			l.Content[i].Value = "127.0.0.1:0"
 		}
 	}
+	if tl := mapValue(top, "tls"); tl != nil && tl.Kind == yaml.MappingNode {
+		if err := localTLS(top, tl, filepath.Join(dataDir, "tls")); err != nil {
+			return nil, err
+		}
+	}
 	if d := mapValue(top, "driver"); d != nil {
 		if cb := mapValue(d, "callback"); cb != nil {
 			if v := mapValue(cb, "listen"); v != nil {
@@ -197,6 +215,43 @@ func localize(data []byte, dataDir string) ([]byte, error) {
 		}
 	}
 	return yaml.Marshal(&doc)
+}
+
+// localTLS issues a certificate for the identity the config top names into
+// dir and points the tls section tl at it.
+func localTLS(top, tl *yaml.Node, dir string) error {
+	str := func(key string) string {
+		if v := mapValue(top, key); v != nil {
+			return v.Value
+		}
+		return ""
+	}
+	var id tlsutil.Identity
+	if h := str("host"); h != "" {
+		id = tlsutil.Named(tlsutil.RoleHost, h)
+	} else {
+		instance := str("instance")
+		if instance == "" && str("tier") == "global" {
+			instance = "global"
+		}
+		id = tlsutil.Replica(str("tier"), instance, str("node_id"))
+	}
+	now := time.Now()
+	certPEM, keyPEM, err := testCA.Issue(tlsutil.CertRequest{Identity: id, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour)})
+	if err != nil {
+		return fmt.Errorf("tls: %v", err)
+	}
+	if err := testCA.WritePair(dir, certPEM, keyPEM); err != nil {
+		return err
+	}
+	for key, file := range map[string]string{"ca": tlsutil.CAFile, "cert": tlsutil.CertFile, "key": tlsutil.KeyFile} {
+		v := mapValue(tl, key)
+		if v == nil {
+			return fmt.Errorf("tls: no %s", key)
+		}
+		v.Value = filepath.Join(dir, file)
+	}
+	return nil
 }
 
 func mapValue(m *yaml.Node, key string) *yaml.Node {
@@ -497,5 +552,58 @@ func checkPeers(t *testing.T, o k8sObject, config []byte) {
 		if p.ID != pod || p.Raft != host+":7300" || p.GRPC != host+":7400" {
 			t.Errorf("%s: peers[%d] = %+v, want id %s at %s:7300/7400", o.Metadata.Name, i, p, pod, host)
 		}
+	}
+}
+
+// withTLS rewrites the tls section of a (localized) config: "" removes it,
+// anything else becomes its value.
+func withTLS(t *testing.T, data []byte, value string) []byte {
+	t.Helper()
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	top := doc.Content[0]
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		if top.Content[i].Value == "tls" {
+			if value == "" {
+				top.Content = append(top.Content[:i], top.Content[i+2:]...)
+			} else {
+				top.Content[i+1] = &yaml.Node{Kind: yaml.ScalarNode, Value: value}
+			}
+			break
+		}
+	}
+	out, err := yaml.Marshal(&doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestTLSRequiredOutsideDev: an example without its tls section refuses to
+// start and says what to write; with "tls: disabled" it starts and warns.
+func TestTLSRequiredOutsideDev(t *testing.T) {
+	for _, c := range fileCases(t, "region-eu-1-1.yaml") {
+		cfg, err := localize(c.config, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectConfigError(t, c.args, withTLS(t, cfg, ""), `tls: is required outside 'strata dev': give tls: {ca: FILE, cert: FILE, key: FILE}`)
+		d := start(t, c.args, withTLS(t, cfg, "disabled"))
+		testutil.Until(t, "the plaintext warning", 20*time.Second, func() bool {
+			return strings.Contains(d.stderr.String(), "warning: tls: disabled: sessions, the Admin API and Raft run in plaintext")
+		})
+	}
+	for _, c := range fileCases(t, "host-synthetic.yaml") {
+		cfg, err := localize(c.config, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectConfigError(t, c.args, withTLS(t, cfg, ""), `tls: is required outside 'strata dev'`)
+		d := start(t, c.args, withTLS(t, cfg, "disabled"))
+		testutil.Until(t, "the plaintext warning", 20*time.Second, func() bool {
+			return strings.Contains(d.stderr.String(), "warning: tls: disabled: the session to the parent runs in plaintext")
+		})
 	}
 }

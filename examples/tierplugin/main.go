@@ -14,6 +14,7 @@ import (
 
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/tlsutil"
 	"github.com/strata-sched/strata/tiers"
 )
 
@@ -21,14 +22,15 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:7600", "address to serve the TierPolicy service on")
 	policy := flag.String("policy", "greedy", "the built-in policy to serve")
 	misbehave := flag.String("misbehave", "", "return bad plans: over-capacity or stale-epoch")
+	tlsDir := flag.String("tls", "", "directory with ca.pem, cert.pem and key.pem ('strata tls cert --role plugin'): serve over mutual TLS to tier replicas of the CA only (docs/security.md); default plaintext")
 	flag.Parse()
-	if err := run(*addr, *policy, *misbehave); err != nil {
+	if err := run(*addr, *policy, *misbehave, *tlsDir); err != nil {
 		fmt.Fprintln(os.Stderr, "tierplugin:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr, policy, misbehave string) error {
+func run(addr, policy, misbehave, tlsDir string) error {
 	switch misbehave {
 	case "", "over-capacity", "stale-epoch":
 	default:
@@ -44,11 +46,21 @@ func run(addr, policy, misbehave string) error {
 		}
 		return tagged{p, misbehave}, nil
 	}
+	var opts []grpc.ServerOption
+	if tlsDir != "" {
+		st, err := tlsutil.Open(tlsutil.FilesIn(tlsDir),
+			func(f string, a ...any) { fmt.Fprintf(os.Stderr, "tierplugin: "+f+"\n", a...) }, nil)
+		if err != nil {
+			return fmt.Errorf("--tls: %w", err)
+		}
+		// Only tier replicas call a policy plugin.
+		opts = append(opts, grpc.Creds(st.ServerCredentials(tlsutil.IsAnyReplica, func(f string, a ...any) { fmt.Fprintf(os.Stderr, "tierplugin: "+f+"\n", a...) })))
+	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(opts...)
 	wire.RegisterTierPolicyServer(srv, wire.NewPolicyServer("tierplugin/"+policy, factory))
 	fmt.Fprintf(os.Stderr, "tierplugin: serving policy %s on %s\n", policy, lis.Addr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -9,6 +9,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"sync"
 	"syscall"
@@ -104,6 +105,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	every := fs.Duration("report", time.Second, "load report interval")
 	sinkDir := fs.String("sink", "", "a directory: every shard writes a record there every --emit, under its epoch, and stops when the sink has seen a newer epoch of it")
 	emit := fs.Duration("emit", time.Second, "how often each shard writes to --sink")
+	tlsDir := fs.String("tls", "", "directory with ca.pem, cert.pem and key.pem ('strata tls cert --role worker'): attach over mutual TLS (a host with a tls section requires it)")
+	host := fs.String("host", "", "with --tls: the host agent's ID, which its certificate must name (default: any host of the CA)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -121,8 +124,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		s.sink = &epochSink{dir: *sinkDir}
 	}
 	logger := log.New(out, "", log.LstdFlags)
+	var tls *worker.TLS
+	if *tlsDir != "" {
+		tls = &worker.TLS{CA: filepath.Join(*tlsDir, "ca.pem"), Cert: filepath.Join(*tlsDir, "cert.pem"), Key: filepath.Join(*tlsDir, "key.pem"), Host: *host}
+	}
 	c, err := worker.Connect(ctx, *addr, s, worker.Options{WorkerID: *id, MaxShards: *maxShards,
-		Load: s.load, LoadInterval: *every, Logf: logger.Printf})
+		Load: s.load, LoadInterval: *every, Logf: logger.Printf, TLS: tls})
 	if err != nil {
 		return err
 	}

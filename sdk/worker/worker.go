@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/tlsutil"
 )
 
 // AttachedHeader is the response-header key the agent sets once it has
@@ -68,14 +70,44 @@ type Options struct {
 	LoadInterval time.Duration
 	// Logf receives connection events; nil discards them.
 	Logf func(format string, args ...any)
+	// TLS, when set, attaches over mutual TLS: what a host with a tls
+	// section requires (docs/security.md). nil speaks plaintext, which only
+	// a host with "tls: disabled" (callback service on loopback) accepts.
+	TLS *TLS
+}
+
+// TLS names the worker's certificate files ('strata tls cert --role worker'),
+// reloaded when they change, and the host whose callback service it attaches
+// to: the service's certificate must name that host (strata://host/HOST).
+type TLS struct {
+	CA, Cert, Key string
+	// Host is the host agent's ID; "" accepts any host of the CA.
+	Host string
+}
+
+// credentials builds the transport credentials of t (insecure when nil).
+func (t *TLS) credentials() (credentials.TransportCredentials, error) {
+	if t == nil {
+		return insecure.NewCredentials(), nil
+	}
+	st, err := tlsutil.Open(tlsutil.Files{CA: t.CA, Cert: t.Cert, Key: t.Key}, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	check := tlsutil.IsRole(tlsutil.RoleHost)
+	if t.Host != "" {
+		check = tlsutil.IsChild(tlsutil.RoleHost, t.Host)
+	}
+	return st.ClientCredentials(check), nil
 }
 
 // Conn is a worker's connection to its agent, kept alive until Close or the
 // context given to Connect ends.
 type Conn struct {
-	addr string
-	h    Handler
-	opts Options
+	addr  string
+	creds credentials.TransportCredentials
+	h     Handler
+	opts  Options
 	// incarnation is sent in every hello of this Conn (see Incarnation).
 	incarnation string
 
@@ -134,12 +166,16 @@ func Connect(ctx context.Context, addr string, h Handler, opts Options) (*Conn, 
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
+	creds, err := opts.TLS.credentials()
+	if err != nil {
+		return nil, err
+	}
 	var nonce [16]byte
 	if _, err := crand.Read(nonce[:]); err != nil {
 		return nil, fmt.Errorf("worker: draw an incarnation: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	c := &Conn{addr: addr, h: h, opts: opts, incarnation: hex.EncodeToString(nonce[:]), cancel: cancel, done: make(chan struct{}),
+	c := &Conn{addr: addr, h: h, opts: opts, creds: creds, incarnation: hex.EncodeToString(nonce[:]), cancel: cancel, done: make(chan struct{}),
 		running: map[interfaces.ShardID]interfaces.Epoch{}}
 	go c.loop(ctx)
 	return c, nil
@@ -300,7 +336,7 @@ const (
 
 // session runs one stream; it reports whether the worker got attached.
 func (c *Conn) session(ctx context.Context) (bool, error) {
-	cc, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	cc, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(c.creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}))
 	if err != nil {
 		return false, err
