@@ -385,7 +385,7 @@ func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.P
 		d.noteRejections(pre, reason)
 		return nil, len(pre), nil
 	}
-	applied, refused, err := d.commitMoves(ctx, admitted, sv.Constraints, reason, pre...)
+	applied, refused, err := d.commitMoves(ctx, admitted, sv.Constraints, sv.Shards, reason, pre...)
 	return applied, len(pre) + refused, err
 }
 
@@ -397,8 +397,8 @@ func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.P
 // applied because its second entry failed; a move the state machine would refuse
 // is rejected by the verification on its own. Called with d.decide held.
 // earlier are rejections of the same plan made before (noted with these).
-func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string, earlier ...balancer.Rejection) (applied []interfaces.Move, rejected int, err error) {
-	return d.commitVerified(ctx, nil, moves, rules, defaultReason, earlier)
+func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string, earlier ...balancer.Rejection) (applied []interfaces.Move, rejected int, err error) {
+	return d.commitVerified(ctx, nil, moves, rules, planned, defaultReason, earlier)
 }
 
 // commitPlanBatch is commitMoves for an operator's plan that also drains
@@ -406,22 +406,22 @@ func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, rules
 // so the plan is never left half done — drained without its moves, or the
 // reverse. A drain the state machine refuses (a child gone) refuses the whole
 // batch. Called with d.decide held.
-func (d *Daemon) commitPlanBatch(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
+func (d *Daemon) commitPlanBatch(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
 	if d.up != nil {
 		// Not the shards our parent is taking back (as act).
 		kept := d.up.dropRevoking(moves)
 		rejected = len(moves) - len(kept)
 		moves = kept
 	}
-	applied, refused, err := d.commitVerified(ctx, drain, moves, rules, defaultReason, nil)
+	applied, refused, err := d.commitVerified(ctx, drain, moves, rules, planned, defaultReason, nil)
 	return applied, rejected + refused, err
 }
 
 // commitVerified verifies moves (verifyMoves) and commits the drains and the
 // accepted moves in one fsm.PlanBatch entry, in plan order. Called with
 // d.decide held.
-func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string, earlier []balancer.Rejection) (applied []interfaces.Move, rejected int, err error) {
-	accepted, begin, rejected := d.verifyMoves(moves, rules, defaultReason, earlier)
+func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string, earlier []balancer.Rejection) (applied []interfaces.Move, rejected int, err error) {
+	accepted, begin, rejected := d.verifyMoves(moves, rules, planned, defaultReason, earlier)
 	if len(drain) == 0 && len(accepted) == 0 {
 		return nil, rejected, nil
 	}
@@ -437,14 +437,16 @@ func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID,
 	return d.carryOut(accepted, begin, res.Ops[len(drain):]), rejected, nil
 }
 
-// verifyMoves checks moves against the latest state and the tier-level rules
-// (fsm.VerifyPlanRules; see balancer.CommitRules), counts and logs the rejected ones
+// verifyMoves checks moves against the latest state, on the loads they were
+// planned on (planned: the planning view's shards, balancer.PlannedLoads; nil
+// = the declared ones), and the tier-level rules (fsm.VerifyPlanned; see
+// balancer.CommitRules), counts and logs the rejected ones
 // (with earlier ones of the same plan), and returns the accepted ones in plan
 // order, with defaultReason for those without a reason, and for each whether it
 // is begun (revoke → ack → commit: a move off a live child) or committed
 // directly (a first placement, a move off a failed child).
-func (d *Daemon) verifyMoves(moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string, earlier []balancer.Rejection) (accepted []interfaces.Move, begin []bool, rejected int) {
-	verdict := d.tier.FSM.VerifyPlanRules(balancer.CommitRules(rules), moves)
+func (d *Daemon) verifyMoves(moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string, earlier []balancer.Rejection) (accepted []interfaces.Move, begin []bool, rejected int) {
+	verdict := d.tier.FSM.VerifyPlanned(planned, balancer.CommitRules(rules), moves)
 	rejected = len(verdict.Rejected)
 	d.noteRejections(append(earlier[:len(earlier):len(earlier)], verdict.Rejected...), defaultReason)
 	accepted = make([]interfaces.Move, 0, len(verdict.Accepted))
