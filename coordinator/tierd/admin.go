@@ -366,7 +366,7 @@ func (d *Daemon) Explain(ctx context.Context, req *wire.ExplainRequest) (*wire.E
 	if !ok && len(hist) == 0 {
 		return nil, wire.ToStatus(fmt.Errorf("shard %q in %s/%s: %w", id, d.cfg.Tier, d.cfg.Instance, interfaces.ErrNotFound))
 	}
-	resp := &wire.ExplainResponse{Quarantined: st.Quarantined, Findings: append(d.findingsAbout(id, st.Spec.Job), d.coopFindings(id)...)}
+	resp := &wire.ExplainResponse{Quarantined: st.Quarantined, Findings: append(append(d.findingsAbout(id, st.Spec.Job), d.coopFindings(id)...), d.placementFindings(id)...)}
 	if ok {
 		resp.Shard = wire.ShardToWire(st.Spec)
 		if st.Owner != "" || st.InFlight != nil {

@@ -28,7 +28,7 @@ func planAndAct(t *testing.T, d *Daemon) (interfaces.Plan, []interfaces.Move, in
 	d.lastRejections = nil
 	d.mu.Unlock()
 	dec := control.Decision{Mode: control.ModePeriodic}
-	applied, rejected, err := d.act(context.Background(), sv, plan, &dec, nil)
+	applied, rejected, err := d.act(context.Background(), time.Now(), sv, plan, &dec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,6 +86,8 @@ type Daemon struct {
 
 	coop coopState // cooperation between tiers (coop.go)
 
+	place placementState // held moves and infeasible shards of the rounds (placement.go)
+
 	wake   chan struct{}
 	cancel context.CancelFunc
 	done   sync.WaitGroup

@@ -59,6 +59,7 @@ func (d *Daemon) trackLeadership(ctx context.Context) bool {
 		if err := d.tier.Raft().Barrier(5 * time.Second).Error(); err != nil {
 			return false
 		}
+		d.resetPlacement() // before anyone sees this replica lead
 		d.mu.Lock()
 		d.leader = true
 		d.leaderSince = time.Now()
@@ -153,11 +154,7 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 		return
 	}
 	sv := dec.Apply(view)
-	sctx, cancel := context.WithTimeout(ctx, d.cfg.SolveTimeout)
-	solveStart := time.Now()
-	plan, err := d.policy.Plan(sctx, sv)
-	cancel()
-	d.scope.Timer("solve_seconds").Record(time.Since(solveStart))
+	plan, err := d.solve(ctx, sv)
 	if err != nil {
 		d.logger.Printf("policy %s failed, keeping the current assignment: %v", d.policy.Name(), err)
 		obs.SolveErr = err
@@ -166,11 +163,25 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 		return
 	}
 	d.decide.Lock()
-	applied, rejected, err := d.act(ctx, sv, plan, &dec, evictions)
+	applied, rejected, err := d.act(ctx, now, sv, plan, &dec, evictions)
 	d.decide.Unlock()
 	obs.Planned, obs.Applied = len(plan.Moves), applied
 	d.observeRound(obs)
 	d.record(mode, len(plan.Moves), len(applied), rejected, err)
+}
+
+// solve runs the tier's policy on the round's view sv within the solve
+// timeout, and keeps the shards its plan places nowhere (noteInfeasible).
+func (d *Daemon) solve(ctx context.Context, sv *interfaces.View) (interfaces.Plan, error) {
+	sctx, cancel := context.WithTimeout(ctx, d.cfg.SolveTimeout)
+	defer cancel()
+	solveStart := time.Now()
+	plan, err := d.policy.Plan(sctx, sv)
+	d.scope.Timer("solve_seconds").Record(time.Since(solveStart))
+	if err == nil {
+		d.noteInfeasible(plan)
+	}
+	return plan, err
 }
 
 func (d *Daemon) observeRound(r control.RoundResult) {
@@ -308,8 +319,9 @@ func (d *Daemon) setAlerts(alerts []control.Alert) {
 }
 
 // observe moves in-flight moves along and returns the view to plan from (with
-// the cooperation rules derived this round) and the quarantined shards left
-// out of it. Called with d.decide held.
+// the cooperation rules derived this round and the rules that keep the policy
+// off the moves held back, heldRules) and the quarantined shards left out of
+// it. Called with d.decide held.
 func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, map[interfaces.ShardID]string) {
 	// Move along in-flight moves: a failed source cannot ack, and its lease has
 	// expired, so the move completes; otherwise the revoke is re-sent now and then.
@@ -337,6 +349,7 @@ func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, 
 
 	view, quarantined := d.baseView(now)
 	view.Constraints = append(view.Constraints, d.cooperate(view)...)
+	view.Constraints = append(view.Constraints, d.heldRules(now, view)...)
 	return view, quarantined
 }
 
@@ -358,7 +371,9 @@ func (d *Daemon) baseView(now time.Time) (*interfaces.View, map[interfaces.Shard
 	return view, d.withoutQuarantined(view)
 }
 
-// act carries out the policy's plan: it drops the moves the tier refuses
+// act carries out the policy's plan at now: it drops the moves held back
+// after repeated rejections (dropHeld; the verdict is fed back to the
+// backoff, noteVerdict), drops the moves the tier refuses
 // whatever else the plan does (fsm.Screen), admits what the round's decision
 // allows of the rest (dec.Admit: budget, anti-bounce, emergency scope) — so
 // that refused moves use none of the round's budget — and commits those,
@@ -368,11 +383,12 @@ func (d *Daemon) baseView(now time.Time) (*interfaces.View, map[interfaces.Shard
 // a move admission drops must not keep a later one out (an evacuation off a
 // failed child was refused for the room of a rebalancing move the emergency
 // round then dropped). Called with d.decide held.
-func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.Plan, dec *control.Decision, evictions map[interfaces.ShardID]control.Eviction) (applied []interfaces.Move, rejected int, err error) {
+func (d *Daemon) act(ctx context.Context, now time.Time, sv *interfaces.View, plan interfaces.Plan, dec *control.Decision, evictions map[interfaces.ShardID]control.Eviction) (applied []interfaces.Move, rejected int, err error) {
 	moves := plan.Moves
 	if d.up != nil {
 		moves = d.up.dropRevoking(moves)
 	}
+	moves = d.dropHeld(now, moves)
 	var pre []balancer.Rejection
 	if len(moves) == 0 {
 		return nil, 0, nil
@@ -383,10 +399,14 @@ func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.P
 	explainEvictions(admitted, evictions)
 	if len(admitted) == 0 {
 		d.noteRejections(pre, reason)
+		d.noteVerdict(now, pre, nil)
 		return nil, len(pre), nil
 	}
-	applied, refused, err := d.commitMoves(ctx, admitted, sv.Constraints, sv.Shards, reason, pre...)
-	return applied, len(pre) + refused, err
+	applied, accepted, rejections, err := d.commitVerified(ctx, nil, admitted, sv.Constraints, sv.Shards, reason, pre)
+	// Every rejection counts towards holding the move (control.Backoff): a
+	// move the commit keeps refusing is not planned again for a while.
+	d.noteVerdict(now, rejections, accepted)
+	return applied, len(rejections), err
 }
 
 // commitMoves verifies moves against the latest state and the tier-level rules
@@ -398,7 +418,8 @@ func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.P
 // is rejected by the verification on its own. Called with d.decide held.
 // earlier are rejections of the same plan made before (noted with these).
 func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string, earlier ...balancer.Rejection) (applied []interfaces.Move, rejected int, err error) {
-	return d.commitVerified(ctx, nil, moves, rules, planned, defaultReason, earlier)
+	applied, _, rejections, err := d.commitVerified(ctx, nil, moves, rules, planned, defaultReason, earlier)
+	return applied, len(rejections) - len(earlier), err
 }
 
 // commitPlanBatch is commitMoves for an operator's plan that also drains
@@ -413,42 +434,44 @@ func (d *Daemon) commitPlanBatch(ctx context.Context, drain []interfaces.ChildID
 		rejected = len(moves) - len(kept)
 		moves = kept
 	}
-	applied, refused, err := d.commitVerified(ctx, drain, moves, rules, planned, defaultReason, nil)
-	return applied, rejected + refused, err
+	applied, _, refused, err := d.commitVerified(ctx, drain, moves, rules, planned, defaultReason, nil)
+	return applied, rejected + len(refused), err
 }
 
 // commitVerified verifies moves (verifyMoves) and commits the drains and the
-// accepted moves in one fsm.PlanBatch entry, in plan order. Called with
-// d.decide held.
-func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string, earlier []balancer.Rejection) (applied []interfaces.Move, rejected int, err error) {
-	accepted, begin, rejected := d.verifyMoves(moves, rules, planned, defaultReason, earlier)
+// accepted moves in one fsm.PlanBatch entry, in plan order. It returns the
+// moves that committed, those the verification accepted, and every rejection
+// (earlier's first). Called with d.decide held.
+func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string, earlier []balancer.Rejection) (applied, accepted []interfaces.Move, rejections []balancer.Rejection, err error) {
+	accepted, begin, rejections := d.verifyMoves(moves, rules, planned, defaultReason, earlier)
 	if len(drain) == 0 && len(accepted) == 0 {
-		return nil, rejected, nil
+		return nil, accepted, rejections, nil
 	}
 	res, err := d.exec(ctx, &fsm.PlanBatch{Tier: d.cfg.Tier, Drain: drain, Moves: accepted, Begin: begin})
 	if err != nil {
-		return nil, rejected, err
+		return nil, accepted, rejections, err
 	}
 	for _, op := range res.Ops[:len(drain)] {
 		if op.Err != nil {
-			return nil, rejected, fmt.Errorf("drain %s: %w (nothing of the plan was applied)", op.ID, op.Err)
+			return nil, accepted, rejections, fmt.Errorf("drain %s: %w (nothing of the plan was applied)", op.ID, op.Err)
 		}
 	}
-	return d.carryOut(accepted, begin, res.Ops[len(drain):]), rejected, nil
+	return d.carryOut(accepted, begin, res.Ops[len(drain):]), accepted, rejections, nil
 }
 
 // verifyMoves checks moves against the latest state, on the loads they were
 // planned on (planned: the planning view's shards, balancer.PlannedLoads; nil
 // = the declared ones), and the tier-level rules (fsm.VerifyPlanned; see
 // balancer.CommitRules), counts and logs the rejected ones
-// (with earlier ones of the same plan), and returns the accepted ones in plan
-// order, with defaultReason for those without a reason, and for each whether it
-// is begun (revoke → ack → commit: a move off a live child) or committed
-// directly (a first placement, a move off a failed child).
-func (d *Daemon) verifyMoves(moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string, earlier []balancer.Rejection) (accepted []interfaces.Move, begin []bool, rejected int) {
+// (with earlier ones of the same plan), and returns them (earlier's first)
+// and the accepted ones in plan order, with defaultReason for those without a
+// reason, and for each whether it is begun (revoke → ack → commit: a move off
+// a live child) or committed directly (a first placement, a move off a failed
+// child).
+func (d *Daemon) verifyMoves(moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string, earlier []balancer.Rejection) (accepted []interfaces.Move, begin []bool, rejections []balancer.Rejection) {
 	verdict := d.tier.FSM.VerifyPlanned(planned, balancer.CommitRules(rules), moves)
-	rejected = len(verdict.Rejected)
-	d.noteRejections(append(earlier[:len(earlier):len(earlier)], verdict.Rejected...), defaultReason)
+	rejections = append(earlier[:len(earlier):len(earlier)], verdict.Rejected...)
+	d.noteRejections(rejections, defaultReason)
 	accepted = make([]interfaces.Move, 0, len(verdict.Accepted))
 	begin = make([]bool, 0, len(verdict.Accepted))
 	for _, m := range verdict.Accepted {
@@ -459,7 +482,7 @@ func (d *Daemon) verifyMoves(moves []interfaces.Move, rules []interfaces.Constra
 		accepted = append(accepted, m)
 		begin = append(begin, m.From != "" && ok && src.State != interfaces.ChildFailed)
 	}
-	return accepted, begin, rejected
+	return accepted, begin, rejections
 }
 
 // noteRejections counts and logs the moves a verification rejected and keeps
