@@ -127,3 +127,33 @@ func TestUnknownPinKeepsAPlacedShardAndFailoverWorks(t *testing.T) {
 		})
 	}
 }
+
+// Verify treats the same constraints per move: a move of a shard pinned to a
+// missing child is rejected (constraint, naming the pin), the plan's other
+// moves are accepted, and rules naming missing shards or children are left
+// out — no verification fails as a whole.
+func TestVerifyRejectsOnlyTheMovesOfAnUnresolvedShard(t *testing.T) {
+	v := smallView()
+	v.Shards[2].Constraints.Pinned = "region-1"
+	v.Constraints = []interfaces.Constraint{
+		{Kind: interfaces.ConstraintPin, Shards: []interfaces.ShardID{"s3"}, Children: []interfaces.ChildID{"gone"}, Reason: "operator"},
+		{Kind: interfaces.ConstraintAntiAffinity, Shards: []interfaces.ShardID{"s0", "deleted/1"}},
+		{Kind: interfaces.ConstraintAllowed, Shards: []interfaces.ShardID{"deleted/2"}, Children: []interfaces.ChildID{"gone"}},
+	}
+	verdict, err := VerifyViewRules(v, []interfaces.Move{
+		{Shard: "s2", From: "h0", To: "h1", Epoch: 1},
+		{Shard: "s3", From: "h1", To: "h2", Epoch: 1},
+		{Shard: "s1", From: "h0", To: "h2", Epoch: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(verdict.Accepted) != 1 || verdict.Accepted[0].Shard != "s1" || len(verdict.Rejected) != 2 {
+		t.Fatalf("verdict %+v: want s1 accepted, s2 and s3 rejected", verdict)
+	}
+	for i, want := range []string{`pinned to "region-1"`, `pinned to "gone"`} {
+		if r := verdict.Rejected[i]; r.Code != RejectConstraint || !strings.Contains(r.Reason, want) {
+			t.Errorf("rejection %d: %s %q, want constraint naming %s", i, r.Code, r.Reason, want)
+		}
+	}
+}
