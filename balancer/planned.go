@@ -1,13 +1,20 @@
 package balancer
 
-import "github.com/strata-sched/strata/interfaces"
+import (
+	"maps"
+	"slices"
 
-// PlannedLoads returns st seen with the shard loads a plan was made on (the
-// planning view's shards, whose loads may be the ones the children measured
-// rather than the declared ones st holds): Shard returns the spec with that
-// load, and Used counts it, in place of st's, on the child where st counts
-// the shard (its in-flight target, else its owner). Shards st does not have
-// are ignored; shards the list does not name keep st's load.
+	"github.com/strata-sched/strata/interfaces"
+)
+
+// PlannedLoads returns st seen with the shards a plan was made on (the
+// planning view's, whose loads may be the ones the children measured rather
+// than the declared ones st holds, and whose rules may be the ones that bind
+// within this tier, interfaces.ShardConstraints.Within): Shard returns the
+// spec with that load and those rules, and Used counts the load, in place of
+// st's, on the child where st counts the shard (its in-flight target, else
+// its owner). Shards st does not have are ignored; shards the list does not
+// name are as in st.
 //
 // A tier verifies a plan at commit against PlannedLoads(state, view.Shards),
 // so that the commit's capacity view is the planner's — the owners, epochs
@@ -24,7 +31,16 @@ func PlannedLoads(st PlanState, shards []interfaces.Shard) PlanState {
 	for i := range shards {
 		s := &shards[i]
 		cur, ok := st.Shard(s.ID)
-		if !ok || cur.Load.Equal(s.Load) {
+		if !ok {
+			continue
+		}
+		if !sameConstraints(&cur.Constraints, &s.Constraints) {
+			if ps.rules == nil {
+				ps.rules = map[interfaces.ShardID]*interfaces.ShardConstraints{}
+			}
+			ps.rules[s.ID] = &s.Constraints
+		}
+		if cur.Load.Equal(s.Load) {
 			continue
 		}
 		if ps.load == nil {
@@ -45,9 +61,10 @@ func PlannedLoads(st PlanState, shards []interfaces.Shard) PlanState {
 
 type plannedState struct {
 	PlanState
-	q    Quarantiner
-	load map[interfaces.ShardID]interfaces.Load // planned loads that differ from the state's
-	adj  map[interfaces.ChildID]interfaces.Load // Σ (planned - state) of the shards counted on a child
+	q     Quarantiner
+	load  map[interfaces.ShardID]interfaces.Load              // planned loads that differ from the state's
+	rules map[interfaces.ShardID]*interfaces.ShardConstraints // planned shard rules that differ
+	adj   map[interfaces.ChildID]interfaces.Load              // Σ (planned - state) of the shards counted on a child
 }
 
 var _ Quarantiner = (*plannedState)(nil)
@@ -57,7 +74,16 @@ func (p *plannedState) Shard(id interfaces.ShardID) (interfaces.Shard, bool) {
 	if l, planned := p.load[id]; ok && planned {
 		s.Load = l
 	}
+	if c, planned := p.rules[id]; ok && planned {
+		s.Constraints = *c
+	}
 	return s, ok
+}
+
+// sameConstraints reports whether a and b are the same rules.
+func sameConstraints(a, b *interfaces.ShardConstraints) bool {
+	return a.Pinned == b.Pinned && a.AntiAffinity == b.AntiAffinity && a.MaxPerChild == b.MaxPerChild &&
+		slices.Equal(a.Allowed, b.Allowed) && maps.Equal(a.Labels, b.Labels)
 }
 
 func (p *plannedState) Used(id interfaces.ChildID) interfaces.Load {

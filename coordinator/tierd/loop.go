@@ -355,8 +355,9 @@ func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, 
 
 // baseView is the picture every decision of this instance starts from — the
 // control round, a what-if Plan, the hints sent to the parent: the replicated
-// state, the children's latest reports with the loads they measured in place
-// of the declared ones, without the shards our parent is taking back and
+// state with the shards' rules that bind within this instance (within), the
+// children's latest reports with the loads they measured in place of the
+// declared ones, without the shards our parent is taking back and
 // without quarantined shards (never placed until released), which it returns
 // with their reasons.
 func (d *Daemon) baseView(now time.Time) (*interfaces.View, map[interfaces.ShardID]string) {
@@ -364,6 +365,9 @@ func (d *Daemon) baseView(now time.Time) (*interfaces.View, map[interfaces.Shard
 	view.Now = now
 	view.Seed = int64(d.tier.FSM.AppliedIndex())
 	view.Reports = d.reportsCopy()
+	if d.up != nil {
+		within(view, interfaces.ChildID(d.cfg.Instance))
+	}
 	measured(view)
 	if d.up != nil {
 		view = d.up.filterView(view)
@@ -590,6 +594,29 @@ func measured(v *interfaces.View) {
 		}
 	}
 	v.Shards = shards
+}
+
+// within replaces each shard's rules with the ones that bind inside this
+// tier instance, self (interfaces.ShardConstraints.Within: a pin to self, or
+// an allowed list naming it, was our parent's to keep). The view's shards
+// are copied when one changes, never changed in place. The commit verifies
+// on the same rules (balancer.PlannedLoads of the planning view).
+func within(v *interfaces.View, self interfaces.ChildID) {
+	var shards []interfaces.Shard
+	for i := range v.Shards {
+		c := &v.Shards[i].Constraints
+		if c.Pinned != self && !slices.Contains(c.Allowed, self) {
+			continue
+		}
+		if shards == nil {
+			shards = make([]interfaces.Shard, len(v.Shards))
+			copy(shards, v.Shards)
+		}
+		shards[i].Constraints = c.Within(self)
+	}
+	if shards != nil {
+		v.Shards = shards
+	}
 }
 
 // reportsCopy is the children's latest reports, copied under d.mu so that the

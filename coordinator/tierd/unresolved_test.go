@@ -115,3 +115,34 @@ func TestPinToAMissingChildStopsNothing(t *testing.T) {
 		t.Errorf("q on %q: a running shard with an unresolvable allowed list was moved", st.Owner)
 	}
 }
+
+// The job-file help's own example, "pinned: region-1" (constraints apply at
+// every tier): at region-1 itself the pin is its parent's, kept when the
+// global tier placed the shard there; within region-1 it binds nothing
+// (interfaces.ShardConstraints.Within). The region places the shard on a
+// host, and the commit verifies the move on the same rules. Without Within
+// region-1 looked for a host called "region-1" and never placed the shard.
+func TestPinToThisInstanceBindsOnlyTheParent(t *testing.T) {
+	d, _ := revokeRegion(t, "h1", "h2")
+	self := interfaces.ChildID(d.cfg.Instance)
+	must(t, d, &fsm.PutShards{Shards: []interfaces.Shard{
+		{ID: "p", Job: "pinned", Load: interfaces.Load{CPU: 1}, Constraints: interfaces.ShardConstraints{Pinned: self}},
+		{ID: "q", Job: "pinned", Load: interfaces.Load{CPU: 1}, Constraints: interfaces.ShardConstraints{Allowed: []interfaces.ChildID{"region-0", self}}},
+	}})
+	ctl, err := control.New(d.controlConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, plan, rejected := controlRound(t, d, ctl, time.Now())
+	if len(plan.Infeasible) != 0 || rejected != 0 {
+		t.Fatalf("plan %+v, %d rejected (%+v): want p and q placed", plan, rejected, d.LastRejections())
+	}
+	for _, id := range []interfaces.ShardID{"p", "q"} {
+		if st, _ := d.Tier().FSM.Shard(id); st.Owner != "h1" && st.Owner != "h2" {
+			t.Errorf("%s on %q, want a host", id, st.Owner)
+		}
+	}
+	if st, _ := d.Tier().FSM.Shard("p"); st.Spec.Constraints.Pinned != self {
+		t.Errorf("p's spec lost its pin (%+v): the state keeps the parent's rules", st.Spec.Constraints)
+	}
+}
