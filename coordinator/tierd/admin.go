@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -142,6 +143,13 @@ func (d *Daemon) SubmitJob(ctx context.Context, req *wire.SubmitJobRequest) (*wi
 	res, err := d.commit(ctx, &fsm.PutShards{Shards: shards})
 	if err != nil {
 		return nil, wire.ToStatus(err)
+	}
+	// Accepted (a child may join later), but said: the shards wait.
+	if c := shards[0].Constraints; c.Pinned != "" || len(c.Allowed) > 0 {
+		has := func(id interfaces.ChildID) bool { _, ok := d.tier.FSM.Child(id); return ok }
+		if (c.Pinned != "" && !has(c.Pinned)) || (c.Pinned == "" && !slices.ContainsFunc(c.Allowed, has)) {
+			d.logger.Printf("job %s: its pinned or allowed children (%q, %q) are not children of this tier: its shards are infeasible here until one joins", job, c.Pinned, c.Allowed)
+		}
 	}
 	d.poke()
 	ids := make([]string, len(shards))
