@@ -220,9 +220,11 @@ func (u *uplink) report() *wire.Report {
 // counts it there (the state does) — hidden from the plan, the child looked
 // that much emptier to the policy than to the verification, and a move into
 // it was planned, rejected (capacity) and planned again every round (issue
-// 20, item 6). One no child runs (or with a move in flight, which the
-// revoke aborts) leaves the view whole (dropShards): shards, assignments,
-// in-flight moves and constraints.
+// 20, item 6). One no child runs, one on a draining or failed child (which
+// takes no shards, so its room does not matter, and the shard must not look
+// like one to evacuate), and one with a move in flight (which the revoke
+// aborts) leave the view whole (dropShards): shards, assignments, in-flight
+// moves and constraints.
 func (u *uplink) filterView(v *interfaces.View) *interfaces.View {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -233,11 +235,15 @@ func (u *uplink) filterView(v *interfaces.View) *interfaces.View {
 	for _, m := range v.InFlight {
 		moving[m.Shard] = true
 	}
+	active := make(map[interfaces.ChildID]bool, len(v.Children))
+	for _, c := range v.Children {
+		active[c.ID] = c.State == interfaces.ChildActive
+	}
 	held := map[interfaces.ShardID]bool{}
 	var pins []interfaces.Constraint
 	on := map[interfaces.ChildID]int{} // pins index by child
 	for _, a := range v.Assignments {
-		if _, gone := u.revoking[a.Shard]; !gone || moving[a.Shard] {
+		if _, gone := u.revoking[a.Shard]; !gone || moving[a.Shard] || !active[a.Child] {
 			continue
 		}
 		held[a.Shard] = true
