@@ -36,35 +36,12 @@ func (stubbornPolicy) Plan(_ context.Context, v *interfaces.View) (interfaces.Pl
 	return interfaces.Plan{Moves: []interfaces.Move{{Shard: "u", To: "h1", Reason: "stubborn"}}}, nil
 }
 
-// roundAt runs a periodic round's observe → solve → act at now, as round
-// does (the background loop decides nothing here: the region has no lease
-// from its parent), and returns the plan and how many moves were rejected.
-func roundAt(t *testing.T, d *Daemon, now time.Time) (interfaces.Plan, int) {
-	t.Helper()
-	ctx := context.Background()
-	d.decide.Lock()
-	view, _ := d.observe(ctx, now)
-	d.decide.Unlock()
-	dec := control.Decision{Mode: control.ModePeriodic}
-	sv := dec.Apply(view)
-	plan, err := d.solve(ctx, sv)
-	if err != nil {
-		t.Fatalf("solve: %v", err)
-	}
-	d.decide.Lock()
-	defer d.decide.Unlock()
-	_, rejected, err := d.act(ctx, now, sv, plan, &dec, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return plan, rejected
-}
-
 // The backstop of issue 20, item 6: a move the commit rejects for the same
-// reason three rounds in a row is held — the next rounds' views keep the
-// policy off it, Explain says so — for 60 intervals, then planned again.
-// Before, it was planned and rejected every round for ever (249 times in
-// two minutes), and nothing said so.
+// reason three rounds in a row is held by the controller (control.Backoff) —
+// the next rounds' views keep the policy off it, Explain says so — for 60
+// intervals, then planned again. Before, it was planned and rejected every
+// round for ever (249 times in two minutes), and nothing said so. u is
+// unplaced, so every round is an emergency round that solves.
 func TestRejectedMoveIsHeldAfterThreeRounds(t *testing.T) {
 	const interval = 50 * time.Millisecond
 	d, err := Start(Config{
@@ -81,8 +58,16 @@ func TestRejectedMoveIsHeldAfterThreeRounds(t *testing.T) {
 		must(t, d, &fsm.PutChild{Child: interfaces.Child{ID: id, Tier: interfaces.TierHost, Capacity: interfaces.Load{CPU: 8}}})
 	}
 	must(t, d, &fsm.PutShards{Shards: []interfaces.Shard{{ID: "u", Job: "k", Load: interfaces.Load{CPU: 9}}}})
-	t0 := time.Unix(1_000_000, 0)
+	ctl, err := control.New(d.controlConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
 	at := func(i int) time.Time { return t0.Add(time.Duration(i) * interval) }
+	roundAt := func(t *testing.T, d *Daemon, now time.Time) (interfaces.Plan, int) {
+		_, plan, rejected := controlRound(t, d, ctl, now)
+		return plan, rejected
+	}
 	for i := 1; i <= 3; i++ {
 		if plan, rejected := roundAt(t, d, at(i)); len(plan.Moves) != 1 || rejected != 1 {
 			t.Fatalf("round %d: plan %v, %d rejected; want u → h1 planned and rejected", i, plan.Moves, rejected)

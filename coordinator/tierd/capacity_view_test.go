@@ -28,11 +28,11 @@ func planAndAct(t *testing.T, d *Daemon) (interfaces.Plan, []interfaces.Move, in
 	d.lastRejections = nil
 	d.mu.Unlock()
 	dec := control.Decision{Mode: control.ModePeriodic}
-	applied, rejected, err := d.act(context.Background(), time.Now(), sv, plan, &dec, nil)
+	applied, rejections, err := d.act(context.Background(), sv, plan, &dec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return plan, applied, rejected
+	return plan, applied, len(rejections)
 }
 
 // Issue 20, item 6 (a livelock): the planner plans on the loads the children

@@ -202,9 +202,9 @@ func actOn(t *testing.T, d *Daemon, plan interfaces.Plan, dec control.Decision) 
 	d.decide.Lock()
 	defer d.decide.Unlock()
 	sv, _ := d.baseView(time.Now())
-	applied, rejected, err := d.act(context.Background(), time.Now(), sv, plan, &dec, nil)
+	applied, rejections, err := d.act(context.Background(), sv, plan, &dec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return applied, rejected
+	return applied, len(rejections)
 }

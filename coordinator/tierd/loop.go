@@ -163,11 +163,14 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 		return
 	}
 	d.decide.Lock()
-	applied, rejected, err := d.act(ctx, now, sv, plan, &dec, evictions)
+	applied, rejections, err := d.act(ctx, sv, plan, &dec, evictions)
 	d.decide.Unlock()
-	obs.Planned, obs.Applied = len(plan.Moves), applied
+	// The commit's rejections go back to the controller: a move rejected
+	// for the same reason HoldAfter rounds in a row is held (control.Backoff).
+	obs.Planned, obs.Applied, obs.Rejected = len(plan.Moves), applied, rejections
 	d.observeRound(obs)
-	d.record(mode, len(plan.Moves), len(applied), rejected, err)
+	d.notePlacement(now, d.ctl.Held(now))
+	d.record(mode, len(plan.Moves), len(applied), len(rejections), err)
 }
 
 // solve runs the tier's policy on the round's view sv within the solve
@@ -319,9 +322,8 @@ func (d *Daemon) setAlerts(alerts []control.Alert) {
 }
 
 // observe moves in-flight moves along and returns the view to plan from (with
-// the cooperation rules derived this round and the rules that keep the policy
-// off the moves held back, heldRules) and the quarantined shards left out of
-// it. Called with d.decide held.
+// the cooperation rules derived this round) and the quarantined shards left
+// out of it. Called with d.decide held.
 func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, map[interfaces.ShardID]string) {
 	// Move along in-flight moves: a failed source cannot ack, and its lease has
 	// expired, so the move completes; otherwise the revoke is re-sent now and then.
@@ -349,7 +351,6 @@ func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, 
 
 	view, quarantined := d.baseView(now)
 	view.Constraints = append(view.Constraints, d.cooperate(view)...)
-	view.Constraints = append(view.Constraints, d.heldRules(now, view)...)
 	return view, quarantined
 }
 
@@ -375,27 +376,25 @@ func (d *Daemon) baseView(now time.Time) (*interfaces.View, map[interfaces.Shard
 	return view, d.withoutQuarantined(view)
 }
 
-// act carries out the policy's plan at now: it drops the moves held back
-// after repeated rejections (dropHeld; the verdict is fed back to the
-// backoff, noteVerdict), drops the moves the tier refuses
+// act carries out the policy's plan: it drops the moves the tier refuses
 // whatever else the plan does (fsm.Screen), admits what the round's decision
-// allows of the rest (dec.Admit: budget, anti-bounce, emergency scope) — so
+// allows of the rest (dec.Admit: budget, anti-bounce, held moves, emergency scope) — so
 // that refused moves use none of the round's budget — and commits those,
 // verified against the latest state and the tier-level rules the policy was
 // given (sv.Constraints). Capacity and anti-affinity are checked only then, on
 // the admitted moves: whether a move fits depends on the moves before it, and
 // a move admission drops must not keep a later one out (an evacuation off a
 // failed child was refused for the room of a rebalancing move the emergency
-// round then dropped). Called with d.decide held.
-func (d *Daemon) act(ctx context.Context, now time.Time, sv *interfaces.View, plan interfaces.Plan, dec *control.Decision, evictions map[interfaces.ShardID]control.Eviction) (applied []interfaces.Move, rejected int, err error) {
+// round then dropped). It returns the moves committed and every rejection
+// (Screen's, then the verification's). Called with d.decide held.
+func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.Plan, dec *control.Decision, evictions map[interfaces.ShardID]control.Eviction) (applied []interfaces.Move, rejections []balancer.Rejection, err error) {
 	moves := plan.Moves
 	if d.up != nil {
 		moves = d.up.dropRevoking(moves)
 	}
-	moves = d.dropHeld(now, moves)
 	var pre []balancer.Rejection
 	if len(moves) == 0 {
-		return nil, 0, nil
+		return nil, nil, nil
 	}
 	reason := "policy " + d.policy.Name()
 	plan.Moves, pre = d.tier.FSM.Screen(moves)
@@ -403,14 +402,10 @@ func (d *Daemon) act(ctx context.Context, now time.Time, sv *interfaces.View, pl
 	explainEvictions(admitted, evictions)
 	if len(admitted) == 0 {
 		d.noteRejections(pre, reason)
-		d.noteVerdict(now, pre, nil)
-		return nil, len(pre), nil
+		return nil, pre, nil
 	}
-	applied, accepted, rejections, err := d.commitVerified(ctx, nil, admitted, sv.Constraints, sv.Shards, reason, pre)
-	// Every rejection counts towards holding the move (control.Backoff): a
-	// move the commit keeps refusing is not planned again for a while.
-	d.noteVerdict(now, rejections, accepted)
-	return applied, len(rejections), err
+	applied, _, rejections, err = d.commitVerified(ctx, nil, admitted, sv.Constraints, sv.Shards, reason, pre)
+	return applied, rejections, err
 }
 
 // commitMoves verifies moves against the latest state and the tier-level rules
@@ -561,10 +556,15 @@ func (d *Daemon) record(mode string, planned, accepted, rejected int, err error)
 	}
 }
 
+// backoffHoldRounds is how many control intervals a move the commit rejected
+// control.Config.HoldAfter rounds in a row is held (control.Config.HoldFor).
+const backoffHoldRounds = 60
+
 // controlConfig is the controller's configuration for this tier.
 func (d *Daemon) controlConfig() control.Config {
 	c := control.DefaultConfig()
 	c.Grace = d.cfg.Grace
+	c.HoldFor = backoffHoldRounds * d.cfg.Interval
 	if d.cfg.MaxMoves > 0 {
 		c.MaxMoves = d.cfg.MaxMoves
 		if c.MinMoves > c.MaxMoves {

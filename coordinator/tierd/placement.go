@@ -7,74 +7,52 @@ import (
 	"sync"
 	"time"
 
-	"github.com/strata-sched/strata/balancer"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/tiers/control"
 )
 
-// placementState is what the leader's rounds remember about their plans'
-// outcomes, for the next rounds and for Explain: the moves held back after
-// the commit rejected them again and again (control.Backoff), and the
-// shards the last plan could place nowhere, with why. A new leader starts
-// afresh (reset).
+// placementState is what the leader's rounds found out about their plans,
+// for Explain, the log and the metrics: the moves the controller holds back
+// after the commit rejected them again and again (control.Backoff, a copy of
+// the last round's), and the shards the last plan could place nowhere, with
+// why. A new leader starts afresh (resetPlacement).
 type placementState struct {
 	mu         sync.Mutex
-	backoff    control.Backoff
+	held       []control.Held
 	infeasible map[interfaces.ShardID]string
-	now        time.Time // the last round's: Explain shows the holds as of then
 }
-
-// backoffHoldRounds is how many control intervals a move the commit rejected
-// backoff.After times in a row is held (control.Backoff.Hold).
-const backoffHoldRounds = 60
 
 func (d *Daemon) resetPlacement() {
 	d.place.mu.Lock()
 	defer d.place.mu.Unlock()
-	d.place.backoff = control.Backoff{After: control.DefaultBackoffAfter, Hold: backoffHoldRounds * d.cfg.Interval}
-	d.place.infeasible = nil
-	d.place.now = time.Time{}
+	d.place.held, d.place.infeasible = nil, nil
 }
 
-// heldRules are the rules that keep the policy off the moves held at now
-// (control.Backoff.Rules), for the round's view.
-func (d *Daemon) heldRules(now time.Time, v *interfaces.View) []interfaces.Constraint {
+// notePlacement keeps the moves the controller holds after a round (at now),
+// and logs and counts the new ones.
+func (d *Daemon) notePlacement(now time.Time, held []control.Held) {
 	d.place.mu.Lock()
-	defer d.place.mu.Unlock()
-	d.place.now = now
-	rules := d.place.backoff.Rules(now, v)
-	d.scope.Gauge("moves_held").Update(float64(len(d.place.backoff.Held(now))))
-	return rules
-}
-
-// dropHeld drops the held moves from a plan (a policy that ignores the
-// view's rules proposes them anyway).
-func (d *Daemon) dropHeld(now time.Time, moves []interfaces.Move) []interfaces.Move {
-	d.place.mu.Lock()
-	defer d.place.mu.Unlock()
-	kept, n := d.place.backoff.Drop(now, moves)
-	if n > 0 {
-		d.scope.Counter("moves_held_dropped_total").Inc(int64(n))
+	before := map[string]bool{}
+	for _, h := range d.place.held {
+		before[string(h.Shard)+"\x00"+string(h.To)] = true
 	}
-	return kept
-}
-
-// noteVerdict feeds a round's verification to the backoff and logs the
-// moves it now holds.
-func (d *Daemon) noteVerdict(now time.Time, rejected []balancer.Rejection, accepted []interfaces.Move) {
-	d.place.mu.Lock()
-	held := d.place.backoff.Observe(now, rejected, accepted)
+	d.place.held = held
 	d.place.mu.Unlock()
-	if len(held) == 0 {
-		return
-	}
-	d.scope.Counter("moves_backed_off_total").Inc(int64(len(held)))
-	for i, h := range held {
-		if i == 3 {
-			d.logger.Printf("… and %d more moves held", len(held)-i)
-			break
+	d.scope.Gauge("moves_held").Update(float64(len(held)))
+	n := 0
+	for _, h := range held {
+		if before[string(h.Shard)+"\x00"+string(h.To)] {
+			continue
 		}
-		d.logger.Printf("%v", h)
+		if n++; n <= 3 {
+			d.logger.Printf("%v", h)
+		}
+	}
+	if n > 3 {
+		d.logger.Printf("… and %d more moves held", n-3)
+	}
+	if n > 0 {
+		d.scope.Counter("moves_backed_off_total").Inc(int64(n))
 	}
 }
 
@@ -137,7 +115,7 @@ func (d *Daemon) placementFindings(shard interfaces.ShardID) []string {
 	if why, ok := d.place.infeasible[shard]; ok {
 		out = append(out, fmt.Sprintf("infeasible: no child of %s/%s takes it: %s", d.cfg.Tier, d.cfg.Instance, why))
 	}
-	for _, h := range d.place.backoff.Held(d.place.now) {
+	for _, h := range d.place.held {
 		if h.Shard == shard {
 			out = append(out, h.String())
 		}

@@ -13,8 +13,8 @@ import (
 )
 
 // controlRound runs one round at now as round does — observe, the
-// controller's step (ctl, the test's own), declaring the lost, solve, act —
-// with no child silent. The background loop decides nothing here (the region
+// controller's step (ctl, the test's own), declaring the lost, solve, act,
+// the result back to the controller — with no child silent. The background loop decides nothing here (the region
 // has no lease from its parent).
 func controlRound(t *testing.T, d *Daemon, ctl *control.Controller, now time.Time) (control.Decision, interfaces.Plan, int) {
 	t.Helper()
@@ -29,6 +29,9 @@ func controlRound(t *testing.T, d *Daemon, ctl *control.Controller, now time.Tim
 	d.declareFailed(ctx, view, dec.DeclareFailed)
 	d.decide.Unlock()
 	if !dec.Solve() {
+		if err := ctl.Observe(control.RoundResult{Round: dec.Round, At: now}); err != nil {
+			t.Fatal(err)
+		}
 		return dec, interfaces.Plan{}, 0
 	}
 	sv := dec.Apply(view)
@@ -38,12 +41,15 @@ func controlRound(t *testing.T, d *Daemon, ctl *control.Controller, now time.Tim
 	}
 	d.decide.Lock()
 	defer d.decide.Unlock()
-	applied, rejected, err := d.act(ctx, now, sv, plan, &dec, nil)
+	applied, rejections, err := d.act(ctx, sv, plan, &dec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = ctl.Observe(control.RoundResult{Round: dec.Round, At: now, Planned: len(plan.Moves), Applied: applied})
-	return dec, plan, rejected
+	if err := ctl.Observe(control.RoundResult{Round: dec.Round, At: now, Planned: len(plan.Moves), Applied: applied, Rejected: rejections}); err != nil {
+		t.Fatal(err)
+	}
+	d.notePlacement(now, ctl.Held(now))
+	return dec, plan, len(rejections)
 }
 
 // Issue 20, item 5: a shard pinned to a child the tier does not have — the

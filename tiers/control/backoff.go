@@ -13,9 +13,10 @@ import (
 // Backoff is the backstop against a plan the commit keeps refusing: a move
 // (a shard to a target child) that the commit's verification rejects for the
 // same reason (its RejectCode) After rounds in a row is held for Hold — not
-// planned again (Rules keeps it out of the policy's view), and dropped from a
-// plan that proposes it anyway (Drop, for policies that ignore the view's
-// rules). Without it, a disagreement between what a policy plans and what
+// planned again (Rules keeps it out of the policy's view), and refused by
+// Decision.Admit in a plan that proposes it anyway (a policy that ignores the
+// view's rules). The Controller keeps one (Config.HoldAfter, HoldFor) and is
+// told the commit's rejections in RoundResult.Rejected. Without it, a disagreement between what a policy plans and what
 // the commit accepts made a tier re-propose one move every round for as long
 // as it lasted (issue 20, item 6: 249 times in two minutes), with nothing
 // marking the shard.
@@ -194,23 +195,6 @@ func (b *Backoff) Rules(now time.Time, v *interfaces.View) []interfaces.Constrai
 		i = j
 	}
 	return out
-}
-
-// Drop returns moves without the ones held at now, in order, and how many it
-// dropped.
-func (b *Backoff) Drop(now time.Time, moves []interfaces.Move) ([]interfaces.Move, int) {
-	b.expire(now)
-	if len(b.moves) == 0 {
-		return moves, 0
-	}
-	out := moves[:0:0]
-	for _, m := range moves {
-		if e := b.moves[backoffKey{m.Shard, m.To}]; e != nil && !e.until.IsZero() {
-			continue
-		}
-		out = append(out, m)
-	}
-	return out, len(moves) - len(out)
 }
 
 // Reset forgets everything (a new leader starts afresh).

@@ -15,14 +15,13 @@ func rej(shard, to string, code balancer.RejectCode) balancer.Rejection {
 
 // The backstop of issue 20, item 6: a move the commit rejects for the same
 // reason After rounds in a row is held for Hold — kept out of the policy's
-// view (an allowed rule without the target) and dropped from plans — then
+// view (an allowed rule without the target) — then
 // planned again; another reason starts the count again, and an accepted move
 // of the shard forgets it. Time comes in as now (deterministic).
 func TestBackoffHoldsAMoveRejectedInARow(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	b := Backoff{After: 3, Hold: time.Minute}
 	v := &interfaces.View{Children: []interfaces.Child{{ID: "h1"}, {ID: "h2"}, {ID: "h3"}}}
-	mv := []interfaces.Move{{Shard: "u", To: "h1"}, {Shard: "u", To: "h2"}, {Shard: "w", To: "h1"}}
 	round := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) }
 
 	if h := b.Observe(round(1), []balancer.Rejection{rej("u", "h1", balancer.RejectCapacity)}, nil); len(h) != 0 {
@@ -47,9 +46,6 @@ func TestBackoffHoldsAMoveRejectedInARow(t *testing.T) {
 		len(rules[0].Children) != 2 || rules[0].Children[0] != "h2" || rules[0].Children[1] != "h3" || !strings.Contains(rules[0].Reason, "backoff") {
 		t.Fatalf("rules %+v: want u allowed on h2, h3 only", rules)
 	}
-	if kept, n := b.Drop(round(6), mv); n != 1 || len(kept) != 2 || kept[0].To != "h2" {
-		t.Errorf("drop: kept %v (%d dropped), want u→h1 dropped only", kept, n)
-	}
 	// The same observations give the same holds.
 	b2 := Backoff{After: 3, Hold: time.Minute}
 	for i, r := range []balancer.RejectCode{balancer.RejectCapacity, balancer.RejectConstraint, balancer.RejectCapacity, balancer.RejectCapacity, balancer.RejectCapacity} {
@@ -62,9 +58,6 @@ func TestBackoffHoldsAMoveRejectedInARow(t *testing.T) {
 	end := round(5).Add(time.Minute)
 	if h := b.Held(end); len(h) != 0 {
 		t.Errorf("still held at its end: %v", h)
-	}
-	if kept, n := b.Drop(end, mv); n != 0 || len(kept) != 3 {
-		t.Errorf("drop after the hold: %v, %d", kept, n)
 	}
 	// An accepted move of the shard forgets its counts.
 	b.Observe(end, []balancer.Rejection{rej("u", "h1", balancer.RejectCapacity), rej("u", "h1", balancer.RejectCapacity)}, nil)
@@ -79,4 +72,63 @@ func TestBackoffHoldsAMoveRejectedInARow(t *testing.T) {
 	if r := all.Rules(t0, v); len(r) != 1 || r[0].Children == nil || len(r[0].Children) != 0 {
 		t.Errorf("rules %+v: want w allowed on no child", r)
 	}
+}
+
+// Through the controller (what the daemons and the simulator run): the
+// commit's rejections come back in RoundResult.Rejected; after HoldAfter
+// rounds in a row the next decision carries the rule that keeps the policy
+// off the move, Admit refuses it, the record counts it, and once HoldFor
+// has passed the move may be planned again.
+func TestControllerHoldsWhatTheCommitKeepsRejecting(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.HoldAfter, cfg.HoldFor = 3, time.Minute
+	c := mustNew(t, cfg)
+	v := tier(2, 8, []float64{9}, []int{-1}) // s000 unplaced, larger than any child
+	move := interfaces.Move{Shard: "s000", To: "h00"}
+	plan := interfaces.Plan{Moves: []interfaces.Move{move}}
+	step := func(i int) Decision {
+		d, err := c.Step(Input{Now: t0.Add(time.Duration(i) * time.Second), View: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	observe := func(d Decision, rejected bool) {
+		r := RoundResult{Round: d.Round}
+		if rejected {
+			r.Rejected = []balancer.Rejection{{Move: move, Code: balancer.RejectCapacity, Reason: "target child \"h00\" would carry cpu=9, capacity 8"}}
+		}
+		if err := c.Observe(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		d := step(i)
+		if d.Mode != ModeEmergency {
+			t.Fatalf("round %d: mode %s, want emergency (an unplaced shard)", i, d.Mode)
+		}
+		if ok, _ := d.Admit(v, plan); len(ok) != 1 {
+			t.Fatalf("round %d: the move is refused before it was rejected three times", i)
+		}
+		observe(d, true)
+	}
+	d := step(4)
+	ok, refused := d.Admit(v, plan)
+	if len(ok) != 0 || len(refused) != 1 || !strings.Contains(refused[0].Why, "backoff") {
+		t.Errorf("round 4: admitted %v, refused %+v; want the held move refused", ok, refused)
+	}
+	found := false
+	for _, k := range d.Constraints {
+		found = found || (k.Kind == interfaces.ConstraintAllowed && len(k.Shards) == 1 && k.Shards[0] == "s000" && len(k.Children) == 1 && k.Children[0] == "h01")
+	}
+	if !found || d.Record.Held != 1 || len(c.Held(t0.Add(4*time.Second))) != 1 {
+		t.Errorf("round 4: constraints %+v, record held %d: want s000 allowed on h01 only, one held", d.Constraints, d.Record.Held)
+	}
+	observe(d, false)
+	// After HoldFor (from round 3): planned again.
+	d = step(3 + 60)
+	if ok, _ := d.Admit(v, plan); len(ok) != 1 {
+		t.Errorf("after the hold: the move is still refused")
+	}
+	observe(d, false)
 }
