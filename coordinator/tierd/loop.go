@@ -358,9 +358,10 @@ func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, 
 // control round, a what-if Plan, the hints sent to the parent: the replicated
 // state with the shards' rules that bind within this instance (within), the
 // children's latest reports with the loads they measured in place of the
-// declared ones, without the shards our parent is taking back and
-// without quarantined shards (never placed until released), which it returns
-// with their reasons.
+// declared ones, the shards our parent is taking back pinned where a child
+// still runs them or else left out (uplink.filterView), and without
+// quarantined shards (never placed until released), which it returns with
+// their reasons.
 func (d *Daemon) baseView(now time.Time) (*interfaces.View, map[interfaces.ShardID]string) {
 	view := d.tier.FSM.View(d.cfg.Tier, d.cfg.Instance)
 	view.Now = now
@@ -404,7 +405,7 @@ func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.P
 		d.noteRejections(pre, reason)
 		return nil, pre, nil
 	}
-	applied, _, rejections, err = d.commitVerified(ctx, nil, admitted, sv.Constraints, sv.Shards, reason, pre)
+	applied, rejections, err = d.commitVerified(ctx, nil, admitted, sv.Constraints, sv.Shards, reason, pre)
 	return applied, rejections, err
 }
 
@@ -417,7 +418,7 @@ func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.P
 // is rejected by the verification on its own. Called with d.decide held.
 // earlier are rejections of the same plan made before (noted with these).
 func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string, earlier ...balancer.Rejection) (applied []interfaces.Move, rejected int, err error) {
-	applied, _, rejections, err := d.commitVerified(ctx, nil, moves, rules, planned, defaultReason, earlier)
+	applied, rejections, err := d.commitVerified(ctx, nil, moves, rules, planned, defaultReason, earlier)
 	return applied, len(rejections) - len(earlier), err
 }
 
@@ -433,29 +434,29 @@ func (d *Daemon) commitPlanBatch(ctx context.Context, drain []interfaces.ChildID
 		rejected = len(moves) - len(kept)
 		moves = kept
 	}
-	applied, _, refused, err := d.commitVerified(ctx, drain, moves, rules, planned, defaultReason, nil)
+	applied, refused, err := d.commitVerified(ctx, drain, moves, rules, planned, defaultReason, nil)
 	return applied, rejected + len(refused), err
 }
 
 // commitVerified verifies moves (verifyMoves) and commits the drains and the
 // accepted moves in one fsm.PlanBatch entry, in plan order. It returns the
-// moves that committed, those the verification accepted, and every rejection
-// (earlier's first). Called with d.decide held.
-func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string, earlier []balancer.Rejection) (applied, accepted []interfaces.Move, rejections []balancer.Rejection, err error) {
+// moves that committed and every rejection (earlier's first). Called with
+// d.decide held.
+func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string, earlier []balancer.Rejection) (applied []interfaces.Move, rejections []balancer.Rejection, err error) {
 	accepted, begin, rejections := d.verifyMoves(moves, rules, planned, defaultReason, earlier)
 	if len(drain) == 0 && len(accepted) == 0 {
-		return nil, accepted, rejections, nil
+		return nil, rejections, nil
 	}
 	res, err := d.exec(ctx, &fsm.PlanBatch{Tier: d.cfg.Tier, Drain: drain, Moves: accepted, Begin: begin})
 	if err != nil {
-		return nil, accepted, rejections, err
+		return nil, rejections, err
 	}
 	for _, op := range res.Ops[:len(drain)] {
 		if op.Err != nil {
-			return nil, accepted, rejections, fmt.Errorf("drain %s: %w (nothing of the plan was applied)", op.ID, op.Err)
+			return nil, rejections, fmt.Errorf("drain %s: %w (nothing of the plan was applied)", op.ID, op.Err)
 		}
 	}
-	return d.carryOut(accepted, begin, res.Ops[len(drain):]), accepted, rejections, nil
+	return d.carryOut(accepted, begin, res.Ops[len(drain):]), rejections, nil
 }
 
 // verifyMoves checks moves against the latest state, on the loads they were
