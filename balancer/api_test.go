@@ -38,7 +38,6 @@ func TestBadInputIsAClearError(t *testing.T) {
 	}{
 		{"negative load", func(v *interfaces.View) { v.Shards[0].Load.CPU = -1 }, interfaces.ErrInvalid, "shard.load.cpu: must be ≥ 0"},
 		{"zero capacity", func(v *interfaces.View) { v.Children[1].Capacity = interfaces.Load{} }, interfaces.ErrInvalid, "child.capacity: must be > 0"},
-		{"pinned to missing child", func(v *interfaces.View) { v.Shards[2].Constraints.Pinned = "nope" }, interfaces.ErrNotFound, `shard "s2": constraints.pinned: refers to a child that does not exist`},
 		{"assignment to missing child", func(v *interfaces.View) { v.Assignments[0].Child = "gone" }, interfaces.ErrNotFound, "assignments[0].child"},
 		{"assignment of missing shard", func(v *interfaces.View) { v.Assignments[0].Shard = "gone" }, interfaces.ErrNotFound, "assignments[0].shard"},
 		{"duplicate child", func(v *interfaces.View) { v.Children[1].ID = "h0" }, interfaces.ErrInvalid, "children[1].id: must be unique"},

@@ -23,7 +23,9 @@
 // FromView builds a Problem from an interfaces.View (children, shards,
 // assignments, in-flight moves, tier constraints), validating everything; bad
 // input is an error naming the field and the rule, wrapping
-// interfaces.ErrInvalid or ErrNotFound, never a panic.
+// interfaces.ErrInvalid or ErrNotFound, never a panic. A constraint naming a
+// child or shard the view does not have is not bad input: it never fails the
+// view, it makes at most the shards it binds infeasible (Problem.Unresolved).
 //
 // # Goals and their formulas
 //

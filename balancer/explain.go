@@ -21,6 +21,9 @@ func (st *state) explain(s int) (interfaces.Infeasible, bool) {
 		case p.IsLocked(s) && int32(c) != cur:
 			inf.Excluded[id] = ConstraintInFlight + ": the shard has an in-flight move"
 			continue
+		case p.Unresolved != nil && p.Unresolved[s] != "":
+			inf.Excluded[id] = p.Unresolved[s]
+			continue
 		case p.Drained(c):
 			inf.Excluded[id] = fmt.Sprintf("%s: child is %s", ConstraintDrain, p.ChildState[c])
 			continue

@@ -50,6 +50,13 @@ type Problem struct {
 	// Allowed (N, nil = any) lists, per shard, the child indices it may live on,
 	// sorted ascending; a nil entry means any child, an empty non-nil one none.
 	Allowed [][]int32
+	// Unresolved (N, nil = none) says, per shard, which of its constraints
+	// names a child this tier does not have ("" = none): a pin to such a
+	// child, or an allowed list none of whose children exist. The shard's
+	// Allowed entry is then empty (it may live on no child), so every solver
+	// reports it infeasible, with this reason, and places every other shard: a
+	// child named before it joins, or after it left, stops no tier.
+	Unresolved []string
 	// Groups (N, nil = none) lists the anti-affinity groups of each shard.
 	Groups [][]int32
 	// GroupLimit is, per group, the most shards of the group one child may hold
@@ -126,7 +133,8 @@ func (p *Problem) Bytes(s int) int64 {
 }
 
 // AllowedOn reports whether shard s may live on child c according to its pin and
-// allowed list (not capacity, drain or anti-affinity).
+// allowed list (not capacity, drain or anti-affinity). A shard with an
+// Unresolved constraint is allowed nowhere (its Allowed entry is empty).
 func (p *Problem) AllowedOn(s, c int) bool {
 	if pin := p.PinOf(s); pin >= 0 && pin != c {
 		return false
@@ -267,6 +275,14 @@ func (p *Problem) Validate() error {
 			if i > 0 && list[i-1] >= c {
 				return invalid(fmt.Sprintf("shard %q: allowed", p.ShardIDs[s]), "must be sorted ascending without duplicates", list)
 			}
+		}
+	}
+	if err := checkLen("unresolved", len(p.Unresolved), N, p.Unresolved == nil); err != nil {
+		return err
+	}
+	for s, why := range p.Unresolved {
+		if why != "" && (p.Allowed == nil || p.Allowed[s] == nil || len(p.Allowed[s]) > 0) {
+			return invalid(fmt.Sprintf("shard %q: unresolved", p.ShardIDs[s]), "a shard with an unresolved constraint must have an empty allowed list", why)
 		}
 	}
 	if err := checkLen("groups", len(p.Groups), N, p.Groups == nil); err != nil {

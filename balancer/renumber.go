@@ -66,6 +66,7 @@ func (p *Problem) renumbered(ord []int32, sizeW []float64) *Problem {
 	q.Locked = gather(p.Locked, ord)
 	q.Pinned = gather(p.Pinned, ord)
 	q.Allowed = gather(p.Allowed, ord)
+	q.Unresolved = gather(p.Unresolved, ord)
 	q.Groups = gather(p.Groups, ord)
 	q.ShardDomain = gather(p.ShardDomain, ord)
 	q.Avoid = gather(p.Avoid, ord)

@@ -183,8 +183,9 @@ func VerifyRules(st PlanState, rules []interfaces.Constraint, moves []interfaces
 // cut) work on the loads the children measured, while the state counts the
 // declared ones — checked against those, a move that fits as planned was
 // refused every round wherever the declared loads exceed the measured ones.
-// The commit holds every move to the child's own capacity, on declared loads.
-// rules is not changed.
+// The commit holds every move to the child's own capacity, on the loads the
+// plan was made on where the caller passes them (PlannedLoads; the daemons
+// do), else on the state's declared ones. rules is not changed.
 func CommitRules(rules []interfaces.Constraint) []interfaces.Constraint {
 	var out []interfaces.Constraint
 	for _, k := range rules {

@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/strata-sched/strata/interfaces"
@@ -30,14 +29,25 @@ type ViewOptions struct {
 }
 
 // FromView builds a Problem from a tier's view. It validates every child and
-// shard (interfaces.ValidateChild / ValidateShard), resolves every reference to a
-// child or shard (a missing one is an error wrapping interfaces.ErrNotFound),
-// applies in-flight moves as done and locks those shards, turns labels and
-// allowed lists into allowed-children sets, and applies the tier constraints:
+// shard (interfaces.ValidateChild / ValidateShard), resolves the references of
+// assignments and in-flight moves (a missing shard or child there is an error
+// wrapping interfaces.ErrNotFound: the state is inconsistent), applies in-flight
+// moves as done and locks those shards, turns labels and allowed lists into
+// allowed-children sets, and applies the tier constraints.
+//
+// Constraints are the one place a view may name children and shards it does
+// not have — a job pinned to a region that does not exist (yet), a rule that
+// outlived a deleted job or a departed child — and that never fails the view:
+// a shard whose pin, or whose allowed list as a whole, names only children the
+// view does not have may live on no child (Problem.Unresolved says why, and
+// every solver reports it infeasible with that reason); an allowed list's
+// missing children are left out of it; a tier rule's missing shards, and a
+// capacity or avoid rule's missing children, are left out of the rule (as
+// VerifyRules leaves them out). The tier constraints:
 //
 //   - capacity: the listed children's capacity becomes min(capacity, Limit) in
 //     every dimension where Limit is above zero;
-//   - pin: the listed shards are pinned to Children[0];
+//   - pin: the listed shards are pinned to Children[0] (exactly one child);
 //   - allowed: the listed shards may only use Children (intersected with their
 //     own rules);
 //   - anti_affinity: the listed shards form a group with at most Max (≥ 1) per
@@ -174,6 +184,19 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		return g
 	}
 	var groups [][]int32
+	// unresolve marks shard s as allowed nowhere, because a constraint of it
+	// names a child this tier does not have (why says which): the shard is
+	// infeasible, every other one is placed. The first reason is kept.
+	var unresolved []string
+	unresolve := func(s int, why string) {
+		if unresolved == nil {
+			unresolved = make([]string, N)
+		}
+		if unresolved[s] == "" {
+			unresolved[s] = why
+		}
+		allowed[s] = []int32{}
+	}
 	// dim[r] is the built-in field res[r] names (0-3: CPU, Mem, Net, Tasks),
 	// or -1 for an extra one: a million loads are read without a string switch.
 	dim := make([]int, R)
@@ -215,30 +238,25 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		p.Current[s] = -1
 		p.Pinned[s] = -1
 		sc := &sh.Constraints
-		// The shard's name is formatted only for an error.
-		shardChild := func(format string, i int, id interfaces.ChildID) (int32, error) {
-			if c, ok := childIdx[id]; ok {
-				return c, nil
-			}
-			return lookChild("shard "+strconv.Quote(string(sh.ID))+": "+format, i, id)
-		}
 		if sc.Pinned != "" {
-			c, err := shardChild("constraints.pinned", -1, sc.Pinned)
-			if err != nil {
-				return nil, err
+			if c, ok := childIdx[sc.Pinned]; ok {
+				p.Pinned[s] = c
+			} else {
+				unresolve(s, fmt.Sprintf("%s: the shard is pinned to %q, which is not a child of this tier", ConstraintPin, sc.Pinned))
 			}
-			p.Pinned[s] = c
 		}
 		if len(sc.Allowed) > 0 {
 			list := make([]int32, 0, len(sc.Allowed))
-			for i, id := range sc.Allowed {
-				c, err := shardChild("constraints.allowed[%d]", i, id)
-				if err != nil {
-					return nil, err
+			for _, id := range sc.Allowed {
+				if c, ok := childIdx[id]; ok {
+					list = append(list, c)
 				}
-				list = append(list, c)
 			}
-			allowed[s] = sortUnique(list)
+			if len(list) == 0 {
+				unresolve(s, fmt.Sprintf("%s: none of the shard's allowed children (%s) is a child of this tier", ConstraintAllowed, quoteChildren(sc.Allowed)))
+			} else {
+				allowed[s] = intersectAllowed(allowed[s], sortUnique(list))
+			}
 		}
 		if len(sc.Labels) > 0 {
 			var list []int32
@@ -292,22 +310,26 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		p.Current[s] = c
 		p.Locked[s] = true
 	}
+	// A tier-level rule's shards and children that the view does not have are
+	// left out of it (a rule outlives the shards and children it names: a job
+	// deleted, a child gone or not joined yet), as Verify leaves them out; a
+	// pin or allowed rule left with no child of this tier makes its shards
+	// infeasible (unresolve), not the whole view.
 	for i, k := range v.Constraints {
 		field := fmt.Sprintf("constraints[%d] (%s)", i, k.Kind)
 		var shards, children []int32
-		for j, id := range k.Shards {
-			s, err := lookShard(field+".shards[%d]", j, id)
-			if err != nil {
-				return nil, err
+		for _, id := range k.Shards {
+			if s, err := lookShard("", -1, id); err == nil {
+				shards = append(shards, s)
 			}
-			shards = append(shards, s)
 		}
-		for j, id := range k.Children {
-			c, err := lookChild(field+".children[%d]", j, id)
-			if err != nil {
-				return nil, err
+		var missing []interfaces.ChildID
+		for _, id := range k.Children {
+			if c, ok := childIdx[id]; ok {
+				children = append(children, c)
+			} else {
+				missing = append(missing, id)
 			}
-			children = append(children, c)
 		}
 		switch k.Kind {
 		case interfaces.ConstraintCapacity:
@@ -322,13 +344,23 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 				}
 			}
 		case interfaces.ConstraintPin:
-			if len(children) != 1 {
-				return nil, invalid(field+".children", "must name exactly one child", len(children))
+			if len(k.Children) != 1 {
+				return nil, invalid(field+".children", "must name exactly one child", len(k.Children))
 			}
 			for _, s := range shards {
-				p.Pinned[s] = children[0]
+				if len(children) == 1 {
+					p.Pinned[s] = children[0]
+				} else {
+					unresolve(int(s), fmt.Sprintf("%s: the tier's %s pins the shard to %q, which is not a child of this tier", ConstraintPin, ruleWhy(k), k.Children[0]))
+				}
 			}
 		case interfaces.ConstraintAllowed:
+			if len(children) == 0 && len(missing) > 0 {
+				for _, s := range shards {
+					unresolve(int(s), fmt.Sprintf("%s: none of the children the tier's %s allows (%s) is a child of this tier", ConstraintAllowed, ruleWhy(k), quoteChildren(missing)))
+				}
+				break
+			}
 			list := sortUnique(append([]int32{}, children...))
 			for _, s := range shards {
 				allowed[s] = intersectAllowed(allowed[s], list)
@@ -372,6 +404,7 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		}
 	}
 	p.Groups = groups
+	p.Unresolved = unresolved
 	if opts.LocalityLabel != "" {
 		domIdx := map[string]int32{}
 		dom := func(name string) int32 {
@@ -425,6 +458,18 @@ func FromView(v *interfaces.View, opts ViewOptions) (*Problem, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// quoteChildren lists ids quoted, comma-separated, for an explanation.
+func quoteChildren(ids []interfaces.ChildID) string {
+	var b strings.Builder
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q", id)
+	}
+	return b.String()
 }
 
 func sortUnique(xs []int32) []int32 {

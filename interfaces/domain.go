@@ -88,6 +88,29 @@ type ShardConstraints struct {
 	MaxPerChild int
 }
 
+// Within returns the rules that bind the shard's placement inside tier
+// instance self (a region placing the shard on its hosts): a pin to self, or
+// an allowed list naming self, was the parent tier's to keep — it placed the
+// shard on self — and binds nothing below, so it is dropped; the rest is
+// unchanged. A job pinned to "region-1" runs on region-1's hosts. Without it,
+// region-1 found no host called "region-1" and never placed the shard. sc is
+// not changed (Allowed is never shared with the result when it changes).
+func (sc ShardConstraints) Within(self ChildID) ShardConstraints {
+	if self == "" {
+		return sc
+	}
+	if sc.Pinned == self {
+		sc.Pinned = ""
+		if len(sc.Allowed) > 0 {
+			sc.Allowed = nil // the pin's child was among them (ValidateShard): satisfied too
+		}
+	}
+	if slices.Contains(sc.Allowed, self) {
+		sc.Allowed = nil
+	}
+	return sc
+}
+
 // Excludes says why the shard's own rules keep it off child c — its pin, its
 // allowed list, a label it needs that c lacks or has with another value — or ""
 // when they admit c. Capacity, the child's state, anti-affinity and a tier's

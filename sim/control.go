@@ -110,7 +110,11 @@ func ControlRoundWith(ctx context.Context, ctl *control.Controller, pols *contro
 			out.Rejected = append(out.Rejected, Rejection{Move: r.Move, Why: r.Err().Error()})
 		}
 		out.Accepted = verdict.Accepted
+		junk = append(junk, verdict.Rejected...)
 	}
+	// As the daemons: the commit's rejections go back to the controller,
+	// which holds a move rejected HoldAfter rounds in a row (control.Backoff).
+	obs.Rejected = junk
 	if len(out.Accepted) > 0 && apply != nil {
 		out.Applied = apply(out.Accepted)
 	}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,8 +42,8 @@ Every key but name and parallelism is optional; unknown keys are errors.
   input_rate: 2000         # records per second arriving for each shard
   state_bytes: 64Mi        # state size of each shard (moving it costs this)
   latency_slo: 50ms        # target p99 latency (a Go duration: 50ms, 1s, 1m30s)
-  constraints:             # where each shard may run, at every tier
-    pinned: region-1       # the only child allowed
+  constraints:             # where each shard may run; each tier applies them to its children
+    pinned: region-1       # the only child allowed (satisfied within region-1 itself)
     allowed: [region-1, region-2]
     labels: {zone: a}      # labels the child must carry
     anti_affinity: wc      # group name: at most max_per_child of the group per child
@@ -119,6 +120,18 @@ printed; the cluster is not contacted.`,
 					return remoteCallErr(cf.addr, err)
 				}
 				res.Job, res.Shards, res.StateIndex = resp.GetJob(), resp.GetShards(), resp.GetStateIndex()
+				// A child may join later: the job is submitted, but say
+				// that its shards wait (infeasible) until then.
+				if st, err := c.Status(ctx, &wire.StatusRequest{}); err == nil && len(st.GetTiers()) > 0 && len(st.GetTiers()[0].GetInstances()) > 0 {
+					top := st.GetTiers()[0]
+					var ids []string
+					for _, ch := range top.GetInstances()[0].GetChildren() {
+						ids = append(ids, ch.GetChild().GetId())
+					}
+					for _, w := range unknownChildWarnings(spec, top.GetTier(), ids) {
+						fmt.Fprintf(g.stderr, "strata: warning: %s\n", w)
+					}
+				}
 			}
 			res.ShardCount = len(res.Shards)
 			return out.print(g.stdout, res, func(w io.Writer) error {
@@ -146,6 +159,23 @@ printed; the cluster is not contacted.`,
 	out.register(cmd)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check the file and print what would be submitted, without contacting the cluster")
 	return cmd
+}
+
+// unknownChildWarnings says which of spec's pinned and allowed children the
+// top tier (tier, with children ids) does not have: its shards are then
+// infeasible there — placed once such a child joins — and nothing else is
+// held up. An allowed list with one child of the tier is fine.
+func unknownChildWarnings(spec *wire.JobSpec, tier string, ids []string) []string {
+	c := spec.GetShardTemplate().GetConstraints()
+	has := func(id string) bool { return slices.Contains(ids, id) }
+	var out []string
+	if p := c.GetPinned(); p != "" && !has(p) {
+		out = append(out, fmt.Sprintf("constraints.pinned: %q is not a child of the %s tier now (children: %s); the job's shards stay unplaced (infeasible) until it joins", p, tier, strings.Join(ids, ", ")))
+	}
+	if a := c.GetAllowed(); len(a) > 0 && !slices.ContainsFunc(a, has) {
+		out = append(out, fmt.Sprintf("constraints.allowed: none of %s is a child of the %s tier now (children: %s); the job's shards stay unplaced (infeasible) until one joins", strings.Join(a, ", "), tier, strings.Join(ids, ", ")))
+	}
+	return out
 }
 
 // jobListJSON is one row of "job list".

@@ -256,3 +256,26 @@ func TestJobCommandsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// A job pinned (or allowed) only to children the top tier does not have is
+// accepted — a child may join later — with a warning that its shards wait.
+func TestUnknownChildWarnings(t *testing.T) {
+	spec := func(pinned string, allowed ...string) *wire.JobSpec {
+		return &wire.JobSpec{Id: "j", Parallelism: 1, ShardTemplate: &wire.Shard{Constraints: &wire.ShardConstraints{Pinned: pinned, Allowed: allowed}}}
+	}
+	ids := []string{"region-1", "region-2"}
+	if w := unknownChildWarnings(spec("region-1"), "global", ids); len(w) != 0 {
+		t.Errorf("pinned to a child: %q", w)
+	}
+	if w := unknownChildWarnings(spec("", "region-9", "region-2"), "global", ids); len(w) != 0 {
+		t.Errorf("allowed with one child: %q", w)
+	}
+	w := unknownChildWarnings(spec("region-9"), "global", ids)
+	if len(w) != 1 || !strings.Contains(w[0], `constraints.pinned: "region-9" is not a child of the global tier`) || !strings.Contains(w[0], "region-1, region-2") {
+		t.Errorf("pinned to a missing child: %q", w)
+	}
+	w = unknownChildWarnings(spec("", "x", "y"), "global", ids)
+	if len(w) != 1 || !strings.Contains(w[0], "constraints.allowed: none of x, y") {
+		t.Errorf("allowed only missing children: %q", w)
+	}
+}

@@ -70,9 +70,21 @@ func (f *FSM) VerifyPlan(moves []interfaces.Move) balancer.Verdict {
 // rules the plan's policy was given (balancer.VerifyRules): the tier's
 // constraints are not in the replicated state, the caller passes them.
 func (f *FSM) VerifyPlanRules(rules []interfaces.Constraint, moves []interfaces.Move) balancer.Verdict {
+	return f.VerifyPlanned(nil, rules, moves)
+}
+
+// VerifyPlanned is VerifyPlanRules on the loads the plan was made on:
+// planned is the planning view's shards (balancer.PlannedLoads), whose loads
+// may be the measured ones; nil verifies on the declared loads the state
+// holds. The owners, epochs and moves in flight are the state's.
+func (f *FSM) VerifyPlanned(planned []interfaces.Shard, rules []interfaces.Constraint, moves []interfaces.Move) balancer.Verdict {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return balancer.VerifyRules(planState{f.st}, rules, moves)
+	var st balancer.PlanState = planState{f.st}
+	if planned != nil {
+		st = balancer.PlannedLoads(st, planned)
+	}
+	return balancer.VerifyRules(st, rules, moves)
 }
 
 // Screen is balancer.Screen against the FSM's current state: the moves of a

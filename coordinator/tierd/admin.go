@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"time"
 
@@ -144,6 +145,13 @@ func (d *Daemon) SubmitJob(ctx context.Context, req *wire.SubmitJobRequest) (*wi
 	res, err := d.commit(ctx, &fsm.PutShards{Shards: shards})
 	if err != nil {
 		return nil, wire.ToStatus(err)
+	}
+	// Accepted (a child may join later), but said: the shards wait.
+	if c := shards[0].Constraints; c.Pinned != "" || len(c.Allowed) > 0 {
+		has := func(id interfaces.ChildID) bool { _, ok := d.tier.FSM.Child(id); return ok }
+		if (c.Pinned != "" && !has(c.Pinned)) || (c.Pinned == "" && !slices.ContainsFunc(c.Allowed, has)) {
+			d.logger.Printf("job %s: its pinned or allowed children (%q, %q) are not children of this tier: its shards are infeasible here until one joins", job, c.Pinned, c.Allowed)
+		}
 	}
 	d.poke()
 	ids := make([]string, len(shards))
@@ -368,7 +376,7 @@ func (d *Daemon) Explain(ctx context.Context, req *wire.ExplainRequest) (*wire.E
 	if !ok && len(hist) == 0 {
 		return nil, wire.ToStatus(fmt.Errorf("shard %q in %s/%s: %w", id, d.cfg.Tier, d.cfg.Instance, interfaces.ErrNotFound))
 	}
-	resp := &wire.ExplainResponse{Quarantined: st.Quarantined, Findings: append(d.findingsAbout(id, st.Spec.Job), d.coopFindings(id)...)}
+	resp := &wire.ExplainResponse{Quarantined: st.Quarantined, Findings: append(append(d.findingsAbout(id, st.Spec.Job), d.coopFindings(id)...), d.placementFindings(id)...)}
 	if ok {
 		resp.Shard = wire.ShardToWire(st.Spec)
 		if st.Owner != "" || st.InFlight != nil {

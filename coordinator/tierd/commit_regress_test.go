@@ -32,7 +32,7 @@ func TestOneUncommittableMoveDoesNotSinkTheRound(t *testing.T) {
 			poison := interfaces.Move{Shard: "j/1", To: "h2", Reason: "bad"}
 			bad(&poison)
 			d.decide.Lock()
-			applied, rejected, err := d.commitMoves(context.Background(), []interfaces.Move{poison, good}, nil, "policy test")
+			applied, rejected, err := d.commitMoves(context.Background(), []interfaces.Move{poison, good}, nil, nil, "policy test")
 			d.decide.Unlock()
 			if err != nil {
 				t.Fatalf("commit: %v (the bad move sank the batch)", err)
@@ -64,7 +64,7 @@ func TestDirectAndBegunMovesCommitInOneEntry(t *testing.T) {
 	applied, rejected, err := d.commitMoves(context.Background(), []interfaces.Move{
 		{Shard: "j/0", From: "h1", To: "h2", Epoch: st.Epoch}, // begun: h1 is live
 		{Shard: "j/1", To: "h2"},                              // direct: a first placement
-	}, nil, "policy test")
+	}, nil, nil, "policy test")
 	d.decide.Unlock()
 	if err != nil || rejected != 0 || len(applied) != 2 {
 		t.Fatalf("applied %v, rejected %d, err %v", applied, rejected, err)
@@ -116,7 +116,7 @@ func TestCommitChecksTheTiersRules(t *testing.T) {
 		{Shard: "j/1", To: "h2", Reason: "ignores the operator pin"},
 		{Shard: "j/2", To: "h2", Reason: "within h2's limit"},
 		{Shard: "j/3", To: "h2", Reason: "past h2's limit"},
-	}, view.Constraints, "policy test")
+	}, view.Constraints, view.Shards, "policy test")
 	d.decide.Unlock()
 	if err != nil {
 		t.Fatal(err)
@@ -202,9 +202,9 @@ func actOn(t *testing.T, d *Daemon, plan interfaces.Plan, dec control.Decision) 
 	d.decide.Lock()
 	defer d.decide.Unlock()
 	sv, _ := d.baseView(time.Now())
-	applied, rejected, err := d.act(context.Background(), sv, plan, &dec, nil)
+	applied, rejections, err := d.act(context.Background(), sv, plan, &dec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return applied, rejected
+	return applied, len(rejections)
 }

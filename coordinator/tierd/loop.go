@@ -61,6 +61,7 @@ func (d *Daemon) trackLeadership(ctx context.Context) bool {
 		if err := d.tier.Raft().Barrier(5 * time.Second).Error(); err != nil {
 			return false
 		}
+		d.resetPlacement() // before anyone sees this replica lead
 		d.mu.Lock()
 		d.leader = true
 		d.leaderSince = time.Now()
@@ -156,11 +157,7 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 		return
 	}
 	sv := dec.Apply(view)
-	sctx, cancel := context.WithTimeout(ctx, d.cfg.SolveTimeout)
-	solveStart := time.Now()
-	plan, err := d.policy.Plan(sctx, sv)
-	cancel()
-	d.scope.Timer("solve_seconds").Record(time.Since(solveStart))
+	plan, err := d.solve(ctx, sv)
 	if err != nil {
 		d.logger.Printf("policy %s failed, keeping the current assignment: %v", d.policy.Name(), err)
 		obs.SolveErr = err
@@ -169,11 +166,28 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 		return
 	}
 	d.decide.Lock()
-	applied, rejected, err := d.act(ctx, sv, plan, &dec, evictions)
+	applied, rejections, err := d.act(ctx, sv, plan, &dec, evictions)
 	d.decide.Unlock()
-	obs.Planned, obs.Applied = len(plan.Moves), applied
+	// The commit's rejections go back to the controller: a move rejected
+	// for the same reason HoldAfter rounds in a row is held (control.Backoff).
+	obs.Planned, obs.Applied, obs.Rejected = len(plan.Moves), applied, rejections
 	d.observeRound(obs)
-	d.record(mode, len(plan.Moves), len(applied), rejected, err)
+	d.notePlacement(now, d.ctl.Held(now))
+	d.record(mode, len(plan.Moves), len(applied), len(rejections), err)
+}
+
+// solve runs the tier's policy on the round's view sv within the solve
+// timeout, and keeps the shards its plan places nowhere (noteInfeasible).
+func (d *Daemon) solve(ctx context.Context, sv *interfaces.View) (interfaces.Plan, error) {
+	sctx, cancel := context.WithTimeout(ctx, d.cfg.SolveTimeout)
+	defer cancel()
+	solveStart := time.Now()
+	plan, err := d.policy.Plan(sctx, sv)
+	d.scope.Timer("solve_seconds").Record(time.Since(solveStart))
+	if err == nil {
+		d.noteInfeasible(plan)
+	}
+	return plan, err
 }
 
 func (d *Daemon) observeRound(r control.RoundResult) {
@@ -345,15 +359,20 @@ func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, 
 
 // baseView is the picture every decision of this instance starts from — the
 // control round, a what-if Plan, the hints sent to the parent: the replicated
-// state, the children's latest reports with the loads they measured in place
-// of the declared ones, without the shards our parent is taking back and
-// without quarantined shards (never placed until released), which it returns
-// with their reasons.
+// state with the shards' rules that bind within this instance (within), the
+// children's latest reports with the loads they measured in place of the
+// declared ones, the shards our parent is taking back pinned where a child
+// still runs them or else left out (uplink.filterView), and without
+// quarantined shards (never placed until released), which it returns with
+// their reasons.
 func (d *Daemon) baseView(now time.Time) (*interfaces.View, map[interfaces.ShardID]string) {
 	view := d.tier.FSM.View(d.cfg.Tier, d.cfg.Instance)
 	view.Now = now
 	view.Seed = int64(d.tier.FSM.AppliedIndex())
 	view.Reports = d.reportsCopy()
+	if d.up != nil {
+		within(view, interfaces.ChildID(d.cfg.Instance))
+	}
 	measured(view)
 	if d.up != nil {
 		view = d.up.filterView(view)
@@ -363,22 +382,23 @@ func (d *Daemon) baseView(now time.Time) (*interfaces.View, map[interfaces.Shard
 
 // act carries out the policy's plan: it drops the moves the tier refuses
 // whatever else the plan does (fsm.Screen), admits what the round's decision
-// allows of the rest (dec.Admit: budget, anti-bounce, emergency scope) — so
+// allows of the rest (dec.Admit: budget, anti-bounce, held moves, emergency scope) — so
 // that refused moves use none of the round's budget — and commits those,
 // verified against the latest state and the tier-level rules the policy was
 // given (sv.Constraints). Capacity and anti-affinity are checked only then, on
 // the admitted moves: whether a move fits depends on the moves before it, and
 // a move admission drops must not keep a later one out (an evacuation off a
 // failed child was refused for the room of a rebalancing move the emergency
-// round then dropped). Called with d.decide held.
-func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.Plan, dec *control.Decision, evictions map[interfaces.ShardID]control.Eviction) (applied []interfaces.Move, rejected int, err error) {
+// round then dropped). It returns the moves committed and every rejection
+// (Screen's, then the verification's). Called with d.decide held.
+func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.Plan, dec *control.Decision, evictions map[interfaces.ShardID]control.Eviction) (applied []interfaces.Move, rejections []balancer.Rejection, err error) {
 	moves := plan.Moves
 	if d.up != nil {
 		moves = d.up.dropRevoking(moves)
 	}
 	var pre []balancer.Rejection
 	if len(moves) == 0 {
-		return nil, 0, nil
+		return nil, nil, nil
 	}
 	reason := "policy " + d.policy.Name()
 	plan.Moves, pre = d.tier.FSM.Screen(moves)
@@ -386,10 +406,10 @@ func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.P
 	explainEvictions(admitted, evictions)
 	if len(admitted) == 0 {
 		d.noteRejections(pre, reason)
-		return nil, len(pre), nil
+		return nil, pre, nil
 	}
-	applied, refused, err := d.commitMoves(ctx, admitted, sv.Constraints, reason, pre...)
-	return applied, len(pre) + refused, err
+	applied, rejections, err = d.commitVerified(ctx, nil, admitted, sv.Constraints, sv.Shards, reason, pre)
+	return applied, rejections, err
 }
 
 // commitMoves verifies moves against the latest state and the tier-level rules
@@ -400,8 +420,9 @@ func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.P
 // applied because its second entry failed; a move the state machine would refuse
 // is rejected by the verification on its own. Called with d.decide held.
 // earlier are rejections of the same plan made before (noted with these).
-func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string, earlier ...balancer.Rejection) (applied []interfaces.Move, rejected int, err error) {
-	return d.commitVerified(ctx, nil, moves, rules, defaultReason, earlier)
+func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string, earlier ...balancer.Rejection) (applied []interfaces.Move, rejected int, err error) {
+	applied, rejections, err := d.commitVerified(ctx, nil, moves, rules, planned, defaultReason, earlier)
+	return applied, len(rejections) - len(earlier), err
 }
 
 // commitPlanBatch is commitMoves for an operator's plan that also drains
@@ -409,47 +430,51 @@ func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, rules
 // so the plan is never left half done — drained without its moves, or the
 // reverse. A drain the state machine refuses (a child gone) refuses the whole
 // batch. Called with d.decide held.
-func (d *Daemon) commitPlanBatch(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
+func (d *Daemon) commitPlanBatch(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
 	if d.up != nil {
 		// Not the shards our parent is taking back (as act).
 		kept := d.up.dropRevoking(moves)
 		rejected = len(moves) - len(kept)
 		moves = kept
 	}
-	applied, refused, err := d.commitVerified(ctx, drain, moves, rules, defaultReason, nil)
-	return applied, rejected + refused, err
+	applied, refused, err := d.commitVerified(ctx, drain, moves, rules, planned, defaultReason, nil)
+	return applied, rejected + len(refused), err
 }
 
 // commitVerified verifies moves (verifyMoves) and commits the drains and the
-// accepted moves in one fsm.PlanBatch entry, in plan order. Called with
+// accepted moves in one fsm.PlanBatch entry, in plan order. It returns the
+// moves that committed and every rejection (earlier's first). Called with
 // d.decide held.
-func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string, earlier []balancer.Rejection) (applied []interfaces.Move, rejected int, err error) {
-	accepted, begin, rejected := d.verifyMoves(moves, rules, defaultReason, earlier)
+func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string, earlier []balancer.Rejection) (applied []interfaces.Move, rejections []balancer.Rejection, err error) {
+	accepted, begin, rejections := d.verifyMoves(moves, rules, planned, defaultReason, earlier)
 	if len(drain) == 0 && len(accepted) == 0 {
-		return nil, rejected, nil
+		return nil, rejections, nil
 	}
 	res, err := d.exec(ctx, &fsm.PlanBatch{Tier: d.cfg.Tier, Drain: drain, Moves: accepted, Begin: begin})
 	if err != nil {
-		return nil, rejected, err
+		return nil, rejections, err
 	}
 	for _, op := range res.Ops[:len(drain)] {
 		if op.Err != nil {
-			return nil, rejected, fmt.Errorf("drain %s: %w (nothing of the plan was applied)", op.ID, op.Err)
+			return nil, rejections, fmt.Errorf("drain %s: %w (nothing of the plan was applied)", op.ID, op.Err)
 		}
 	}
-	return d.carryOut(accepted, begin, res.Ops[len(drain):]), rejected, nil
+	return d.carryOut(accepted, begin, res.Ops[len(drain):]), rejections, nil
 }
 
-// verifyMoves checks moves against the latest state and the tier-level rules
-// (fsm.VerifyPlanRules; see balancer.CommitRules), counts and logs the rejected ones
-// (with earlier ones of the same plan), and returns the accepted ones in plan
-// order, with defaultReason for those without a reason, and for each whether it
-// is begun (revoke → ack → commit: a move off a live child) or committed
-// directly (a first placement, a move off a failed child).
-func (d *Daemon) verifyMoves(moves []interfaces.Move, rules []interfaces.Constraint, defaultReason string, earlier []balancer.Rejection) (accepted []interfaces.Move, begin []bool, rejected int) {
-	verdict := d.tier.FSM.VerifyPlanRules(balancer.CommitRules(rules), moves)
-	rejected = len(verdict.Rejected)
-	d.noteRejections(append(earlier[:len(earlier):len(earlier)], verdict.Rejected...), defaultReason)
+// verifyMoves checks moves against the latest state, on the loads they were
+// planned on (planned: the planning view's shards, balancer.PlannedLoads; nil
+// = the declared ones), and the tier-level rules (fsm.VerifyPlanned; see
+// balancer.CommitRules), counts and logs the rejected ones
+// (with earlier ones of the same plan), and returns them (earlier's first)
+// and the accepted ones in plan order, with defaultReason for those without a
+// reason, and for each whether it is begun (revoke → ack → commit: a move off
+// a live child) or committed directly (a first placement, a move off a failed
+// child).
+func (d *Daemon) verifyMoves(moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string, earlier []balancer.Rejection) (accepted []interfaces.Move, begin []bool, rejections []balancer.Rejection) {
+	verdict := d.tier.FSM.VerifyPlanned(planned, balancer.CommitRules(rules), moves)
+	rejections = append(earlier[:len(earlier):len(earlier)], verdict.Rejected...)
+	d.noteRejections(rejections, defaultReason)
 	accepted = make([]interfaces.Move, 0, len(verdict.Accepted))
 	begin = make([]bool, 0, len(verdict.Accepted))
 	for _, m := range verdict.Accepted {
@@ -460,7 +485,7 @@ func (d *Daemon) verifyMoves(moves []interfaces.Move, rules []interfaces.Constra
 		accepted = append(accepted, m)
 		begin = append(begin, m.From != "" && ok && src.State != interfaces.ChildFailed)
 	}
-	return accepted, begin, rejected
+	return accepted, begin, rejections
 }
 
 // noteRejections counts and logs the moves a verification rejected and keeps
@@ -535,10 +560,15 @@ func (d *Daemon) record(mode string, planned, accepted, rejected int, err error)
 	}
 }
 
+// backoffHoldRounds is how many control intervals a move the commit rejected
+// control.Config.HoldAfter rounds in a row is held (control.Config.HoldFor).
+const backoffHoldRounds = 60
+
 // controlConfig is the controller's configuration for this tier.
 func (d *Daemon) controlConfig() control.Config {
 	c := control.DefaultConfig()
 	c.Grace = d.cfg.Grace
+	c.HoldFor = backoffHoldRounds * d.cfg.Interval
 	if d.cfg.MaxMoves > 0 {
 		c.MaxMoves = d.cfg.MaxMoves
 		if c.MinMoves > c.MaxMoves {
@@ -568,6 +598,29 @@ func measured(v *interfaces.View) {
 		}
 	}
 	v.Shards = shards
+}
+
+// within replaces each shard's rules with the ones that bind inside this
+// tier instance, self (interfaces.ShardConstraints.Within: a pin to self, or
+// an allowed list naming it, was our parent's to keep). The view's shards
+// are copied when one changes, never changed in place. The commit verifies
+// on the same rules (balancer.PlannedLoads of the planning view).
+func within(v *interfaces.View, self interfaces.ChildID) {
+	var shards []interfaces.Shard
+	for i := range v.Shards {
+		c := &v.Shards[i].Constraints
+		if c.Pinned != self && !slices.Contains(c.Allowed, self) {
+			continue
+		}
+		if shards == nil {
+			shards = make([]interfaces.Shard, len(v.Shards))
+			copy(shards, v.Shards)
+		}
+		shards[i].Constraints = c.Within(self)
+	}
+	if shards != nil {
+		v.Shards = shards
+	}
 }
 
 // reportsCopy is the children's latest reports, copied under d.mu so that the

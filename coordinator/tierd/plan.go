@@ -31,7 +31,10 @@ type pendingPlan struct {
 	stranded int
 	// rules are the tier-level constraints the policy planned under (the
 	// rules in force and the request's): the moves are verified against them.
-	rules   []interfaces.Constraint
+	rules []interfaces.Constraint
+	// planned is the view's shards, with the loads the policy planned on:
+	// the moves are verified on them (balancer.PlannedLoads).
+	planned []interfaces.Shard
 	created time.Time
 	// used says how ApplyPlan used the token ("" while unused): a token is
 	// applied at most once, and a second try says what became of the first.
@@ -106,7 +109,7 @@ func (d *Daemon) Plan(ctx context.Context, req *wire.AdminPlanRequest) (*wire.Ad
 		}
 	}
 	stranded := strandedShards(view, plan)
-	d.plans[token] = pendingPlan{index: index, drain: drain, moves: plan.Moves, stranded: stranded, rules: view.Constraints, created: time.Now()}
+	d.plans[token] = pendingPlan{index: index, drain: drain, moves: plan.Moves, stranded: stranded, rules: view.Constraints, planned: view.Shards, created: time.Now()}
 	d.mu.Unlock()
 	return &wire.AdminPlanResponse{Plan: wire.PlanToWire(plan), Token: token, StateIndex: index, Stranded: uint32(stranded)}, nil
 }
@@ -173,7 +176,7 @@ func (d *Daemon) ApplyPlan(ctx context.Context, req *wire.ApplyPlanRequest) (*wi
 			drain = append(drain, id)
 		}
 	}
-	applied, rejected, err := d.commitPlanBatch(ctx, drain, p.moves, p.rules, "plan applied by an operator")
+	applied, rejected, err := d.commitPlanBatch(ctx, drain, p.moves, p.rules, p.planned, "plan applied by an operator")
 	if err != nil {
 		markUsed(fmt.Sprintf("its apply failed (%v)", err))
 		return nil, wire.ToStatus(err)

@@ -175,7 +175,7 @@ func TestOperatorPlanLeavesRevokingShards(t *testing.T) {
 	}
 	drain(s1)
 	d.decide.Lock()
-	applied, _, err := d.commitPlanBatch(ctx, nil, []interfaces.Move{{Shard: "j/0", From: "h1", To: "h2", Epoch: 1}}, nil, "op")
+	applied, _, err := d.commitPlanBatch(ctx, nil, []interfaces.Move{{Shard: "j/0", From: "h1", To: "h2", Epoch: 1}}, nil, nil, "op")
 	d.decide.Unlock()
 	t.Logf("applied %d err %v", len(applied), err)
 	d.onAck(ctx, s1, revokeAck("j/0", w(5, 1))) // h1 acks the parent's revoke

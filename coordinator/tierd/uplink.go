@@ -214,17 +214,51 @@ func (u *uplink) report() *wire.Report {
 	return wire.ReportToWire(r)
 }
 
-// filterView hides the shards being revoked for the parent from the policy: they
-// are leaving and must not be moved between children meanwhile. They leave the
-// view whole (dropShards): shards, assignments, in-flight moves and constraints,
-// so a view never names a shard it does not hold.
+// filterView keeps the policy off the shards being revoked for the parent:
+// they are leaving and must not be moved between children meanwhile. One
+// that a child still runs stays in the view, pinned to that child: its load
+// is on the child until the child stops it, and the commit's verification
+// counts it there (the state does) — hidden from the plan, the child looked
+// that much emptier to the policy than to the verification, and a move into
+// it was planned, rejected (capacity) and planned again every round (issue
+// 20, item 6). One no child runs, one on a draining or failed child (which
+// takes no shards, so its room does not matter, and the shard must not look
+// like one to evacuate), and one with a move in flight (which the revoke
+// aborts) leave the view whole (dropShards): shards, assignments, in-flight
+// moves and constraints.
 func (u *uplink) filterView(v *interfaces.View) *interfaces.View {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if len(u.revoking) == 0 {
 		return v
 	}
-	dropShards(v, func(id interfaces.ShardID) bool { _, gone := u.revoking[id]; return gone })
+	moving := map[interfaces.ShardID]bool{}
+	for _, m := range v.InFlight {
+		moving[m.Shard] = true
+	}
+	active := make(map[interfaces.ChildID]bool, len(v.Children))
+	for _, c := range v.Children {
+		active[c.ID] = c.State == interfaces.ChildActive
+	}
+	held := map[interfaces.ShardID]bool{}
+	var pins []interfaces.Constraint
+	on := map[interfaces.ChildID]int{} // pins index by child
+	for _, a := range v.Assignments {
+		if _, gone := u.revoking[a.Shard]; !gone || moving[a.Shard] || !active[a.Child] {
+			continue
+		}
+		held[a.Shard] = true
+		i, ok := on[a.Child]
+		if !ok {
+			i = len(pins)
+			on[a.Child] = i
+			pins = append(pins, interfaces.Constraint{Kind: interfaces.ConstraintPin, Children: []interfaces.ChildID{a.Child},
+				Reason: "revoked by the parent tier: stays on its child until the child stops it"})
+		}
+		pins[i].Shards = append(pins[i].Shards, a.Shard)
+	}
+	dropShards(v, func(id interfaces.ShardID) bool { _, gone := u.revoking[id]; return gone && !held[id] })
+	v.Constraints = append(v.Constraints, pins...)
 	return v
 }
 

@@ -37,8 +37,9 @@ type Rejection struct {
 // Admit keeps the moves of plan that the decision allows, in plan order: none
 // in a hold round; in an emergency round only the moves of the shards to
 // evacuate; in a periodic round at most MaxMoves relocations and MaxBytes state
-// bytes (first placements are free); and never a move of a shard back to a
-// child it recently left. v is the view the plan was made from (for state
+// bytes (first placements are free); never a move of a shard back to a
+// child it recently left; and never a move held back after the commit
+// rejected it HoldAfter rounds in a row (Backoff). v is the view the plan was made from (for state
 // sizes). The caller still verifies the admitted moves against its state.
 func (d *Decision) Admit(v *interfaces.View, plan interfaces.Plan) (accepted []interfaces.Move, rejected []Rejection) {
 	bytes := map[interfaces.ShardID]int64{}
@@ -57,6 +58,8 @@ func (d *Decision) Admit(v *interfaces.View, plan interfaces.Plan) (accepted []i
 		switch {
 		case d.Mode == ModeHold:
 			why = "hold round: " + d.Record.Why
+		case d.held[backoffKey{m.Shard, m.To}].Shard != "":
+			why = d.held[backoffKey{m.Shard, m.To}].String()
 		case d.Mode == ModeEmergency && !evac[m.Shard]:
 			why = "emergency round: only unplaced shards and shards of failed or draining children move"
 		case !evac[m.Shard] && slices.Contains(d.bounce[m.Shard], m.To):

@@ -64,6 +64,14 @@ type Config struct {
 	// it. ≥ 0 (0 disables anti-bounce). Default 10m.
 	BounceWindow time.Duration
 
+	// HoldAfter and HoldFor: a move (shard → child) that the caller's commit
+	// rejected for the same reason HoldAfter rounds in a row
+	// (RoundResult.Rejected) is held for HoldFor — kept out of the policy's
+	// view and refused by Admit (Backoff). HoldAfter ≥ 1 and HoldFor ≥ 0
+	// (0 disables holding). Defaults 3 and 1m.
+	HoldAfter int
+	HoldFor   time.Duration
+
 	// ReportAlpha is the EWMA weight of a new report (p99, used load). In (0, 1].
 	// Default 0.3.
 	ReportAlpha float64
@@ -107,6 +115,8 @@ func DefaultConfig() Config {
 		MassFailureFraction: 0.3,
 		MassFailureMin:      2,
 		BounceWindow:        10 * time.Minute,
+		HoldAfter:           DefaultBackoffAfter,
+		HoldFor:             DefaultBackoffHold,
 		ReportAlpha:         0.3,
 		StragglerFactor:     3,
 		SolveFailAlert:      3,
@@ -151,6 +161,8 @@ func (c Config) Validate() error {
 		{finite(c.MassFailureFraction) && c.MassFailureFraction > 0 && c.MassFailureFraction <= 1, "mass_failure_fraction", "must be in (0, 1]", c.MassFailureFraction},
 		{c.MassFailureMin >= 1, "mass_failure_min", "must be ≥ 1", c.MassFailureMin},
 		{c.BounceWindow >= 0, "bounce_window", "must be ≥ 0 (0 disables anti-bounce)", c.BounceWindow},
+		{c.HoldAfter >= 1, "hold_after", "must be ≥ 1", c.HoldAfter},
+		{c.HoldFor >= 0, "hold_for", "must be ≥ 0 (0 disables holding)", c.HoldFor},
 		{finite(c.ReportAlpha) && c.ReportAlpha > 0 && c.ReportAlpha <= 1, "report_alpha", "must be in (0, 1]", c.ReportAlpha},
 		{finite(c.StragglerFactor) && (c.StragglerFactor == 0 || c.StragglerFactor > 1), "straggler_factor", "must be > 1, or 0 to disable", c.StragglerFactor},
 		{c.SolveFailAlert >= 1, "solve_fail_alert", "must be ≥ 1", c.SolveFailAlert},

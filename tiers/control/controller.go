@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-sched/strata/balancer"
 	"github.com/strata-sched/strata/interfaces"
 )
 
@@ -89,15 +90,20 @@ type Decision struct {
 	Record Record
 
 	bounce map[interfaces.ShardID][]interfaces.ChildID // children each shard may not go back to
+	held   map[backoffKey]Held                         // moves held back (Backoff)
 	rules  string                                      // rulesKey of the round
 }
 
 // rulesKey summarizes what besides the error decides whether a solve can find
-// moves: the anti-bounce rules and the number of active children.
+// moves: the anti-bounce rules, the held moves and the number of active
+// children.
 func rulesKey(d *Decision, active int) string {
-	ids := make([]string, 0, len(d.bounce))
+	ids := make([]string, 0, len(d.bounce)+len(d.held))
 	for id, ex := range d.bounce {
 		ids = append(ids, string(id)+">"+joinIDs(ex))
+	}
+	for k := range d.held {
+		ids = append(ids, string(k.shard)+"!"+string(k.to))
 	}
 	sort.Strings(ids)
 	return fmt.Sprintf("%d|%s", active, strings.Join(ids, ";"))
@@ -131,6 +137,7 @@ type Record struct {
 	Evacuate    int      `json:"evacuate,omitempty"`
 	Guard       bool     `json:"guard"`
 	AntiBounce  int      `json:"anti_bounce_shards"`
+	Held        int      `json:"moves_held,omitempty"` // moves held back after repeated rejections (Backoff)
 	Alerts      []string `json:"alerts,omitempty"`
 	// Filled by Observe.
 	Observed   bool          `json:"observed"`
@@ -153,6 +160,10 @@ type RoundResult struct {
 	// committed (a subset of Decision.Admit's).
 	Planned int
 	Applied []interfaces.Move
+	// Rejected are the moves the caller's commit verification rejected this
+	// round (not Admit's refusals): a move rejected for the same reason
+	// HoldAfter rounds in a row is held (Backoff).
+	Rejected []balancer.Rejection
 	// P99 is the tier's p99 latency measured over the last interval (0: not
 	// measured); MovesActive the moves that were in flight during it.
 	P99         time.Duration
@@ -193,6 +204,7 @@ type Controller struct {
 	stuckErr    float64 // the error of the fruitless round
 	stuckRules  string  // its anti-bounce rules and active children: a change retries
 	history     []Record
+	backoff     Backoff // moves the commit keeps rejecting (HoldAfter, HoldFor)
 }
 
 // New returns a controller with cfg (validated).
@@ -205,6 +217,7 @@ func New(cfg Config) (*Controller, error) {
 		concurrency: cfg.InitialConcurrency,
 		reports:     map[interfaces.ChildID]*smoothed{},
 		recent:      map[interfaces.ShardID][]left{},
+		backoff:     Backoff{After: cfg.HoldAfter, Hold: cfg.HoldFor},
 	}, nil
 }
 
@@ -375,6 +388,7 @@ func (c *Controller) Step(in Input) (Decision, error) {
 		rec.Integrator = c.integrator
 		rec.Concurrency = c.concurrency
 		rec.AntiBounce = len(d.bounce)
+		rec.Held = len(d.held)
 		for _, a := range d.Alerts {
 			rec.Alerts = append(rec.Alerts, a.String())
 		}
@@ -425,6 +439,7 @@ func (c *Controller) Step(in Input) (Decision, error) {
 		evac[id] = true
 	}
 	c.antiBounce(&d, p, evac)
+	c.holdBack(&d, now, view)
 	rec.Evacuate = len(d.Evacuate)
 	if len(d.Evacuate) > 0 || len(pastGrace) > 0 {
 		if activeChildren == 0 {
@@ -592,6 +607,28 @@ func (c *Controller) antiBounce(d *Decision, p *projection, evac map[interfaces.
 	}
 }
 
+// holdBack adds, for the moves held at now (Backoff), the rules that keep the
+// policy off them (every mode: they are moves the commit refuses), and
+// remembers them for Admit.
+func (c *Controller) holdBack(d *Decision, now time.Time, v *interfaces.View) {
+	if c.cfg.HoldFor <= 0 {
+		return
+	}
+	held := c.backoff.Held(now)
+	if len(held) == 0 {
+		return
+	}
+	d.held = make(map[backoffKey]Held, len(held))
+	for _, h := range held {
+		d.held[backoffKey{h.Shard, h.To}] = h
+	}
+	d.Constraints = append(d.Constraints, c.backoff.Rules(now, v)...)
+}
+
+// Held returns the moves held back at now after the commit rejected them
+// HoldAfter rounds in a row, sorted by shard and target.
+func (c *Controller) Held(now time.Time) []Held { return c.backoff.Held(now) }
+
 func uniq(xs []interfaces.ChildID) []interfaces.ChildID {
 	out := xs[:0]
 	for i, x := range xs {
@@ -660,6 +697,9 @@ func (c *Controller) Observe(r RoundResult) error {
 	}
 	if d.Mode == ModePeriodic && r.SolveErr == nil && r.Planned == 0 {
 		c.stuck, c.stuckErr, c.stuckRules = true, d.Record.Error, d.rules
+	}
+	if c.cfg.HoldFor > 0 {
+		c.backoff.Observe(at, r.Rejected, r.Applied)
 	}
 	if len(r.Applied) > 0 {
 		c.coolRound = d.Round + uint64(c.cfg.CooldownRounds)
