@@ -25,14 +25,16 @@
 //	the child's own shard, held at an older epoch or not at all → Assign(current)
 //	    (from a Report: only when due, so that a busy child is not flooded)
 //	a shard moving away from the child (in-flight move from it)  → never Assign;
-//	    Revoke(the move's epoch) if held
+//	    Revoke(the move's epoch) if held (from a Hello; a Report leaves it to
+//	    the revoke's own timed re-send)
 //	a shard the tier's own parent is taking back (leaving)       → never Assign;
-//	    Revoke(its epoch) if held
+//	    Revoke(its epoch) if held (likewise)
 //	a held shard that is another child's or nobody's             → Revoke(max(held, current))
 //	a held shard the parent does not have (deleted)              → Revoke(max(held, gone)),
 //	    gone being its tombstone or the state's epoch floor
 //
-// The first two rules are where the cross-region double owners of issue 20 came
+// MayAssign is the one copy of the first three rules' test: every Assign a tier
+// sends passes it. The second and third rules are where the cross-region double owners of issue 20 came
 // from: an Assign re-sent to the source of an in-flight move, and a region that
 // accepted it because it kept no tombstone of the revoke.
 //

@@ -54,6 +54,20 @@ type Shard struct {
 	RevokeEpoch uint64
 }
 
+// MayAssign reports whether an Assign of s may go to child now: child is its
+// committed owner, the shard is not moving away from it, not being taken back
+// by the tier's own parent, and its wire epoch is known. Every Assign a tier
+// sends passes it (Reconcile, and the daemon's other sends).
+func MayAssign(s Shard, child interfaces.ChildID) bool {
+	return s.Owner == child && s.MovingFrom != child && !s.Leaving && s.AssignEpoch != 0
+}
+
+// leavingChild: s is child's but must go from it (moving away, or being
+// taken back by the tier's parent).
+func leavingChild(s Shard, child interfaces.ChildID) bool {
+	return s.Owner == child && (s.MovingFrom == child || s.Leaving)
+}
+
 // Input is one reconciliation: what Child states it holds against the
 // parent's committed state.
 type Input struct {
@@ -87,11 +101,8 @@ func Reconcile(in Input) []Msg {
 	for i, s := range in.Owned {
 		mine[s.ID] = i
 		e, held := in.Held[s.ID]
-		if s.MovingFrom == in.Child || s.Leaving {
-			continue // revoked below if held; never assigned
-		}
-		if s.AssignEpoch == 0 {
-			continue
+		if !MayAssign(s, in.Child) {
+			continue // if it must leave, it is revoked below
 		}
 		switch {
 		case !held:
@@ -109,15 +120,20 @@ func Reconcile(in Input) []Msg {
 			e = 0
 		}
 		var at uint64
-		if i, ok := mine[id]; ok {
-			s := in.Owned[i]
-			if s.MovingFrom != in.Child && !s.Leaving {
+		s, ok := Shard{}, false
+		if i, own := mine[id]; own {
+			s, ok = in.Owned[i], true
+		} else {
+			s, ok = lookup(in.Lookup, id)
+		}
+		if ok {
+			if s.Owner == in.Child && !leavingChild(s, in.Child) {
 				continue // its own
 			}
-			at = s.RevokeEpoch
-		} else if s, ok := lookup(in.Lookup, id); ok {
-			if s.Owner == in.Child && s.MovingFrom != in.Child && !s.Leaving {
-				continue // its own, though Owned did not list it
+			if leavingChild(s, in.Child) && !in.EpochsStated {
+				// From a Report: the move's revoke, or the parent's, is
+				// re-sent on its own timer (not at every report).
+				continue
 			}
 			at = s.RevokeEpoch
 		} else if in.Gone != nil {
