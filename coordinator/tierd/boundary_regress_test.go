@@ -340,3 +340,62 @@ func TestUplinkEndsWhenItsReplicaStopsLeading(t *testing.T) {
 		t.Errorf("the deposed replica still composes reports: %v", r)
 	}
 }
+
+// Anti-entropy between reconnects (observation 1, first bullet: the source
+// region ran the shard for 52 s, until it next reconnected): a child tier
+// restates what it holds on its live session (a Hello every restateEvery
+// reports), and the parent reconciles it like the first. Here a region comes
+// to hold a shard that is another region's after its session opened; the
+// restatement has it revoked. A second Hello used to be ignored.
+func TestRestatedHoldingsAreReconciled(t *testing.T) {
+	g, err := Start(Config{
+		Tier: interfaces.TierGlobal, Instance: "g", NodeID: "n1", DataDir: t.TempDir(),
+		RaftAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Bootstrap: true,
+		Interval: 50 * time.Millisecond, ReportInterval: 10 * time.Millisecond,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	testutil.Until(t, "global: leader", 10*time.Second, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.leader && g.IsLeader()
+	})
+	must(t, g, &fsm.PutChild{Child: interfaces.Child{ID: "r2", Tier: interfaces.TierRegion, Capacity: interfaces.Load{CPU: 100}}})
+	must(t, g, &fsm.PutShards{Shards: []interfaces.Shard{{ID: "j/0", Job: "j", Load: interfaces.Load{CPU: 1}}}})
+	must(t, g, &fsm.Assign{Shard: "j/0", Child: "r2"})
+
+	r := start(t, interfaces.TierRegion, []string{g.GRPCAddr()})
+	testutil.Until(t, "the region's session with the global tier", 10*time.Second, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.sessions[interfaces.ChildID(r.cfg.Instance)] != nil
+	})
+	// The region comes to hold r2's shard after its Hello was reconciled.
+	must(t, r, &fsm.PutShards{Shards: []interfaces.Shard{{ID: "j/0", Job: "j", Load: interfaces.Load{CPU: 1}}}})
+	testutil.Until(t, "r2's shard revoked from the region", 20*time.Second, func() bool {
+		_, held := r.Tier().FSM.Shard("j/0")
+		return !held
+	})
+	if st, _ := g.Tier().FSM.Shard("j/0"); st.Owner != "r2" {
+		t.Errorf("the global tier's j/0: %+v, want r2's", st)
+	}
+}
+
+// The parent's half of the above, driven directly.
+func TestSecondHelloIsReconciled(t *testing.T) {
+	g := globalWithTwoRegions(t)
+	must(t, g, &fsm.Assign{Shard: "j/0", Child: "r2"})
+	s1 := fakeSession(g, "r1")
+	hello := &wire.Hello{ChildId: "r1", Tier: interfaces.TierRegion, HeldEpochs: map[string]uint64{"j/0": 1}}
+	g.onChildMessage(context.Background(), s1, &wire.ChildMessage{Msg: &wire.ChildMessage_Hello{Hello: hello}})
+	if r := revokesOf(drain(s1), "j/0"); len(r) != 1 || r[0] != 1 {
+		t.Errorf("r1 restates holding r2's j/0: revokes %v, want one at 1", r)
+	}
+	hello.ChildId = "r2" // another child's Hello on r1's session
+	g.onChildMessage(context.Background(), s1, &wire.ChildMessage{Msg: &wire.ChildMessage_Hello{Hello: hello}})
+	if msgs := drain(s1); len(msgs) != 0 {
+		t.Errorf("a Hello naming another child was reconciled: %v", msgs)
+	}
+}

@@ -30,7 +30,9 @@
 // What to assign and revoke when a child states what it holds (its Hello, a
 // host's Report), the tombstones of the parent's revokes, and the Hello
 // group-term check are coordinator/tiercore's pure decisions; this package
-// reads the state for them and sends what they return. A child tier's Hello
+// reads the state for them and sends what they return. A child tier restates
+// what it holds (a Hello on its live session) every restateEvery reports,
+// reconciled like the first. A child tier's Hello
 // states the Raft term its replica leads in; the parent keeps the newest it
 // accepted with the child's record (label strata.group_term) and refuses an
 // older one. The uplink runs only while its replica leads in the term it was

@@ -650,7 +650,19 @@ func (d *Daemon) onChildMessage(ctx context.Context, s *childSession, m *wire.Ch
 		}
 		d.mu.Unlock()
 	case *wire.ChildMessage_Hello:
-		d.logger.Printf("session %s: a second Hello is ignored", s.id)
+		// A child restating what it holds (a child tier does so now and
+		// then: uplink.report): reconciled like the first Hello. Nothing
+		// else in it changes the session.
+		if msg.Hello.GetChildId() != string(s.id) {
+			d.logger.Printf("session %s: a Hello for %q on this session is ignored", s.id, msg.Hello.GetChildId())
+			return
+		}
+		d.mu.Lock()
+		live := d.leader && d.sessions[s.id] == s
+		d.mu.Unlock()
+		if live {
+			d.reconcileHeld(s, msg.Hello.GetHeldEpochs(), s.send)
+		}
 	}
 }
 

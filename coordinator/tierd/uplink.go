@@ -276,9 +276,20 @@ func (u *uplink) report() *wire.Report {
 	u.mu.Lock()
 	u.seq++
 	r.Epoch = u.seq // numbered, so the parent's controller samples each report once
+	restate := u.seq%restateEvery == 0
 	u.mu.Unlock()
+	if restate {
+		// Anti-entropy between Hellos: a report lists only the heaviest
+		// shards, so every restateEvery reports the Hello follows, stating
+		// every shard held with its epoch, and the parent reconciles it.
+		u.client.Restate()
+	}
 	return wire.ReportToWire(r)
 }
+
+// restateEvery is how many reports a tier sends its parent between two
+// restatements of what it holds (a Hello on the live session).
+const restateEvery = 30
 
 // filterView hides the shards being revoked for the parent from the policy: they
 // are leaving and must not be moved between children meanwhile. They leave the
