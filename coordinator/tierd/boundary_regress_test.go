@@ -399,3 +399,62 @@ func TestSecondHelloIsReconciled(t *testing.T) {
 		t.Errorf("a Hello naming another child was reconciled: %v", msgs)
 	}
 }
+
+// A deposed parent leader's sessions stay open until its control loop polls
+// leadership (here never: its interval is an hour), and whatever it sends from
+// its stale state — an Assign of a shard its successor may have moved — reached
+// the child (a candidate for observation 1, first bullet: the source region
+// re-acquiring a shard at its old epoch). A session now sends nothing once its
+// replica no longer leads in the session's term.
+func TestDeposedParentSendsNothing(t *testing.T) {
+	ds := startGroup(t, 3, func(c *Config) { c.Interval = time.Hour })
+	var L *Daemon
+	testutil.Until(t, "a leader", 20*time.Second, func() bool {
+		for _, d := range ds {
+			d.poke() // the loop runs only when poked
+			d.mu.Lock()
+			ok := d.leader
+			d.mu.Unlock()
+			if ok && d.IsLeader() {
+				L = d
+				return true
+			}
+		}
+		return false
+	})
+	must(t, L, &fsm.PutShards{Shards: []interfaces.Shard{{ID: "j/0", Job: "j", Load: interfaces.Load{CPU: 1}}}})
+	f := &fakeChild{id: "r1"}
+	connectChild(t, f, L.GRPCAddr(), "L")
+	defer f.cancel()
+	testutil.Until(t, "r1's session", 10*time.Second, func() bool {
+		L.mu.Lock()
+		defer L.mu.Unlock()
+		return L.sessions["r1"] != nil
+	})
+	testutil.Until(t, "j/0 placed on r1 and assigned", 10*time.Second, func() bool {
+		if a, ok := L.Tier().FSM.Assignment("j/0"); !ok || a.Child != "r1" {
+			_, _ = L.Tier().Assign(context.Background(), "j/0", "r1", "test") // or the round places it
+			return false
+		}
+		L.sendAssign("r1", "j/0", 1)
+		return len(f.records("assign")) > 0
+	})
+	if err := L.Tier().Raft().LeadershipTransfer().Error(); err != nil {
+		t.Fatalf("leadership transfer: %v", err)
+	}
+	testutil.Until(t, "L deposed in Raft", 10*time.Second, func() bool { return !L.IsLeader() })
+	before := len(f.records("assign"))
+	L.sendAssign("r1", "j/0", 1) // from its stale state: it still counts r1 the owner
+	ended := false
+	testutil.Until(t, "the deposed leader's session ends or its Assign arrives", 20*time.Second, func() bool {
+		select {
+		case <-f.ended:
+			ended = true
+		default:
+		}
+		return ended || len(f.records("assign")) > before
+	})
+	if n := len(f.records("assign")); n != before || !ended {
+		t.Errorf("r1 got %d Assigns from the deposed leader (session ended: %v)", n-before, ended)
+	}
+}

@@ -209,6 +209,14 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 		for {
 			select {
 			case m := <-s.out:
+				if !d.leadsIn(s.term) {
+					// Deposed (the control loop's step-down, which closes
+					// the session, comes at its next poll): what this
+					// replica decided from its state may be stale, and
+					// the child must hear only its group's leader.
+					sendErr <- status.Error(codes.Unavailable, "this replica is no longer the leader; reconnect")
+					return
+				}
 				if g := m.GetLeaseGrant(); g != nil {
 					if !d.capGrant(g) || !d.stampGrant(s) {
 						continue // our own lease ran out, not leader now, or the child is being declared lost
