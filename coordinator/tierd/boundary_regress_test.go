@@ -210,7 +210,9 @@ func TestOrphanOfADeletedJobIsRevokedAfterARegionLeaderChange(t *testing.T) {
 // it returns the first answer's error (nil: a LeaseGrant came).
 func helloTerm(t *testing.T, addr string, term uint64) (context.CancelFunc, error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	// A guard, not a timing check: a session that never answers fails the
+	// test instead of hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	st, err := wire.NewSessionClient(dial(t, addr)).Connect(ctx)
 	if err != nil {
 		cancel()
@@ -222,11 +224,16 @@ func helloTerm(t *testing.T, addr string, term uint64) (context.CancelFunc, erro
 		cancel()
 		t.Fatal(err)
 	}
-	m, err := st.Recv()
-	if err == nil && m.GetLeaseGrant() == nil {
-		err = fmt.Errorf("first answer is %v, not a LeaseGrant", m)
+	for range 16 { // a Constraints may come first when the grant was held back
+		m, err := st.Recv()
+		if err != nil || m.GetLeaseGrant() != nil {
+			return cancel, err
+		}
+		if m.GetRedirect() != nil {
+			return cancel, fmt.Errorf("redirected: %v", m)
+		}
 	}
-	return cancel, err
+	return cancel, fmt.Errorf("no LeaseGrant among the first 16 answers")
 }
 
 // Observation 1, fourth bullet: a deposed region leader's uplink reconnected
