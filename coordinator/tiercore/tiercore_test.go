@@ -155,3 +155,45 @@ func TestAdmitHello(t *testing.T) {
 		}
 	}
 }
+
+// TestReportLeavesMovingShardsToTheirRevoke: from a Report (no epochs), a
+// shard moving away from the child or being taken back is neither assigned
+// nor revoked (its revoke is re-sent on its own timer); from a Hello it is
+// revoked once.
+func TestReportLeavesMovingShardsToTheirRevoke(t *testing.T) {
+	owned := []Shard{
+		{ID: "m", Owner: "h1", MovingFrom: "h1", AssignEpoch: 3, RevokeEpoch: 3},
+		{ID: "l", Owner: "h1", Leaving: true, AssignEpoch: 4, RevokeEpoch: 4},
+	}
+	held := map[interfaces.ShardID]uint64{"m": 3, "l": 4}
+	if got := Reconcile(Input{Child: "h1", Held: held, Owned: owned}); len(got) != 0 {
+		t.Errorf("from a Report: %v, want nothing", got)
+	}
+	got := Reconcile(Input{Child: "h1", Held: held, EpochsStated: true, Owned: owned})
+	if want := []Msg{{Revoke, "l", 4}, {Revoke, "m", 3}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("from a Hello: %v, want %v", got, want)
+	}
+}
+
+func TestMayAssign(t *testing.T) {
+	base := Shard{ID: "s", Owner: "c", AssignEpoch: 2}
+	for _, tt := range []struct {
+		name string
+		mod  func(*Shard)
+		want bool
+	}{
+		{"owner", func(*Shard) {}, true},
+		{"another child's", func(s *Shard) { s.Owner = "d" }, false},
+		{"unassigned", func(s *Shard) { s.Owner = "" }, false},
+		{"moving away", func(s *Shard) { s.MovingFrom = "c" }, false},
+		{"moving from another", func(s *Shard) { s.MovingFrom = "d" }, true},
+		{"leaving", func(s *Shard) { s.Leaving = true }, false},
+		{"epoch unknown", func(s *Shard) { s.AssignEpoch = 0 }, false},
+	} {
+		s := base
+		tt.mod(&s)
+		if got := MayAssign(s, "c"); got != tt.want {
+			t.Errorf("%s: MayAssign = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
