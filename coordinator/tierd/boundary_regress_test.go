@@ -8,6 +8,7 @@ package tierd
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,13 +63,15 @@ func TestReconnectingMoveSourceIsNotReassigned(t *testing.T) {
 	ctx := context.Background()
 	must(t, g, &fsm.Assign{Shard: "j/0", Child: "r1"}) // epoch 1
 	must(t, g, &fsm.BeginMove{Move: interfaces.Move{Shard: "j/0", From: "r1", To: "r2", Epoch: 1}})
+	// The daemon's own control loop runs meanwhile and may re-send the
+	// move's revoke to r1 at any time: the checks allow for copies of it.
 	s1 := fakeSession(g, "r1") // r1 reconnects: its epochs forgotten, it states 0
 	g.reconcileHeld(s1, map[string]uint64{"j/0": 0}, s1.send)
 	msgs := drain(s1)
 	if a := assignsOf(msgs, "j/0"); len(a) != 0 {
 		t.Errorf("the source r1 of the in-flight move was sent Assign(j/0) at %v on its Hello: it runs the shard again", a)
 	}
-	if r := revokesOf(msgs, "j/0"); len(r) != 1 || r[0] != 1 {
+	if r := revokesOf(msgs, "j/0"); len(r) == 0 || slices.ContainsFunc(r, func(e uint64) bool { return e != 1 }) {
 		t.Errorf("revokes to r1 on its Hello: %v, want the move's revoke at 1", r)
 	}
 	if g.sendAssign("r1", "j/0", 1) {
@@ -84,6 +87,7 @@ func TestReconnectingMoveSourceIsNotReassigned(t *testing.T) {
 	if st, _ := g.Tier().FSM.Shard("j/0"); st.Owner != "r2" || st.Epoch != 2 {
 		t.Fatalf("after r1's expiry: %+v, want r2 at 2", st)
 	}
+	drain(s1) // the loop's copies of the move's revoke: none come after its end
 	g.reconcileHeld(s1, map[string]uint64{"j/0": 1}, s1.send)
 	msgs = drain(s1)
 	if a, r := assignsOf(msgs, "j/0"), revokesOf(msgs, "j/0"); len(a) != 0 || len(r) != 1 || r[0] != 2 {
@@ -243,12 +247,21 @@ func helloTerm(t *testing.T, addr string, term uint64) (context.CancelFunc, erro
 // a new leader of the parent refuses it too.
 func TestHelloOfAnOlderGroupTermIsRefused(t *testing.T) {
 	ds := startGroup(t, 3, func(c *Config) { c.Interval = 50 * time.Millisecond })
-	L := leaderOf(t, ds)
-	must(t, L, &fsm.PutChild{Child: interfaces.Child{ID: "r1", Tier: interfaces.TierRegion, Capacity: interfaces.Load{CPU: 100}}})
-	cancel, err := helloTerm(t, L.GRPCAddr(), 5)
-	if err != nil {
-		t.Fatalf("Hello at term 5: %v", err)
-	}
+	var L *Daemon
+	var cancel context.CancelFunc
+	testutil.Eventually(t, "a leader that takes r1's Hello at term 5", 30*time.Second, func() error {
+		// An election under load may move leadership meanwhile: then
+		// again on the new leader.
+		L = leaderOf(t, ds)
+		if _, err := L.commit(context.Background(), &fsm.PutChild{Child: interfaces.Child{ID: "r1", Tier: interfaces.TierRegion, Capacity: interfaces.Load{CPU: 100}}}); err != nil {
+			return err
+		}
+		var err error
+		if cancel, err = helloTerm(t, L.GRPCAddr(), 5); err != nil {
+			cancel()
+		}
+		return err
+	})
 	defer cancel()
 	L.mu.Lock()
 	real := L.sessions["r1"]
@@ -271,9 +284,7 @@ func TestHelloOfAnOlderGroupTermIsRefused(t *testing.T) {
 			return groupTermOf(c) == 5
 		})
 	}
-	if err := L.Tier().Raft().LeadershipTransfer().Error(); err != nil {
-		t.Fatalf("leadership transfer: %v", err)
-	}
+	_ = L.Tier().Raft().LeadershipTransfer().Error() // fails only if L lost leadership already
 	var L2 *Daemon
 	testutil.Until(t, "a new leader", 20*time.Second, func() bool {
 		for _, d := range ds {
@@ -332,9 +343,7 @@ func TestUplinkEndsWhenItsReplicaStopsLeading(t *testing.T) {
 	if got := L.up.hello().GetGroupTerm(); got != term || term != L.Tier().Raft().CurrentTerm() {
 		t.Errorf("the region's Hello states group term %d (uplink term %d, Raft term %d)", got, term, L.Tier().Raft().CurrentTerm())
 	}
-	if err := L.Tier().Raft().LeadershipTransfer().Error(); err != nil {
-		t.Fatalf("leadership transfer: %v", err)
-	}
+	_ = L.Tier().Raft().LeadershipTransfer().Error() // fails only if L lost leadership already
 	testutil.Until(t, "the deposed replica's uplink ended", 20*time.Second, func() bool {
 		select {
 		case <-done:
@@ -446,9 +455,7 @@ func TestDeposedParentSendsNothing(t *testing.T) {
 		L.sendAssign("r1", "j/0", 1)
 		return len(f.records("assign")) > 0
 	})
-	if err := L.Tier().Raft().LeadershipTransfer().Error(); err != nil {
-		t.Fatalf("leadership transfer: %v", err)
-	}
+	_ = L.Tier().Raft().LeadershipTransfer().Error() // fails only if L lost leadership already
 	testutil.Until(t, "L deposed in Raft", 10*time.Second, func() bool { return !L.IsLeader() })
 	before := len(f.records("assign"))
 	L.sendAssign("r1", "j/0", 1) // from its stale state: it still counts r1 the owner

@@ -174,8 +174,6 @@ func (u *uplink) hello() *wire.Hello {
 			held[string(s.ID)] = uint64(u.epochs[s.ID])
 		}
 	}
-	u.mu.Unlock()
-	u.mu.Lock()
 	term := u.term
 	u.mu.Unlock()
 	return &wire.Hello{
