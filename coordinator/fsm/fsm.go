@@ -138,6 +138,15 @@ func (f *FSM) AppliedIndex() uint64 {
 	return f.st.applied
 }
 
+// EpochFloor is the largest epoch any shard deleted with RetireShards had: a
+// revoke of a shard the state no longer has, at this epoch, is never older than
+// the epoch a child holds it at (anti-entropy, coordinator/tiercore).
+func (f *FSM) EpochFloor() interfaces.Epoch {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.floor
+}
+
 // Stats are counts of what the FSM holds.
 type Stats struct {
 	AppliedIndex uint64

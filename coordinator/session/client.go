@@ -60,6 +60,7 @@ type Client struct {
 	handler Handler
 	hints   chan *wire.Hint
 	acks    chan *wire.Ack
+	restate chan struct{} // Restate asked for a Hello on the live session
 
 	mu        sync.Mutex
 	connected string // the parent address of the live session, "" when none
@@ -86,7 +87,7 @@ func NewClient(cfg Config, h Handler) (*Client, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	return &Client{cfg: cfg, handler: h, hints: make(chan *wire.Hint, 64), acks: make(chan *wire.Ack, 1024), interval: cfg.ReportInterval}, nil
+	return &Client{cfg: cfg, handler: h, hints: make(chan *wire.Hint, 64), acks: make(chan *wire.Ack, 1024), restate: make(chan struct{}, 1), interval: cfg.ReportInterval}, nil
 }
 
 // Connected returns the address of the parent replica of the live session, or ""
@@ -102,6 +103,19 @@ func (c *Client) Connected() string {
 func (c *Client) SendHint(h *wire.Hint) bool {
 	select {
 	case c.hints <- h:
+		return true
+	default:
+		return false
+	}
+}
+
+// Restate asks the client to send a Hello again on the live session, built
+// anew by Config.Hello when it leaves: the child restates what it holds, and
+// the parent reconciles it as it did the first (anti-entropy). It is dropped
+// when no session is live when it is taken, or when one is already asked for.
+func (c *Client) Restate() bool {
+	select {
+	case c.restate <- struct{}{}:
 		return true
 	default:
 		return false
@@ -224,6 +238,10 @@ func (c *Client) session(ctx context.Context, addr string) (leader string, live 
 		sendErr <- err
 	}()
 
+	select {
+	case <-c.restate: // asked before this session: its Hello just went
+	default:
+	}
 	c.onLease(g)
 	// Leases are handled here, at once; everything else goes, in order, to a
 	// handler goroutine, so a slow handler never delays a lease renewal.
@@ -378,6 +396,10 @@ func (c *Client) sender(ctx context.Context, stream grpc.BidiStreamingClient[wir
 			}
 		case h := <-c.hints:
 			if err := send(&wire.ChildMessage{Msg: &wire.ChildMessage_Hint{Hint: h}}); err != nil {
+				return err
+			}
+		case <-c.restate:
+			if err := send(&wire.ChildMessage{Msg: &wire.ChildMessage_Hello{Hello: c.cfg.Hello()}}); err != nil {
 				return err
 			}
 		case <-timer.C:

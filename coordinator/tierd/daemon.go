@@ -87,6 +87,10 @@ type Daemon struct {
 	pol policyState
 
 	up *uplink // nil for the top tier
+	// raftEvents wakes the uplink's leadership watcher on every Raft state
+	// change of this replica (a raft observer; nil for the top tier).
+	raftEvents chan raft.Observation
+	observer   *raft.Observer
 
 	coop coopState // cooperation between tiers (coop.go)
 
@@ -216,6 +220,14 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 	}
 	if len(cfg.Parent) > 0 {
 		d.up = newUplink(d)
+		// Non-blocking: an event dropped while the channel is full is
+		// covered by the one waiting in it (the watcher reads the state).
+		d.raftEvents = make(chan raft.Observation, 4)
+		d.observer = raft.NewObserver(d.raftEvents, false, func(o *raft.Observation) bool {
+			_, ok := o.Data.(raft.RaftState)
+			return ok
+		})
+		d.tier.Raft().RegisterObserver(d.observer)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
@@ -296,6 +308,9 @@ func (d *Daemon) Close() error {
 		_ = d.metrics.Close()
 	}
 	closePolicy(d.policy)
+	if d.observer != nil {
+		d.tier.Raft().DeregisterObserver(d.observer)
+	}
 	return d.tier.Shutdown()
 }
 
@@ -304,6 +319,11 @@ func (d *Daemon) Close() error {
 // hold a plugin certificate of this replica's CA.
 type redialer interface {
 	Redial(opts ...grpc.DialOption) error
+}
+
+// leadsIn reports whether this replica leads its group in Raft term term.
+func (d *Daemon) leadsIn(term uint64) bool {
+	return d.tier.IsLeader() && d.tier.Raft().CurrentTerm() == term
 }
 
 // closePolicy releases what a policy holds (a plugin's client connection).

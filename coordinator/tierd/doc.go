@@ -25,10 +25,23 @@
 // lease from the parent has left: when a region loses its parent, its hosts fence
 // before the parent may give the region's shards away.
 //
+// # Boundaries
+//
+// What to assign and revoke when a child states what it holds (its Hello, a
+// host's Report), the tombstones of the parent's revokes, and the Hello
+// group-term check are coordinator/tiercore's pure decisions; this package
+// reads the state for them and sends what they return. A child tier restates
+// what it holds (a Hello on its live session) every restateEvery reports,
+// reconciled like the first. A child tier's Hello
+// states the Raft term its replica leads in; the parent keeps the newest it
+// accepted with the child's record (label strata.group_term) and refuses an
+// older one. The uplink runs only while its replica leads in the term it was
+// started in.
+//
 // # Goroutines
 //
 // Per replica: the control loop (leader work only; idles on followers), the
-// uplink client (runs while leader), four per child session (sessions.go: the
+// uplink client and its leadership watcher (run while leader), four per child session (sessions.go: the
 // gRPC handler of Connect, which registers the child and reconciles its Hello;
 // a sender, which sends the child's outbox and checks each lease grant as it
 // leaves; a receiver, which handles Reports at once; a worker, which handles

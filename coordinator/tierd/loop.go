@@ -81,7 +81,7 @@ func (d *Daemon) trackLeadership(ctx context.Context) bool {
 		d.scope.Gauge("leader").Update(1)
 		d.logger.Printf("became leader")
 		if d.up != nil {
-			d.up.start(ctx)
+			d.up.start(ctx, term)
 		}
 	case !leader && was:
 		d.stepDown()

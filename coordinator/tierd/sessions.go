@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-sched/strata/coordinator/fsm"
+	"github.com/strata-sched/strata/coordinator/tiercore"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
 )
@@ -35,6 +37,9 @@ type childSession struct {
 	// from this session (under Daemon.mu): an older or repeated one is
 	// dropped, so the controller samples each report once.
 	lastSeq uint64
+	// groupTerm is the Raft term the child's replica stated in its Hello (a
+	// child tier; 0 for hosts).
+	groupTerm uint64
 }
 
 // offerCapacity hands c to the session's worker, replacing one not yet taken.
@@ -118,10 +123,10 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 	if h := testHookConnect.Load(); h != nil {
 		(*h)(d)
 	}
-	if err := d.registerChild(ctx, child); err != nil {
+	if err := d.registerChild(ctx, child, hello.GetGroupTerm()); err != nil {
 		return wire.ToStatus(err)
 	}
-	s := &childSession{id: child.ID, out: make(chan *wire.ParentMessage, 8192), version: version, closed: make(chan struct{}), senderDone: make(chan struct{}), capacity: make(chan interfaces.Load, 1)}
+	s := &childSession{id: child.ID, out: make(chan *wire.ParentMessage, 8192), version: version, closed: make(chan struct{}), senderDone: make(chan struct{}), capacity: make(chan interfaces.Load, 1), groupTerm: hello.GetGroupTerm()}
 	d.mu.Lock()
 	if !d.leader {
 		// Leadership moved since the check above (the loop's stepDown takes
@@ -129,9 +134,18 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 		d.mu.Unlock()
 		return status.Error(codes.Unavailable, "this replica is no longer the leader; reconnect")
 	}
+	old := d.sessions[child.ID]
+	if old != nil {
+		// Two replicas of the child's group may both have passed
+		// registerChild; the one of the newer term keeps the session.
+		if _, err := tiercore.AdmitHello(child.ID, old.groupTerm, s.groupTerm); err != nil {
+			d.mu.Unlock()
+			return wire.ToStatus(err)
+		}
+	}
 	s.term = d.leaderTerm
 	delete(d.reports, child.ID) // the last session's: the new one reports afresh
-	if old := d.sessions[child.ID]; old != nil {
+	if old != nil {
 		close(old.closed) // a newer session replaces it
 	}
 	d.sessions[child.ID] = s
@@ -198,6 +212,14 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 		for {
 			select {
 			case m := <-s.out:
+				if !d.leadsIn(s.term) {
+					// Deposed (the control loop's step-down, which closes
+					// the session, comes at its next poll): what this
+					// replica decided from its state may be stale, and
+					// the child must hear only its group's leader.
+					sendErr <- status.Error(codes.Unavailable, "this replica is no longer the leader; reconnect")
+					return
+				}
 				if g := m.GetLeaseGrant(); g != nil {
 					if !d.capGrant(g) || !d.stampGrant(s) {
 						continue // our own lease ran out, not leader now, or the child is being declared lost
@@ -237,10 +259,20 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 // lock so that it does not overwrite a drain or a capacity committed between
 // its read and its write. A draining child stays draining; a failed one that is
 // back is active again.
-func (d *Daemon) registerChild(ctx context.Context, child interfaces.Child) error {
+//
+// groupTerm is the Raft term the Hello states (a child tier): one older than
+// the last accepted from the child is refused (tiercore.AdmitHello), and the
+// newest is kept with the child's record (GroupTermLabel), replicated, so a new
+// leader of this tier refuses a deposed replica's Hello too.
+func (d *Daemon) registerChild(ctx context.Context, child interfaces.Child, groupTerm uint64) error {
 	d.decide.Lock()
 	defer d.decide.Unlock()
 	old, ok := d.tier.FSM.Child(child.ID)
+	term, err := tiercore.AdmitHello(child.ID, groupTermOf(old), groupTerm)
+	if err != nil {
+		return err
+	}
+	child.Labels = withGroupTerm(child.Labels, term)
 	if ok && old.State == interfaces.ChildDraining {
 		child.State = interfaces.ChildDraining
 	}
@@ -314,6 +346,38 @@ func (d *Daemon) helloChild(h *wire.Hello) (interfaces.Child, error) {
 // in a child's configuration is replaced.
 const StopBudgetLabel = "strata.stop_budget"
 
+// GroupTermLabel is the child label that records the newest Raft term a child
+// tier stated in a Hello this tier accepted (wire Hello.group_term). It is
+// reserved: a label of that name in a child's configuration is replaced.
+const GroupTermLabel = "strata.group_term"
+
+// groupTermOf is the group term recorded for child c (0 when none).
+func groupTermOf(c interfaces.Child) uint64 {
+	t, err := strconv.ParseUint(c.Labels[GroupTermLabel], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return t
+}
+
+// withGroupTerm returns labels with GroupTermLabel set to term (removed when
+// term is 0), copied when it changes.
+func withGroupTerm(labels map[string]string, term uint64) map[string]string {
+	v, has := labels[GroupTermLabel]
+	if term == 0 && !has || term != 0 && v == strconv.FormatUint(term, 10) {
+		return labels
+	}
+	out := make(map[string]string, len(labels)+1)
+	for k, v := range labels {
+		out[k] = v
+	}
+	delete(out, GroupTermLabel)
+	if term != 0 {
+		out[GroupTermLabel] = strconv.FormatUint(term, 10)
+	}
+	return out
+}
+
 // maxStopBudget bounds a child's announced stop budget.
 const maxStopBudget = time.Hour
 
@@ -385,36 +449,103 @@ func (d *Daemon) stampGrant(s *childSession) bool {
 }
 
 // reconcileHeld compares what a (re)connecting child holds with the committed
-// assignment: shards it should run and does not (or at an older epoch) are
-// assigned again; shards it holds that are not its own are revoked. Epochs here
-// are wire epochs (see epochs.go).
+// assignment and sends what tiercore.Reconcile decides: shards it should run
+// and does not (or at an older epoch) are assigned again; shards it holds that
+// it must not — another child's, one moving away from it, one this tier's
+// parent is taking back, one deleted here — are revoked. Epochs here are wire
+// epochs (see epochs.go).
 //
 // send queues a message for s (Connect passes one that waits for room).
 func (d *Daemon) reconcileHeld(s *childSession, held map[string]uint64, send func(*wire.ParentMessage) bool) {
-	for _, a := range d.owned.of(d.tier.FSM, s.id) {
-		want, ok := d.wireEpoch(a.Shard, a.Epoch)
-		if !ok {
-			continue
+	h := make(map[interfaces.ShardID]uint64, len(held))
+	for id, e := range held {
+		h[interfaces.ShardID(id)] = e
+	}
+	d.sendReconciled(tiercore.Reconcile(d.reconcileInput(s.id, h, true)), send)
+}
+
+// reconcileInput is the committed state tiercore.Reconcile compares what child
+// holds (held) with.
+func (d *Daemon) reconcileInput(child interfaces.ChildID, held map[interfaces.ShardID]uint64, stated bool) tiercore.Input {
+	owned, away := d.owned.of(d.tier.FSM, child), d.owned.away(d.tier.FSM, child)
+	in := tiercore.Input{Child: child, Held: held, EpochsStated: stated, Owned: make([]tiercore.Shard, 0, len(owned))}
+	for _, a := range owned {
+		var from interfaces.ChildID
+		if away[a.Shard] {
+			from = child
 		}
-		if e, has := held[string(a.Shard)]; !has || e < want {
-			d.assignOn(s, a.Shard, a.Epoch, send)
+		in.Owned = append(in.Owned, d.coreShard(a.Shard, a.Child, a.Epoch, from))
+	}
+	in.Lookup = func(id interfaces.ShardID) (tiercore.Shard, bool) {
+		st, ok := d.tier.FSM.Shard(id)
+		if !ok {
+			return tiercore.Shard{}, false
+		}
+		return d.coreShardOf(st), true
+	}
+	in.Gone = d.goneEpoch
+	return in
+}
+
+// coreShard is a shard of the committed state as tiercore sees it, with the
+// wire epochs this tier sends for it now.
+func (d *Daemon) coreShard(id interfaces.ShardID, owner interfaces.ChildID, e interfaces.Epoch, movingFrom interfaces.ChildID) tiercore.Shard {
+	s := tiercore.Shard{ID: id, Owner: owner, MovingFrom: movingFrom, Leaving: d.up != nil && d.up.leaving(id)}
+	if we, ok := d.wireEpoch(id, e); ok {
+		s.AssignEpoch = we
+	}
+	if we, ok := d.revokeEpoch(id, e); ok {
+		s.RevokeEpoch = we
+	}
+	return s
+}
+
+func (d *Daemon) coreShardOf(st fsm.ShardState) tiercore.Shard {
+	var from interfaces.ChildID
+	if st.InFlight != nil {
+		from = st.InFlight.From
+	}
+	return d.coreShard(st.Spec.ID, st.Owner, st.Epoch, from)
+}
+
+// goneEpoch is the wire epoch a revoke of a shard this tier no longer has
+// carries (0: none known): its epoch when it was deleted here, this tier's
+// tombstone of its parent's revoke (the highest wire epoch of that parent
+// epoch), and at the top tier the state's epoch floor (every deleted job's
+// shards are retired, so the floor is at least their last epoch).
+func (d *Daemon) goneEpoch(id interfaces.ShardID) uint64 {
+	d.mu.Lock()
+	e := d.deleted[id]
+	d.mu.Unlock()
+	if d.up == nil {
+		return max(e, uint64(d.tier.FSM.EpochFloor()))
+	}
+	if g, ok := d.up.tombstone(id); ok {
+		if we, ok := compose(interfaces.Epoch(g), localMask); ok {
+			e = max(e, we)
 		}
 	}
-	for id, e := range held {
-		st, ok := d.tier.FSM.Shard(interfaces.ShardID(id))
-		if ok && st.Owner == s.id {
-			continue
-		}
-		if ok && st.InFlight != nil && st.InFlight.From == s.id {
-			continue // the in-flight move's revoke is re-sent by the loop
-		}
-		epoch := e
-		if ok {
-			if w, known := d.revokeEpoch(st.Spec.ID, st.Epoch); known && w > epoch {
-				epoch = w
+	return e
+}
+
+// sendReconciled sends what tiercore.Reconcile decided, with send; Assigns
+// are recorded (assignSent).
+func (d *Daemon) sendReconciled(msgs []tiercore.Msg, send func(*wire.ParentMessage) bool) {
+	for _, m := range msgs {
+		switch m.Kind {
+		case tiercore.Assign:
+			st, ok := d.tier.FSM.Shard(m.Shard)
+			if !ok {
+				continue
 			}
+			if send(wire.AssignToWire(st.Spec, interfaces.Epoch(m.Epoch))) {
+				d.mu.Lock()
+				d.assignSent[m.Shard] = assignState{at: time.Now(), epoch: m.Epoch}
+				d.mu.Unlock()
+			}
+		case tiercore.Revoke:
+			send(wire.RevokeToWire(m.Shard, interfaces.Epoch(m.Epoch)))
 		}
-		send(wire.RevokeToWire(interfaces.ShardID(id), interfaces.Epoch(epoch)))
 	}
 }
 
@@ -433,7 +564,9 @@ func (d *Daemon) sendAssign(child interfaces.ChildID, shard interfaces.ShardID, 
 // records it (assignSent).
 func (d *Daemon) assignOn(s *childSession, shard interfaces.ShardID, epoch interfaces.Epoch, send func(*wire.ParentMessage) bool) bool {
 	st, ok := d.tier.FSM.Shard(shard)
-	if !ok {
+	if !ok || !tiercore.MayAssign(d.coreShardOf(st), s.id) {
+		// Not its owner now, moving away from it, or being taken back by
+		// our parent: an Assign would make a second owner.
 		return false
 	}
 	we, known := d.wireEpoch(shard, epoch)
@@ -528,71 +661,53 @@ func (d *Daemon) onChildMessage(ctx context.Context, s *childSession, m *wire.Ch
 		}
 		d.mu.Unlock()
 	case *wire.ChildMessage_Hello:
-		d.logger.Printf("session %s: a second Hello is ignored", s.id)
+		// A child restating what it holds (a child tier does so now and
+		// then: uplink.report): reconciled like the first Hello. Nothing
+		// else in it changes the session.
+		if msg.Hello.GetChildId() != string(s.id) {
+			d.logger.Printf("session %s: a Hello for %q on this session is ignored", s.id, msg.Hello.GetChildId())
+			return
+		}
+		d.mu.Lock()
+		live := d.leader && d.sessions[s.id] == s
+		d.mu.Unlock()
+		if live {
+			d.reconcileHeld(s, msg.Hello.GetHeldEpochs(), s.send)
+		}
 	}
 }
 
 // reconcileReport: a host reports every shard it runs. Shards it should run but
-// does not are assigned again (at most once per two report intervals); shards it
-// runs that are not its own are revoked.
+// does not are assigned again (when due: see below); shards it runs that it must
+// not are revoked (tiercore.Reconcile, without epochs).
 func (d *Daemon) reconcileReport(s *childSession, r interfaces.Report) {
-	running := make(map[interfaces.ShardID]bool, len(r.Shards))
+	running := make(map[interfaces.ShardID]uint64, len(r.Shards))
 	for _, sl := range r.Shards {
-		running[sl.Shard] = true
+		running[sl.Shard] = 0
 	}
 	now := time.Now()
-	owned := d.owned.of(d.tier.FSM, s.id)
-	mine := make(map[interfaces.ShardID]bool, len(owned))
-	var resend []interfaces.Assignment
+	in := d.reconcileInput(s.id, running, false)
+	due := map[interfaces.ShardID]bool{}
 	d.mu.Lock()
-	for _, a := range owned {
-		mine[a.Shard] = true
-		if running[a.Shard] {
+	for _, a := range in.Owned {
+		if _, ok := running[a.ID]; ok {
 			continue
 		}
 		// Re-send when the child acked it and still does not run it (it fenced
 		// or lost it), or when no ack came for a long while; a child busy with
 		// a burst of assigns is not flooded with copies.
-		last := d.assignSent[a.Shard]
+		last := d.assignSent[a.ID]
 		wait := 2 * d.cfg.ReportInterval
 		if !last.acked {
 			wait = 4 * d.cfg.LeaseTTL
 		}
 		if now.Sub(last.at) > wait {
-			resend = append(resend, a)
+			due[a.ID] = true
 		}
 	}
 	d.mu.Unlock()
-	for _, a := range resend {
-		d.sendAssign(s.id, a.Shard, a.Epoch)
-	}
-	for id := range running {
-		if mine[id] {
-			continue // its own: the common case, no lookup
-		}
-		st, ok := d.tier.FSM.Shard(id)
-		if ok && st.Owner == s.id {
-			continue
-		}
-		if ok && st.InFlight != nil && st.InFlight.From == s.id {
-			continue
-		}
-		if !ok {
-			// Deleted here (job deleted, or revoked by our parent): stop it at the
-			// epoch it had. Otherwise the Hello reconciliation, which carries the
-			// host's epoch, revokes it.
-			d.mu.Lock()
-			we, gone := d.deleted[id]
-			d.mu.Unlock()
-			if gone {
-				s.send(wire.RevokeToWire(id, interfaces.Epoch(we)))
-			}
-			continue
-		}
-		if we, known := d.revokeEpoch(id, st.Epoch); known {
-			s.send(wire.RevokeToWire(id, interfaces.Epoch(we)))
-		}
-	}
+	in.Due = func(id interfaces.ShardID) bool { return due[id] }
+	d.sendReconciled(tiercore.Reconcile(in), s.send)
 }
 
 // heldBy reports whether child owns shard here, or is its in-flight move's
@@ -712,23 +827,47 @@ type ownedIndex struct {
 	mu sync.Mutex
 	at uint64                                         // the applied index by was built at
 	by map[interfaces.ChildID][]interfaces.Assignment // nil until first built
+	// moving holds, per child, its shards that are moving away from it (the
+	// sources of in-flight moves), built with by.
+	moving map[interfaces.ChildID]map[interfaces.ShardID]bool
 }
 
 // of returns child id's assignments. The applied index is read before the
 // assignments: if a commit lands in between, the index is older than the data
 // and the next call rebuilds — never the other way round.
 func (o *ownedIndex) of(f *fsm.FSM, id interfaces.ChildID) []interfaces.Assignment {
-	at := f.AppliedIndex()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.by == nil || o.at != at {
-		by := make(map[interfaces.ChildID][]interfaces.Assignment, len(o.by))
-		for _, a := range f.Assignments() {
-			by[a.Child] = append(by[a.Child], a)
-		}
-		o.by, o.at = by, at
-	}
+	o.build(f)
 	return o.by[id]
+}
+
+// away returns child id's shards that are moving away from it.
+func (o *ownedIndex) away(f *fsm.FSM, id interfaces.ChildID) map[interfaces.ShardID]bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.build(f)
+	return o.moving[id]
+}
+
+// build rebuilds the index if the FSM's applied index moved (o.mu held).
+func (o *ownedIndex) build(f *fsm.FSM) {
+	at := f.AppliedIndex()
+	if o.by != nil && o.at == at {
+		return
+	}
+	by := make(map[interfaces.ChildID][]interfaces.Assignment, len(o.by))
+	for _, a := range f.Assignments() {
+		by[a.Child] = append(by[a.Child], a)
+	}
+	away := map[interfaces.ChildID]map[interfaces.ShardID]bool{}
+	for _, m := range f.InFlight() {
+		if away[m.From] == nil {
+			away[m.From] = map[interfaces.ShardID]bool{}
+		}
+		away[m.From][m.Shard] = true
+	}
+	o.by, o.moving, o.at = by, away, at
 }
 
 // updateCapacity commits child's reported capacity, under the decide lock and

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-sched/strata/coordinator/fsm"
 	"github.com/strata-sched/strata/coordinator/session"
+	"github.com/strata-sched/strata/coordinator/tiercore"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
 )
@@ -30,9 +31,17 @@ type uplink struct {
 	// shard the parent has not confirmed again (revokeEpoch).
 	lastKnown map[interfaces.ShardID]interfaces.Epoch
 	revoking  map[interfaces.ShardID]interfaces.Epoch // revokes asked by the parent, not yet acked
-	cancel    context.CancelFunc
-	done      chan struct{}
-	seq       uint64 // reports sent (Report.Epoch of the last), under mu
+	// tombs are the parent epochs the parent revoked shards at: an Assign at
+	// or below one is refused (a late or re-sent Assign must not bring the
+	// shard back). Kept across reconnects; docs/reliability.md gives the bound.
+	tombs  tiercore.Tombstones
+	cancel context.CancelFunc
+	done   chan struct{}
+	// term is the Raft term this replica leads in while the uplink runs: its
+	// Hello states it (group_term) and it stops when the replica no longer
+	// leads in it.
+	term uint64
+	seq  uint64 // reports sent (Report.Epoch of the last), under mu
 }
 
 type uplinkHandler struct{ u *uplink }
@@ -55,16 +64,64 @@ func newUplink(d *Daemon) *uplink {
 	return u
 }
 
-func (u *uplink) start(ctx context.Context) {
+// start runs the session with the parent while this replica leads in term:
+// the client, and a watcher that ends it as soon as Raft reports that the
+// replica no longer leads in term (not only when the control loop next polls:
+// a deposed leader's uplink would reconnect meanwhile and take the session
+// over from the group's real leader).
+func (u *uplink) start(ctx context.Context, term uint64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.cancel != nil {
 		return
 	}
-	ctx, u.cancel = context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	u.cancel, u.term = cancel, term
 	u.done = make(chan struct{})
 	done := u.done
-	go func() { defer close(done); _ = u.client.Run(ctx) }()
+	go func() {
+		defer close(done)
+		watched := make(chan struct{})
+		go func() { defer close(watched); u.watchLeadership(ctx, cancel, term) }()
+		_ = u.client.Run(ctx)
+		cancel()
+		<-watched
+	}()
+}
+
+// watchLeadership cancels the uplink (and wakes the control loop, which steps
+// down) once this replica no longer leads in term; it wakes on every Raft
+// state change (Daemon.raftEvents).
+func (u *uplink) watchLeadership(ctx context.Context, cancel context.CancelFunc, term uint64) {
+	for {
+		if !u.d.leadsIn(term) {
+			u.d.logger.Printf("uplink: no longer leading in term %d: session with the parent ended", term)
+			cancel()
+			u.d.poke()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-u.d.raftEvents:
+		}
+	}
+}
+
+// leaving reports whether the parent is taking shard back (a revoke pending):
+// it is assigned to no child meanwhile.
+func (u *uplink) leaving(shard interfaces.ShardID) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	_, ok := u.revoking[shard]
+	return ok
+}
+
+// tombstone is the parent epoch the parent last revoked shard at, if any.
+func (u *uplink) tombstone(shard interfaces.ShardID) (uint64, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.tombs.Epoch(shard)
 }
 
 func (u *uplink) stop() {
@@ -118,8 +175,10 @@ func (u *uplink) hello() *wire.Hello {
 			held[string(s.ID)] = uint64(u.epochs[s.ID])
 		}
 	}
+	term := u.term
 	u.mu.Unlock()
 	return &wire.Hello{
+		GroupTerm:          term,
 		ChildId:            d.cfg.Instance,
 		Tier:               d.cfg.Tier,
 		Capacity:           wire.LoadToWire(capacity),
@@ -148,6 +207,12 @@ func (u *uplink) childrenStopBudget() time.Duration {
 // load, its headroom, its worst latency, its throughput and its heaviest shards.
 func (u *uplink) report() *wire.Report {
 	d := u.d
+	u.mu.Lock()
+	term := u.term
+	u.mu.Unlock()
+	if !d.leadsIn(term) {
+		return nil // deposed: say nothing (the watcher ends the session)
+	}
 	var r interfaces.Report
 	r.Child = interfaces.ChildID(d.cfg.Instance)
 	r.Capacity = u.capacity()
@@ -210,9 +275,20 @@ func (u *uplink) report() *wire.Report {
 	u.mu.Lock()
 	u.seq++
 	r.Epoch = u.seq // numbered, so the parent's controller samples each report once
+	restate := u.seq%restateEvery == 0
 	u.mu.Unlock()
+	if restate {
+		// Anti-entropy between Hellos: a report lists only the heaviest
+		// shards, so every restateEvery reports the Hello follows, stating
+		// every shard held with its epoch, and the parent reconciles it.
+		u.client.Restate()
+	}
 	return wire.ReportToWire(r)
 }
+
+// restateEvery is how many reports a tier sends its parent between two
+// restatements of what it holds (a Hello on the live session).
+const restateEvery = 30
 
 // filterView keeps the policy off the shards being revoked for the parent:
 // they are leaving and must not be moved between children meanwhile. One
@@ -309,7 +385,16 @@ func (h uplinkHandler) OnAssigns(as []*wire.Assign) []*wire.Ack {
 		epoch := interfaces.Epoch(a.GetEpoch())
 		u.mu.Lock()
 		held := u.epochs[spec.ID]
+		tomb, revoked := u.tombs.Refuse(spec.ID, uint64(epoch))
 		u.mu.Unlock()
+		if revoked != nil {
+			// Revoked at this epoch or a later one: a late or re-sent Assign.
+			// RevokedAt tells the parent to place it again under a new epoch
+			// if it still counts it ours (unassignRevoked).
+			acks[i] = wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, spec.ID, epoch, revoked).GetAck()
+			acks[i].RevokedAt = tomb
+			continue
+		}
 		if epoch < held {
 			acks[i] = wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, spec.ID, interfaces.Epoch(a.GetEpoch()), fmt.Errorf("shard %s: epoch %d is older than the %d held: %w", spec.ID, epoch, held, interfaces.ErrStaleEpoch)).GetAck()
 			continue
@@ -338,6 +423,7 @@ func (h uplinkHandler) OnAssigns(as []*wire.Assign) []*wire.Ack {
 			id := interfaces.ShardID(a.GetShard().GetId())
 			u.epochs[id] = interfaces.Epoch(a.GetEpoch())
 			u.lastKnown[id] = interfaces.Epoch(a.GetEpoch())
+			u.tombs.Assigned(id, a.GetEpoch())
 			delete(u.revoking, id)
 		}
 	}
@@ -358,17 +444,23 @@ func (h uplinkHandler) OnRevoke(r *wire.Revoke) *wire.Ack {
 	if epoch < held {
 		return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, interfaces.ShardID(r.GetShard()), interfaces.Epoch(r.GetEpoch()), fmt.Errorf("shard %s: revoke epoch %d is older than the %d held: %w", shard, epoch, held, interfaces.ErrStaleEpoch)).GetAck()
 	}
+	// From here on no Assign at or below epoch is taken: it is older than
+	// this revoke (the parent sends a shard back only at a newer epoch).
+	u.mu.Lock()
+	u.tombs.Revoked(shard, uint64(epoch))
+	u.mu.Unlock()
 	st, ok := d.tier.FSM.Shard(shard)
 	if !ok {
 		return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, interfaces.ShardID(r.GetShard()), interfaces.Epoch(r.GetEpoch()), nil).GetAck() // not here: done
 	}
 	u.mu.Lock()
 	u.revoking[shard] = epoch
-	if epoch > u.epochs[shard] {
+	if epoch > u.lastKnown[shard] {
 		// The revoke's epoch is at least the one we were given the shard at, so
 		// the child's revoke composed from it is never older than what the child
 		// holds — even when we forgot the parent's epoch after a reconnect.
-		u.epochs[shard] = epoch
+		// Revokes only (revokeEpoch): an Assign composed from it would start
+		// the shard under the epoch its new owner runs it at.
 		u.lastKnown[shard] = epoch
 	}
 	u.mu.Unlock()
@@ -447,6 +539,7 @@ func (u *uplink) finishRevoke(ctx context.Context, shard interfaces.ShardID) *wi
 		return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, shard, epoch, err).GetAck()
 	}
 	u.mu.Lock()
+	u.tombs.Revoked(shard, uint64(epoch)) // kept: goneEpoch and OnAssigns read it
 	delete(u.revoking, shard)
 	delete(u.epochs, shard)
 	delete(u.lastKnown, shard)
