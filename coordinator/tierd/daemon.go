@@ -98,7 +98,7 @@ type Daemon struct {
 	// failedSince is when the control loop first saw each failed child
 	// (admission.go, children.gc_after); the loop's goroutine only.
 	failedSince map[interfaces.ChildID]time.Time
-	place placementState // held moves and infeasible shards of the rounds (placement.go)
+	place       placementState // held moves and infeasible shards of the rounds (placement.go)
 
 	wake   chan struct{}
 	cancel context.CancelFunc
