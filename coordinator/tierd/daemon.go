@@ -165,7 +165,7 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		closePolicy(policy)
 		return nil, fmt.Errorf("listen.grpc %s: %w", cfg.GRPCAddr, err)
 	}
-	d.grpc = grpc.NewServer()
+	d.grpc = grpc.NewServer(ServerKeepalive()...)
 	wire.RegisterSessionServer(d.grpc, d)
 	wire.RegisterAdminServer(d.grpc, d)
 	go func() { _ = d.grpc.Serve(d.lis) }()

@@ -32,7 +32,6 @@ type uplink struct {
 	revoking  map[interfaces.ShardID]interfaces.Epoch // revokes asked by the parent, not yet acked
 	cancel    context.CancelFunc
 	done      chan struct{}
-	seq       uint64 // reports sent (Report.Epoch of the last), under mu
 }
 
 type uplinkHandler struct{ u *uplink }
@@ -206,11 +205,7 @@ func (u *uplink) report() *wire.Report {
 	for i := range r.Hints {
 		r.Hints[i].Amount = r.Hints[i].Amount.Capped() // sums over the children, like capacity
 	}
-	u.mu.Lock()
-	u.seq++
-	r.Epoch = u.seq // numbered, so the parent's controller samples each report once
-	u.mu.Unlock()
-	return wire.ReportToWire(r)
+	return wire.ReportToWire(r) // the session client numbers it (Report.epoch)
 }
 
 // filterView hides the shards being revoked for the parent from the policy: they
@@ -244,11 +239,17 @@ func (u *uplink) dropRevoking(moves []interfaces.Move) []interfaces.Move {
 	return out
 }
 
-func (h uplinkHandler) OnLease(g *wire.LeaseGrant, at time.Time) {
+// OnLease: the lease runs from from, our own send of the report (or Hello)
+// the grant answers, minus a quarter as the safety margin. A grant never
+// shortens the lease an earlier one gave (each is the parent's promise on its
+// own); a short or late one simply renews nothing.
+func (h uplinkHandler) OnLease(g *wire.LeaseGrant, from time.Time) {
 	ttl := time.Duration(g.GetTtlNanos())
 	margin := ttl / 4
 	h.u.mu.Lock()
-	h.u.leaseUntil = at.Add(ttl - margin)
+	if until := from.Add(ttl - margin); until.After(h.u.leaseUntil) {
+		h.u.leaseUntil = until
+	}
 	h.u.mu.Unlock()
 }
 
