@@ -76,12 +76,13 @@
 // 3 × AckTimeout — a pending add, the drop, a detach; driver.StopBudget),
 // which the agent announces in its Hello
 // (stop_budget_nanos) and the parent records with the child (label
-// strata.stop_budget) and adds to the lease. With the child's send time r of the report the grant
+// strata.stop_budget) and adds to the lease, with its drift margin D
+// (control.drift_margin). With the child's send time r of the report the grant
 // answers, the grant's send time s ≥ r, child tick interval k and relative
 // clock-rate error ρ, the child has stopped by r + (ttl - margin)(1+ρ) + k + x
-// in real time, which is before the parent's s + ttl + x + grace whenever
+// in real time, which is before the parent's s + ttl + x + D + grace whenever
 //
-//	k + ρ·ttl < margin + grace
+//	k + ρ·ttl < margin + D + grace
 //
 // — the delivery delay of the grant no longer enters: a grant that arrives late
 // renews only what is left of it.
@@ -91,10 +92,11 @@
 // a larger budget counts from the tier's next session with its parent.
 //
 // With the tier defaults (coordinator/tierd Config.Defaults: LeaseTTL 4s, Grace
-// 1s), margin = max(0.2·4s, 100ms) = 0.8s and margin + grace = 1.8s; with
-// k = 50ms (the default TickInterval) this leaves 1.75s for drift, whatever the drivers' stop timeouts (exec's default
+// 1s, DriftMargin 200ms), margin = max(0.2·4s, 100ms) = 0.8s and margin + D +
+// grace = 2s; with k = 50ms (the default TickInterval) this leaves 1.95s for
+// drift, whatever the drivers' stop timeouts (exec's default
 // StopTimeout 5s gives x = 5.5s: a silent exec host's shards move after
-// 4s + 5.5s + 1s). A driver start gets a
+// 4s + 5.5s + 0.2s + 1s). A driver start gets a
 // context whose deadline is the lease deadline, so a slow start cannot hold the
 // agent past its fence. TestHandoverRespectsLease replays this timeline and
 // checks the two hosts' ledgers; re-placing earlier is caught as an overlap.

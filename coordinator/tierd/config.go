@@ -51,9 +51,14 @@ type Config struct {
 	// children; Grace the extra wait before a silent child's shards move;
 	// SolveTimeout bounds one round's solve; MaxMoves bounds rebalancing moves per
 	// round (first placements and emergency moves are not bounded).
-	Interval     time.Duration
-	LeaseTTL     time.Duration
-	Grace        time.Duration
+	Interval time.Duration
+	LeaseTTL time.Duration
+	Grace    time.Duration
+	// DriftMargin is added to a silent child's lease (and its stop budget)
+	// before its shards may move (control.drift_margin): it covers the rate
+	// difference of the two clocks over a lease and the child's tick between
+	// its lease's end and its fence. Default 200ms.
+	DriftMargin  time.Duration
 	SolveTimeout time.Duration
 	MaxMoves     int
 	// ReportInterval is how often children report (sent in LeaseGrant).
@@ -91,6 +96,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.Grace == 0 {
 		c.Grace = time.Second
+	}
+	if c.DriftMargin == 0 {
+		c.DriftMargin = 200 * time.Millisecond
 	}
 	if c.SolveTimeout == 0 {
 		c.SolveTimeout = 2 * time.Second
@@ -222,6 +230,8 @@ func (c Config) Validate() error {
 		return bad("control.interval", "must be ≥ 10ms")
 	case c.Grace < 0:
 		return bad("control.grace", "must be ≥ 0")
+	case c.DriftMargin < 0:
+		return bad("control.drift_margin", "must be ≥ 0")
 	case c.MaxMoves < 0:
 		return bad("control.max_moves", "must be ≥ 0")
 	}

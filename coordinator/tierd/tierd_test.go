@@ -66,6 +66,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.GRPCAddr = "[::]:7400" }, `listen.grpc: must name an address others can dial`},
 		{func(c *Config) { c.GRPCAddr = "h1" }, `listen.grpc: must be host:port (got "h1")`},
 		{func(c *Config) { c.LeaseTTL = time.Millisecond }, "control.lease_ttl: must be ≥ 100ms"},
+		{func(c *Config) { c.DriftMargin = -time.Millisecond }, "control.drift_margin: must be ≥ 0"},
 		{func(c *Config) { c.Parent = nil }, "parent: tier region has no parent: give the gRPC addresses of the global tier's replicas"},
 		{func(c *Config) { c.Tier = "rack" }, `tier: unknown tier "rack": the chain is global → region → host`},
 		{func(c *Config) { c.Chain = []string{"global", "region", "rack", "region", "host"} }, `tier "region" appears twice (a cycle)`},
@@ -329,13 +330,13 @@ func TestStopBudgetExtendsTheLease(t *testing.T) {
 	d.mu.Lock()
 	granted := d.lastGrant["r1"]
 	d.mu.Unlock()
-	ttl := d.cfg.LeaseTTL
+	ttl := d.cfg.LeaseTTL + d.cfg.DriftMargin // the child's lease, and the margin for its clock
 	if _, silent := d.silent(granted.Add(ttl + 2*time.Second))["r1"]; silent {
 		t.Error("silent 2s after its lease, within its 3s stop budget")
 	}
 	exp, silent := d.silent(granted.Add(ttl + 4*time.Second))["r1"]
 	if !silent || !exp.Equal(granted.Add(ttl+3*time.Second)) {
-		t.Errorf("4s after its lease: silent %v since %v, want since lease + 3s (%v)", silent, exp, granted.Add(ttl+3*time.Second))
+		t.Errorf("4s after its lease: silent %v since %v, want since lease + drift margin + 3s (%v)", silent, exp, granted.Add(ttl+3*time.Second))
 	}
 	if got := (&uplink{d: d}).childrenStopBudget(); got != 3*time.Second {
 		t.Errorf("the tier announces a stop budget of %v, want its child's 3s", got)
