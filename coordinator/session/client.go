@@ -70,8 +70,8 @@ type Config struct {
 	// SilenceTimeout is how long a live stream may stay silent (no message
 	// from the parent while the client waits for one) before the client gives
 	// it up and connects to another replica. 0 derives it from each grant:
-	// the larger of a quarter of the lease and 1.5 report intervals (a grant
-	// answers every report, so a healthy parent is never silent that long).
+	// 1.5 report intervals (a grant answers every report, so a healthy parent
+	// is never silent that long), at most half the lease.
 	SilenceTimeout time.Duration
 	// Keepalive sets the gRPC keepalive pings (default: every 10s, 5s to
 	// answer, with or without a stream); the parent's server must permit them
@@ -197,14 +197,24 @@ type outcome struct {
 	err    error
 }
 
+// unresponsive reports whether the replica stopped answering: it went silent
+// or missed a deadline. Such a replica is avoided for a while; one that
+// answered (a redirect, a refusal, a session it closed itself) is not, nor one
+// whose connection broke at once (a dead process refuses the next dial as
+// quickly).
+func (o outcome) unresponsive() bool {
+	return errors.Is(o.err, errSilent) || errors.Is(o.err, errConnectTimeout)
+}
+
 // Run keeps a session open until ctx ends, reconnecting with backoff. It returns
 // ctx's error.
 //
-// The replica a session with ended (it failed, went silent, redirected) or that
-// could not be reached is avoided for a while: the next attempt goes to another
-// replica of Config.Parents, and a redirect to it (a follower that has not yet
-// noticed its leader is gone) is not followed, so that a paused or cut-off
-// leader does not cost a connect timeout per attempt.
+// A replica that stopped answering (a live session with it went silent, or it
+// missed the connect or answer deadline) is avoided for a while:
+// the next attempts go to the other replicas of Config.Parents, and a redirect
+// to it (a follower that has not yet noticed its leader is gone) is not
+// followed, so that a paused or cut-off leader does not cost a connect timeout
+// per attempt.
 func (c *Client) Run(ctx context.Context) error {
 	rng := rand.New(rand.NewPCG(c.cfg.Seed, 0x5e55))
 	backoff := c.cfg.BackoffMin
@@ -228,7 +238,7 @@ func (c *Client) Run(ctx context.Context) error {
 		if o.live {
 			liveEnded = time.Now()
 		}
-		if len(c.cfg.Parents) > 1 {
+		if len(c.cfg.Parents) > 1 && o.unresponsive() {
 			avoid[addr] = time.Now().Add(2 * c.cfg.ConnectTimeout)
 		}
 		leader := o.leader
@@ -450,7 +460,7 @@ func (c *Client) session(ctx context.Context, addr string) (o outcome) {
 // see session) for longer than the silence limit, and returns; it returns
 // at once when ctx ends.
 func (c *Client) watch(ctx context.Context, base time.Time, waiting *atomic.Int64, silent func()) {
-	t := time.NewTimer(time.Duration(c.silence.Load()) / 8)
+	t := time.NewTimer(time.Duration(c.silence.Load()) / 16)
 	defer t.Stop()
 	for {
 		select {
@@ -463,7 +473,7 @@ func (c *Client) watch(ctx context.Context, base time.Time, waiting *atomic.Int6
 			silent()
 			return
 		}
-		t.Reset(max(limit/8, time.Millisecond))
+		t.Reset(max(limit/16, time.Millisecond))
 	}
 }
 
@@ -540,7 +550,10 @@ func (c *Client) onLease(g *wire.LeaseGrant) {
 	}
 	silence := c.cfg.SilenceTimeout
 	if silence <= 0 {
-		silence = max(time.Duration(g.GetTtlNanos())/4, c.interval*3/2)
+		silence = c.interval * 3 / 2
+		if half := time.Duration(g.GetTtlNanos()) / 2; half > 0 && half < silence {
+			silence = half
+		}
 	}
 	c.silence.Store(int64(silence))
 	from, known := c.sentAtLocked(g.GetReportSeq())

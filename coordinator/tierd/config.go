@@ -91,8 +91,26 @@ func (c Config) Defaults() Config {
 	if c.Interval == 0 {
 		c.Interval = time.Second
 	}
+	if len(c.Chain) == 0 {
+		c.Chain = DefaultChain()
+	}
+	if c.ChildTier == "" {
+		for i, t := range c.Chain {
+			if t == c.Tier && i+1 < len(c.Chain) {
+				c.ChildTier = c.Chain[i+1]
+			}
+		}
+	}
+	hosts := c.ChildTier == interfaces.TierHost || c.ChildTier == ""
 	if c.LeaseTTL == 0 {
-		c.LeaseTTL = 4 * time.Second
+		// Leases are per tier: hosts' short (a dead host's shards move
+		// soon); a child tier's long, so that it outlives a failover of
+		// this tier (an election and the children's reconnect) with room to
+		// spare and a control-plane fault above never stops the hosts.
+		c.LeaseTTL = DefaultTierLeaseTTL
+		if hosts {
+			c.LeaseTTL = DefaultHostLeaseTTL
+		}
 	}
 	if c.Grace == 0 {
 		c.Grace = time.Second
@@ -107,7 +125,14 @@ func (c Config) Defaults() Config {
 		c.MaxMoves = 64
 	}
 	if c.ReportInterval == 0 {
-		c.ReportInterval = c.LeaseTTL / 4
+		// Every report renews the lease and a grant answers each: a child
+		// gives its parent up when 1.5 intervals pass without one, so the
+		// interval stays short even when the lease is long — shorter for
+		// child tiers, which are few, than for hosts.
+		c.ReportInterval = min(c.LeaseTTL/4, time.Second)
+		if !hosts {
+			c.ReportInterval = min(c.LeaseTTL/4, 500*time.Millisecond)
+		}
 	}
 	if c.Policy == "" {
 		c.Policy = "local"
@@ -118,18 +143,16 @@ func (c Config) Defaults() Config {
 	if c.Integration == "" {
 		c.Integration = IntegrationCollaborative
 	}
-	if len(c.Chain) == 0 {
-		c.Chain = DefaultChain()
-	}
-	if c.ChildTier == "" {
-		for i, t := range c.Chain {
-			if t == c.Tier && i+1 < len(c.Chain) {
-				c.ChildTier = c.Chain[i+1]
-			}
-		}
-	}
 	return c
 }
+
+// The default leases (control.lease_ttl): DefaultHostLeaseTTL for a tier whose
+// children are hosts, DefaultTierLeaseTTL for one whose children are tiers
+// (the global tier's regions).
+const (
+	DefaultHostLeaseTTL = 4 * time.Second
+	DefaultTierLeaseTTL = 12 * time.Second
+)
 
 // DefaultChain is global → region → host.
 func DefaultChain() []string {

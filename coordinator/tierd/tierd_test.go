@@ -93,6 +93,39 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// TestLeaseDefaultsPerTier: leases are set per tier. The global tier's
+// children, the regions, get a lease long enough to outlive a failover of the
+// global tier (it was 4s, as for hosts: a global leader pause made every
+// region's lease run out, and every host stop, before the regions reached the
+// new leader); a region's hosts keep the short one. Reports stay frequent
+// whatever the lease: the children's silence watchdog counts in report
+// intervals.
+func TestLeaseDefaultsPerTier(t *testing.T) {
+	global := Config{Tier: interfaces.TierGlobal}.Defaults()
+	region := Config{Tier: interfaces.TierRegion}.Defaults()
+	rack := Config{Tier: interfaces.TierRegion, Chain: []string{"global", "region", "rack", "host"}}.Defaults()
+	for _, c := range []struct {
+		name            string
+		got             Config
+		lease, interval time.Duration
+	}{
+		{"global (children: regions)", global, DefaultTierLeaseTTL, 500 * time.Millisecond},
+		{"region (children: hosts)", region, DefaultHostLeaseTTL, time.Second},
+		{"region (children: racks)", rack, DefaultTierLeaseTTL, 500 * time.Millisecond},
+	} {
+		if c.got.LeaseTTL != c.lease || c.got.ReportInterval != c.interval {
+			t.Errorf("%s: lease %v, report interval %v; want %v, %v", c.name, c.got.LeaseTTL, c.got.ReportInterval, c.lease, c.interval)
+		}
+	}
+	if DefaultTierLeaseTTL <= 2*DefaultHostLeaseTTL {
+		t.Errorf("a child tier's default lease %v is not well above a host's %v", DefaultTierLeaseTTL, DefaultHostLeaseTTL)
+	}
+	set := Config{Tier: interfaces.TierGlobal, LeaseTTL: time.Second}.Defaults()
+	if set.LeaseTTL != time.Second || set.ReportInterval != 250*time.Millisecond {
+		t.Errorf("a configured lease of 1s: lease %v, report interval %v; want 1s, 250ms", set.LeaseTTL, set.ReportInterval)
+	}
+}
+
 func TestSessionRejectsBadHello(t *testing.T) {
 	d := start(t, interfaces.TierGlobal, nil)
 	client := wire.NewSessionClient(dial(t, d.GRPCAddr()))
