@@ -135,6 +135,7 @@ type controlFile struct {
 	Interval       duration `yaml:"interval"`
 	LeaseTTL       duration `yaml:"lease_ttl"`
 	Grace          duration `yaml:"grace"`
+	DriftMargin    duration `yaml:"drift_margin"`
 	SolveTimeout   duration `yaml:"solve_timeout"`
 	ReportInterval duration `yaml:"report_interval"`
 	MaxMoves       int      `yaml:"max_moves"`
@@ -237,7 +238,7 @@ func (f tierFile) tierConfig(logOut io.Writer) (tierd.Config, error) {
 		Bootstrap: f.Bootstrap, Peers: f.Peers, Parent: f.Parent,
 		Policy: f.Policy.Name, PolicyConfig: f.Policy.Config,
 		Interval: time.Duration(f.Control.Interval), LeaseTTL: time.Duration(f.Control.LeaseTTL),
-		Grace: time.Duration(f.Control.Grace), SolveTimeout: time.Duration(f.Control.SolveTimeout),
+		Grace: time.Duration(f.Control.Grace), DriftMargin: time.Duration(f.Control.DriftMargin), SolveTimeout: time.Duration(f.Control.SolveTimeout),
 		ReportInterval: time.Duration(f.Control.ReportInterval), MaxMoves: f.Control.MaxMoves,
 		ControlPolicies: f.ControlPolicies, ControlPolicyConfig: f.ControlPolicyConfig,
 	}

@@ -139,6 +139,22 @@ func (p *Proc) Pid() int {
 	return p.cmd.Process.Pid
 }
 
+// Pause stops the process with SIGSTOP (as `docker pause` freezes a
+// container): its sockets stay open, it answers nothing. Resume continues it.
+func (p *Proc) Pause() error { return p.sendSignal(syscall.SIGSTOP) }
+
+// Resume continues a paused process (SIGCONT).
+func (p *Proc) Resume() error { return p.sendSignal(syscall.SIGCONT) }
+
+func (p *Proc) sendSignal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return fmt.Errorf("%s is not running", p.Name)
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
 // Running reports whether the process is started and alive.
 func (p *Proc) Running() bool {
 	p.mu.Lock()

@@ -63,10 +63,9 @@ type Agent struct {
 	repSeq uint64
 
 	// A lease grant that arrives while an input holds mu (a slow driver stop
-	// or start) is parked here, with its receipt time, and applied by that
-	// input before it returns (or by the next one, first): renewals never
-	// wait for the driver, and the lease counts from receipt, as the parent
-	// counts it.
+	// or start) is parked here, with the time its lease runs from, and
+	// applied by that input before it returns (or by the next one, first):
+	// renewals never wait for the driver.
 	leaseMu      sync.Mutex
 	pendingLease *parkedLease
 	// running is the running shards as of the last input, for Report, which
@@ -191,12 +190,12 @@ func (a *Agent) Revoke(ctx context.Context, now time.Time, shard interfaces.Shar
 	return a.step(ctx, func(c *Core) ([]Effect, error) { return c.Revoke(now, shard, epoch) })
 }
 
-// LeaseGrant handles a LeaseGrant of ttl received at local time now, with the
-// shards the parent re-confirms (see Core.LeaseGrant).
+// LeaseGrant handles a LeaseGrant of ttl whose lease runs from local time now
+// (the send of the report it answers), with the shards the parent re-confirms
+// (see Core.LeaseGrant).
 //
 // A grant without confirmations that arrives while another input is being
-// carried out is parked and applied when that input is done (with now as its
-// receipt), so that a slow driver call never holds up a renewal; the error of
+// carried out is parked and applied when that input is done (with now), so that a slow driver call never holds up a renewal; the error of
 // applying it then is logged by no one, as the session's renewals are not
 // answered anyway.
 func (a *Agent) LeaseGrant(ctx context.Context, now time.Time, ttl time.Duration, confirm []interfaces.Assignment) error {

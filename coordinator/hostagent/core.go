@@ -81,7 +81,8 @@ func (e Effect) String() string {
 // documentation for the rule that relates it to the parent's grace.
 type LeaseConfig struct {
 	// MarginFraction of each granted TTL is kept as a safety margin: the agent
-	// fences at receipt + ttl - margin. Default 0.2.
+	// fences at send + ttl - margin, send being its own send of the report the
+	// grant answers. Default 0.2.
 	MarginFraction float64
 	// MinMargin is the smallest margin used whatever the TTL. Default 100ms.
 	MinMargin time.Duration
@@ -292,21 +293,30 @@ func (c *Core) StopFailed(shard interfaces.ShardID, epoch interfaces.Epoch) bool
 // (self-fence) and marked fenced.
 func (c *Core) Tick(now time.Time) []Effect { return c.expire(now) }
 
-// LeaseGrant records a lease of ttl received at local time now: the agent fences
-// at now + ttl - margin. Confirm lists shards the parent re-confirms with their
-// epochs; fenced shards among them resume (persist unfenced, then start). A
-// confirmation with a newer epoch than held restarts the shard under it. Shards
-// that are not confirmed stay as they are. Errors for single confirmations are
-// joined; the grant itself still takes effect.
+// LeaseGrant records a lease of ttl that runs from local time now: the agent
+// fences at now + ttl - margin. now is when the agent sent the report (or
+// Hello) the grant answers (coordinator/session times it so), not when the
+// grant arrived: a grant delivered late cannot outlive what the parent counts.
+// A grant never shortens the lease held, and one too short to leave the margin
+// (a parent tier passing on the little its own lease has left) renews nothing:
+// the agent fences when the lease it holds ends, with no error. Confirm lists
+// shards the parent re-confirms with their epochs; fenced shards among them
+// resume (persist unfenced, then start). A confirmation with a newer epoch
+// than held restarts the shard under it. Shards that are not confirmed stay as
+// they are. Errors for single confirmations are joined; the grant itself still
+// takes effect.
 func (c *Core) LeaseGrant(now time.Time, ttl time.Duration, confirm []interfaces.Assignment) ([]Effect, error) {
 	effs := c.expire(now)
-	margin := c.lease.Margin(ttl)
-	if ttl <= margin {
-		return effs, &interfaces.FieldError{Field: "lease.ttl", Rule: fmt.Sprintf("must be > the safety margin %s", margin), Value: ttl.String()}
+	if ttl < 0 {
+		return effs, &interfaces.FieldError{Field: "lease.ttl", Rule: "must be ≥ 0", Value: ttl.String()}
 	}
-	c.leased = true
-	c.deadline = now.Add(ttl - margin)
-	effs = append(effs, Effect{Kind: EffLease, Deadline: c.deadline})
+	if margin := c.lease.Margin(ttl); ttl > margin {
+		if d := now.Add(ttl - margin); !c.leased || !d.Before(c.deadline) {
+			c.leased = true
+			c.deadline = d
+			effs = append(effs, Effect{Kind: EffLease, Deadline: c.deadline})
+		}
+	}
 	var errs []error
 	for _, a := range confirm {
 		r, ok := c.shards[a.Shard]

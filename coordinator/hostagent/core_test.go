@@ -188,12 +188,30 @@ func TestLeaseMarginRules(t *testing.T) {
 		t.Fatalf("margin(200ms) = %v (min margin)", m)
 	}
 	c := NewCore(lc, nil, nil)
-	_, err := c.LeaseGrant(t0, 100*time.Millisecond, nil)
-	if !errors.Is(err, interfaces.ErrInvalid) || !strings.Contains(err.Error(), "lease.ttl") {
-		t.Fatalf("ttl ≤ margin: %v", err)
+	if _, err := c.LeaseGrant(t0, -time.Millisecond, nil); !errors.Is(err, interfaces.ErrInvalid) || !strings.Contains(err.Error(), "lease.ttl") {
+		t.Fatalf("negative ttl: %v", err)
 	}
+	// A grant too short to keep the margin is no error (a parent tier passes
+	// on what its own lease has left: hosts logged "lease.ttl: must be > the
+	// safety margin 100ms (got 57ms)" every report); it renews nothing.
+	e, err := c.LeaseGrant(t0, 100*time.Millisecond, nil)
+	mustEffs(t, e, err, "")
 	if c.LeaseValid(t0) {
-		t.Fatal("refused grant must not lease")
+		t.Fatal("a grant shorter than the margin must not lease")
+	}
+	e, err = c.LeaseGrant(t0, time.Second, nil)
+	mustEffs(t, e, err, "lease")
+	e, err = c.LeaseGrant(t0.Add(500*time.Millisecond), 57*time.Millisecond, nil)
+	mustEffs(t, e, err, "")
+	if d, ok := c.Deadline(); !ok || !d.Equal(t0.Add(800*time.Millisecond)) {
+		t.Fatalf("after a short grant the lease ends at %v (valid %t), want the held one's end %v", d, ok, t0.Add(800*time.Millisecond))
+	}
+	// A grant that would end sooner (one answering an older report) never
+	// shortens the lease held.
+	e, err = c.LeaseGrant(t0.Add(-time.Second), time.Second, nil)
+	mustEffs(t, e, err, "")
+	if d, _ := c.Deadline(); !d.Equal(t0.Add(800 * time.Millisecond)) {
+		t.Fatalf("an earlier-ending grant moved the deadline to %v", d)
 	}
 }
 

@@ -64,31 +64,39 @@
 //
 // # Lease and fence timing
 //
-// The agent fences at grant_receipt_local + ttl - margin, margin =
-// max(MarginFraction·ttl, MinMargin) (defaults 0.2 and 100ms; a ttl ≤ margin is
-// refused). The parent must re-place a silent child's shards only after ttl +
+// The agent fences at send_local + ttl - margin, where send_local is its own
+// send of the report (or Hello) the grant answers (the grant echoes its
+// sequence, LeaseGrant.report_seq; coordinator/session maps it back to the send
+// time), never the grant's receipt, and margin = max(MarginFraction·ttl,
+// MinMargin) (defaults 0.2 and 100ms). A grant never shortens the lease held; a
+// ttl ≤ margin (a parent tier passing on the little its own lease has left)
+// renews nothing and is no error. The parent must re-place a silent child's shards only after ttl +
 // x + grace measured from its own send time of the last grant, where x is the
 // driver's stop budget (exec: StopTimeout plus 500ms for the kill; callback:
 // 3 × AckTimeout — a pending add, the drop, a detach; driver.StopBudget),
 // which the agent announces in its Hello
 // (stop_budget_nanos) and the parent records with the child (label
-// strata.stop_budget) and adds to the lease. With send time s, delivery delay
-// d, child tick interval k and relative clock-rate error ρ, the child has
-// stopped by s + d + (ttl - margin)(1+ρ) + k + x in real time, which is before
-// the parent's s + ttl + x + grace whenever
+// strata.stop_budget) and adds to the lease, with its drift margin D
+// (control.drift_margin). With the child's send time r of the report the grant
+// answers, the grant's send time s ≥ r, child tick interval k and relative
+// clock-rate error ρ, the child has stopped by r + (ttl - margin)(1+ρ) + k + x
+// in real time, which is before the parent's s + ttl + x + D + grace whenever
 //
-//	d + k + ρ·ttl < margin + grace.
+//	k + ρ·ttl < margin + D + grace
+//
+// — the delivery delay of the grant no longer enters: a grant that arrives late
+// renews only what is left of it.
 //
 // A tier announces to its parent the largest stop budget of its children when
 // it connects (their leases end with its own); a child that connects later with
 // a larger budget counts from the tier's next session with its parent.
 //
 // With the tier defaults (coordinator/tierd Config.Defaults: LeaseTTL 4s, Grace
-// 1s), margin = max(0.2·4s, 100ms) = 0.8s and margin + grace = 1.8s; with
-// k = 50ms (the default TickInterval) this leaves 1.8s − 0.05s = 1.75s for
-// delivery delay and drift, whatever the drivers' stop timeouts (exec's default
+// 1s, DriftMargin 200ms), margin = max(0.2·4s, 100ms) = 0.8s and margin + D +
+// grace = 2s; with k = 50ms (the default TickInterval) this leaves 1.95s for
+// drift, whatever the drivers' stop timeouts (exec's default
 // StopTimeout 5s gives x = 5.5s: a silent exec host's shards move after
-// 4s + 5.5s + 1s). A driver start gets a
+// 4s + 5.5s + 0.2s + 1s). A driver start gets a
 // context whose deadline is the lease deadline, so a slow start cannot hold the
 // agent past its fence. TestHandoverRespectsLease replays this timeline and
 // checks the two hosts' ledgers; re-placing earlier is caught as an overlap.

@@ -34,8 +34,10 @@ func (a *Agent) HelloMessage(tier string, labels map[string]string) *wire.ChildM
 //   - Assign, Revoke: an Ack (ok, or the error's text; a malformed message is
 //     acked with its validation error; failed is set when the shard's start
 //     failed, ErrShardFailed) and a nil error;
-//   - LeaseGrant: no reply; the error is non-nil when the grant is malformed or
-//     refused (ttl not above the safety margin) or executing it failed;
+//   - LeaseGrant: no reply; the lease runs from now (a caller that knows when
+//     it sent the report the grant answers passes that); the error is non-nil
+//     when the grant is malformed or executing it failed (a grant too short
+//     to keep the safety margin is no error: it renews nothing);
 //   - Constraints, Redirect and empty messages: no reply and no error — they
 //     are the session client's business.
 func (a *Agent) HandleParent(ctx context.Context, now time.Time, m *wire.ParentMessage) (*wire.ChildMessage, error) {

@@ -149,6 +149,7 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		Seed:        cfg.Seed,
 		Logf:        d.logger.Printf,
 		Credentials: creds,
+		Now:         cfg.Clock.Now, // the clock the agent's lease runs on
 	}, handler{d})
 	if err != nil {
 		d.agent.Close()
@@ -227,12 +228,12 @@ func (d *Daemon) report() *wire.Report {
 
 type handler struct{ d *Daemon }
 
-func (h handler) OnLease(g *wire.LeaseGrant, at time.Time) {
-	// The agent measures the lease from its own clock at receipt (the session
-	// client calls this as the grant arrives; a busy agent parks it with this
-	// time).
-	now := h.d.cfg.Clock.Now()
-	if err := h.d.agent.LeaseGrant(context.Background(), now, time.Duration(g.GetTtlNanos()), nil); err != nil {
+func (h handler) OnLease(g *wire.LeaseGrant, from time.Time) {
+	// The lease runs from our own send of the report (or Hello) the grant
+	// answers (the session client reads it from cfg.Clock), never from the
+	// grant's receipt: a grant that arrives late renews only what is left of
+	// it. A grant too short to keep the safety margin renews nothing, quietly.
+	if err := h.d.agent.LeaseGrant(context.Background(), from, time.Duration(g.GetTtlNanos()), nil); err != nil {
 		h.d.logger.Printf("lease: %v", err)
 	}
 }

@@ -52,9 +52,14 @@ type Config struct {
 	// children; Grace the extra wait before a silent child's shards move;
 	// SolveTimeout bounds one round's solve; MaxMoves bounds rebalancing moves per
 	// round (first placements and emergency moves are not bounded).
-	Interval     time.Duration
-	LeaseTTL     time.Duration
-	Grace        time.Duration
+	Interval time.Duration
+	LeaseTTL time.Duration
+	Grace    time.Duration
+	// DriftMargin is added to a silent child's lease (and its stop budget)
+	// before its shards may move (control.drift_margin): it covers the rate
+	// difference of the two clocks over a lease and the child's tick between
+	// its lease's end and its fence. Default 200ms.
+	DriftMargin  time.Duration
 	SolveTimeout time.Duration
 	MaxMoves     int
 	// ReportInterval is how often children report (sent in LeaseGrant).
@@ -114,30 +119,6 @@ func (c Config) Defaults() Config {
 	if c.Interval == 0 {
 		c.Interval = time.Second
 	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = 4 * time.Second
-	}
-	if c.Grace == 0 {
-		c.Grace = time.Second
-	}
-	if c.SolveTimeout == 0 {
-		c.SolveTimeout = 2 * time.Second
-	}
-	if c.MaxMoves == 0 {
-		c.MaxMoves = 64
-	}
-	if c.ReportInterval == 0 {
-		c.ReportInterval = c.LeaseTTL / 4
-	}
-	if c.Policy == "" {
-		c.Policy = "local"
-	}
-	if c.ControlPolicies == nil {
-		c.ControlPolicies = control.DefaultPolicies()
-	}
-	if c.Integration == "" {
-		c.Integration = IntegrationCollaborative
-	}
 	if len(c.Chain) == 0 {
 		c.Chain = DefaultChain()
 	}
@@ -152,8 +133,58 @@ func (c Config) Defaults() Config {
 			}
 		}
 	}
+	hosts := c.ChildTier == interfaces.TierHost || c.ChildTier == ""
+	if c.LeaseTTL == 0 {
+		// Leases are per tier: hosts' short (a dead host's shards move
+		// soon); a child tier's long, so that it outlives a failover of
+		// this tier (an election and the children's reconnect) with room to
+		// spare and a control-plane fault above never stops the hosts.
+		c.LeaseTTL = DefaultTierLeaseTTL
+		if hosts {
+			c.LeaseTTL = DefaultHostLeaseTTL
+		}
+	}
+	if c.Grace == 0 {
+		c.Grace = time.Second
+	}
+	if c.DriftMargin == 0 {
+		c.DriftMargin = 200 * time.Millisecond
+	}
+	if c.SolveTimeout == 0 {
+		c.SolveTimeout = 2 * time.Second
+	}
+	if c.MaxMoves == 0 {
+		c.MaxMoves = 64
+	}
+	if c.ReportInterval == 0 {
+		// Every report renews the lease and a grant answers each: a child
+		// gives its parent up when 1.5 intervals pass without one, so the
+		// interval stays short even when the lease is long — shorter for
+		// child tiers, which are few, than for hosts.
+		c.ReportInterval = min(c.LeaseTTL/4, time.Second)
+		if !hosts {
+			c.ReportInterval = min(c.LeaseTTL/4, 500*time.Millisecond)
+		}
+	}
+	if c.Policy == "" {
+		c.Policy = "local"
+	}
+	if c.ControlPolicies == nil {
+		c.ControlPolicies = control.DefaultPolicies()
+	}
+	if c.Integration == "" {
+		c.Integration = IntegrationCollaborative
+	}
 	return c
 }
+
+// The default leases (control.lease_ttl): DefaultHostLeaseTTL for a tier whose
+// children are hosts, DefaultTierLeaseTTL for one whose children are tiers
+// (the global tier's regions).
+const (
+	DefaultHostLeaseTTL = 4 * time.Second
+	DefaultTierLeaseTTL = 12 * time.Second
+)
 
 // DefaultChain is global → region → host.
 func DefaultChain() []string {
@@ -254,6 +285,8 @@ func (c Config) Validate() error {
 		return bad("control.interval", "must be ≥ 10ms")
 	case c.Grace < 0:
 		return bad("control.grace", "must be ≥ 0")
+	case c.DriftMargin < 0:
+		return bad("control.drift_margin", "must be ≥ 0")
 	case c.MaxMoves < 0:
 		return bad("control.max_moves", "must be ≥ 0")
 	}

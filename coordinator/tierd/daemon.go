@@ -201,7 +201,7 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 	}
 	// Every Admin call passes the token check, every session's Hello the
 	// admission policy (acl.go, admission.go).
-	sopts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(d.unaryAuth), grpc.ChainStreamInterceptor(d.streamAuth)}
+	sopts := append(ServerKeepalive(), grpc.ChainUnaryInterceptor(d.unaryAuth), grpc.ChainStreamInterceptor(d.streamAuth))
 	if cfg.TLS != nil {
 		// Children (hosts, child tier replicas), peers forwarding Admin calls
 		// and operators; which child a session may be is checked at its Hello.

@@ -198,8 +198,11 @@ func (d *Daemon) observeRound(r control.RoundResult) {
 
 // silent maps each live child whose lease has expired (from this leader's view)
 // to the expiry: the controller counts the grace from there. A child's lease
-// runs, from this side, for LeaseTTL plus the stop budget it announced: it
-// fences by the end of its lease and may take that long to stop its shards.
+// runs, from this side, for LeaseTTL plus the stop budget it announced plus
+// DriftMargin: it fences by the end of its lease as its own clock counts it
+// (timed from its send of the report the last grant answered, which precedes
+// the grant's send this side counts from), and may take the stop budget to
+// stop its shards.
 func (d *Daemon) silent(now time.Time) map[interfaces.ChildID]time.Time {
 	out := map[interfaces.ChildID]time.Time{}
 	d.mu.Lock()
@@ -216,14 +219,14 @@ func (d *Daemon) silent(now time.Time) map[interfaces.ChildID]time.Time {
 }
 
 // leaseEnd is when child c's lease ends from this leader's view: its last
-// grant (or this leader's start, if later) plus LeaseTTL and the stop budget
-// it announced. Called with d.mu held.
+// grant (or this leader's start, if later) plus LeaseTTL, the stop budget it
+// announced and the drift margin. Called with d.mu held.
 func (d *Daemon) leaseEnd(c interfaces.Child) time.Time {
 	from := d.lastGrant[c.ID]
 	if from.Before(d.leaderSince) {
 		from = d.leaderSince
 	}
-	return from.Add(d.cfg.LeaseTTL + stopBudget(c))
+	return from.Add(d.cfg.LeaseTTL + stopBudget(c) + d.cfg.DriftMargin)
 }
 
 // retryRefused sends again, after twice the interval, the Assigns a child tier

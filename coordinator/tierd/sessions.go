@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-sched/strata/coordinator/fsm"
@@ -237,7 +239,7 @@ func (d *Daemon) Connect(stream wire.Session_ConnectServer) error {
 		}
 	}()
 	wait := func(m *wire.ParentMessage) bool { return s.sendWait(ctx, m) }
-	wait(d.grantMessage(s))
+	wait(d.grantMessage(s, 0)) // answers the Hello
 	d.reconcileHeld(s, hello.GetHeldEpochs(), wait)
 	d.poke()
 
@@ -390,12 +392,17 @@ func stopBudget(c interfaces.Child) time.Duration {
 	return b
 }
 
-// grant queues a LeaseGrant for s. Its sender decides, as it leaves, whether
-// it may go, how long it runs and when it was granted (capGrant, stampGrant).
-func (d *Daemon) grant(s *childSession) { s.send(d.grantMessage(s)) }
+// grant queues a LeaseGrant for s in answer to its report numbered seq. Its
+// sender decides, as it leaves, whether it may go, how long it runs and when it
+// was granted (capGrant, stampGrant).
+func (d *Daemon) grant(s *childSession, seq uint64) { s.send(d.grantMessage(s, seq)) }
 
-// grantMessage is a LeaseGrant of LeaseTTL for s.
-func (d *Daemon) grantMessage(s *childSession) *wire.ParentMessage {
+// grantMessage is a LeaseGrant of LeaseTTL for s, answering its report
+// numbered seq (0: its Hello). The grant echoes seq (report_seq): the child
+// times the lease from its own send of that message, which precedes this
+// grant's send, from which this side counts (stampGrant), so the child's
+// lease always ends first.
+func (d *Daemon) grantMessage(s *childSession, seq uint64) *wire.ParentMessage {
 	_, leaderID := d.leaderGRPC()
 	g := &wire.LeaseGrant{
 		LeaseId:             fmt.Sprintf("%s/%s", d.cfg.Instance, s.id),
@@ -404,6 +411,7 @@ func (d *Daemon) grantMessage(s *childSession) *wire.ParentMessage {
 		LeaderId:            leaderID,
 		ProtocolVersion:     s.version,
 		ReportIntervalNanos: int64(d.cfg.ReportInterval),
+		ReportSeq:           seq,
 	}
 	return &wire.ParentMessage{Msg: &wire.ParentMessage_LeaseGrant{LeaseGrant: g}}
 }
@@ -635,7 +643,7 @@ func (d *Daemon) onChildMessage(ctx context.Context, s *childSession, m *wire.Ch
 			d.dropSession(s, "its lease expired and its shards were re-placed")
 			return
 		}
-		d.grant(s) // every report renews the lease, before any commit below
+		d.grant(s, r.Epoch) // every report renews the lease, before any commit below
 		// A child tier's capacity is the sum of its children's: it changes as
 		// they come and go, and its reports say so.
 		if known && !r.Capacity.IsZero() && !c.Capacity.Equal(r.Capacity) && s.capacity != nil {
@@ -883,5 +891,17 @@ func (d *Daemon) updateCapacity(ctx context.Context, child interfaces.ChildID, c
 	c.Capacity = capacity
 	if _, err := d.exec(ctx, &fsm.PutChild{Child: c}); err != nil {
 		d.logger.Printf("session %s: updating capacity: %v", child, err)
+	}
+}
+
+// ServerKeepalive are the gRPC server options of a tier's Session and Admin
+// server: it pings a silent client connection every 10s and drops it when the
+// ping is not answered within 5s (a dead or cut-off child's stream ends, so its
+// session is not kept open for ever), and it permits the children's own pings
+// (coordinator/session: every 10s, with or without a stream) down to every 5s.
+func ServerKeepalive() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	}
 }

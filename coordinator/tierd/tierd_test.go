@@ -66,6 +66,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.GRPCAddr = "[::]:7400" }, `listen.grpc: must name an address others can dial`},
 		{func(c *Config) { c.GRPCAddr = "h1" }, `listen.grpc: must be host:port (got "h1")`},
 		{func(c *Config) { c.LeaseTTL = time.Millisecond }, "control.lease_ttl: must be ≥ 100ms"},
+		{func(c *Config) { c.DriftMargin = -time.Millisecond }, "control.drift_margin: must be ≥ 0"},
 		{func(c *Config) { c.Parent = nil }, "parent: tier region has no parent: give the gRPC addresses of the global tier's replicas"},
 		{func(c *Config) { c.Tier = "rack" }, `tier: unknown tier "rack": the chain is global → region → host`},
 		{func(c *Config) { c.Chain = []string{"global", "region", "rack", "region", "host"} }, `tier "region" appears twice (a cycle)`},
@@ -89,6 +90,39 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := base.Defaults().Validate(); err != nil {
 		t.Errorf("valid config rejected: %v", err)
+	}
+}
+
+// TestLeaseDefaultsPerTier: leases are set per tier. The global tier's
+// children, the regions, get a lease long enough to outlive a failover of the
+// global tier (it was 4s, as for hosts: a global leader pause made every
+// region's lease run out, and every host stop, before the regions reached the
+// new leader); a region's hosts keep the short one. Reports stay frequent
+// whatever the lease: the children's silence watchdog counts in report
+// intervals.
+func TestLeaseDefaultsPerTier(t *testing.T) {
+	global := Config{Tier: interfaces.TierGlobal}.Defaults()
+	region := Config{Tier: interfaces.TierRegion}.Defaults()
+	rack := Config{Tier: interfaces.TierRegion, Chain: []string{"global", "region", "rack", "host"}}.Defaults()
+	for _, c := range []struct {
+		name            string
+		got             Config
+		lease, interval time.Duration
+	}{
+		{"global (children: regions)", global, DefaultTierLeaseTTL, 500 * time.Millisecond},
+		{"region (children: hosts)", region, DefaultHostLeaseTTL, time.Second},
+		{"region (children: racks)", rack, DefaultTierLeaseTTL, 500 * time.Millisecond},
+	} {
+		if c.got.LeaseTTL != c.lease || c.got.ReportInterval != c.interval {
+			t.Errorf("%s: lease %v, report interval %v; want %v, %v", c.name, c.got.LeaseTTL, c.got.ReportInterval, c.lease, c.interval)
+		}
+	}
+	if DefaultTierLeaseTTL <= 2*DefaultHostLeaseTTL {
+		t.Errorf("a child tier's default lease %v is not well above a host's %v", DefaultTierLeaseTTL, DefaultHostLeaseTTL)
+	}
+	set := Config{Tier: interfaces.TierGlobal, LeaseTTL: time.Second}.Defaults()
+	if set.LeaseTTL != time.Second || set.ReportInterval != 250*time.Millisecond {
+		t.Errorf("a configured lease of 1s: lease %v, report interval %v; want 1s, 250ms", set.LeaseTTL, set.ReportInterval)
 	}
 }
 
@@ -329,13 +363,13 @@ func TestStopBudgetExtendsTheLease(t *testing.T) {
 	d.mu.Lock()
 	granted := d.lastGrant["r1"]
 	d.mu.Unlock()
-	ttl := d.cfg.LeaseTTL
+	ttl := d.cfg.LeaseTTL + d.cfg.DriftMargin // the child's lease, and the margin for its clock
 	if _, silent := d.silent(granted.Add(ttl + 2*time.Second))["r1"]; silent {
 		t.Error("silent 2s after its lease, within its 3s stop budget")
 	}
 	exp, silent := d.silent(granted.Add(ttl + 4*time.Second))["r1"]
 	if !silent || !exp.Equal(granted.Add(ttl+3*time.Second)) {
-		t.Errorf("4s after its lease: silent %v since %v, want since lease + 3s (%v)", silent, exp, granted.Add(ttl+3*time.Second))
+		t.Errorf("4s after its lease: silent %v since %v, want since lease + drift margin + 3s (%v)", silent, exp, granted.Add(ttl+3*time.Second))
 	}
 	if got := (&uplink{d: d}).childrenStopBudget(); got != 3*time.Second {
 		t.Errorf("the tier announces a stop budget of %v, want its child's 3s", got)

@@ -41,7 +41,9 @@ type uplink struct {
 	// Hello states it (group_term) and it stops when the replica no longer
 	// leads in it.
 	term uint64
-	seq  uint64 // reports sent (Report.Epoch of the last), under mu
+	// reports counts the reports built, under mu: every restateEvery-th
+	// is followed by a restatement (the session client numbers them).
+	reports uint64
 }
 
 type uplinkHandler struct{ u *uplink }
@@ -273,9 +275,8 @@ func (u *uplink) report() *wire.Report {
 		r.Hints[i].Amount = r.Hints[i].Amount.Capped() // sums over the children, like capacity
 	}
 	u.mu.Lock()
-	u.seq++
-	r.Epoch = u.seq // numbered, so the parent's controller samples each report once
-	restate := u.seq%restateEvery == 0
+	u.reports++
+	restate := u.reports%restateEvery == 0
 	u.mu.Unlock()
 	if restate {
 		// Anti-entropy between Hellos: a report lists only the heaviest
@@ -283,7 +284,7 @@ func (u *uplink) report() *wire.Report {
 		// every shard held with its epoch, and the parent reconciles it.
 		u.client.Restate()
 	}
-	return wire.ReportToWire(r)
+	return wire.ReportToWire(r) // the session client numbers it (Report.epoch)
 }
 
 // restateEvery is how many reports a tier sends its parent between two
@@ -355,11 +356,17 @@ func (u *uplink) dropRevoking(moves []interfaces.Move) []interfaces.Move {
 	return out
 }
 
-func (h uplinkHandler) OnLease(g *wire.LeaseGrant, at time.Time) {
+// OnLease: the lease runs from from, our own send of the report (or Hello)
+// the grant answers, minus a quarter as the safety margin. A grant never
+// shortens the lease an earlier one gave (each is the parent's promise on its
+// own); a short or late one simply renews nothing.
+func (h uplinkHandler) OnLease(g *wire.LeaseGrant, from time.Time) {
 	ttl := time.Duration(g.GetTtlNanos())
 	margin := ttl / 4
 	h.u.mu.Lock()
-	h.u.leaseUntil = at.Add(ttl - margin)
+	if until := from.Add(ttl - margin); until.After(h.u.leaseUntil) {
+		h.u.leaseUntil = until
+	}
 	h.u.mu.Unlock()
 }
 
