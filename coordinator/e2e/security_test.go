@@ -76,14 +76,15 @@ func TestSecuredClusterRefusesTheAttacks(t *testing.T) {
 	eventually(t, "all shards on the real hosts", 60*time.Second, func() error { return allPlaced(ctx, c, n) })
 	region := c.Regions["region-1"][0]
 
-	// The CLI without a token.
-	cli := exec.Command(c.Bin, "status", "--addr", c.Global[0].GRPC)
+	// The CLI without a token (with an operator certificate: TLS lets it in,
+	// the token check must not).
+	cli := exec.Command(c.Bin, "status", "--addr", c.Global[0].GRPC, "--tls", c.OperatorTLS)
 	cli.Env = append(os.Environ(), "STRATA_TOKEN=")
 	out, err := cli.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "requires an ACL token: give --token or STRATA_TOKEN") {
 		t.Errorf("strata status without a token: %v\n%s", err, out)
 	}
-	cli = exec.Command(c.Bin, "status", "--addr", c.Global[0].GRPC)
+	cli = exec.Command(c.Bin, "status", "--addr", c.Global[0].GRPC, "--tls", c.OperatorTLS)
 	cli.Env = append(os.Environ(), "STRATA_TOKEN="+secret)
 	if out, err := cli.CombinedOutput(); err != nil || !strings.Contains(string(out), "region-1-host-1") {
 		t.Errorf("strata status with the bootstrap token (one token across the tree): %v\n%s", err, out)
