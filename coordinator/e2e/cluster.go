@@ -71,6 +71,12 @@ type Proc struct {
 	Log     string
 	DataDir string
 	GRPC    string // tier replicas: their gRPC address
+	// IP is the address the process listens on and dials from (127.0.0.1
+	// unless the cluster runs on a Network).
+	IP string
+	// Wrap prefixes the command line (e.g. ip netns exec NS): the wrapper must
+	// exec the binary so that the process id is the daemon's.
+	Wrap []string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -84,7 +90,8 @@ func (p *Proc) Start(bin string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(bin, append(p.Args, "--config", p.Config)...)
+	argv := append(append(append([]string(nil), p.Wrap...), bin), append(p.Args, "--config", p.Config)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -111,6 +118,9 @@ func (p *Proc) signal(sig syscall.Signal) {
 		return
 	}
 	_ = cmd.Process.Signal(sig)
+	if sig != syscall.SIGKILL {
+		_ = cmd.Process.Signal(syscall.SIGCONT) // a paused process handles SIGTERM only once resumed
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
@@ -119,6 +129,21 @@ func (p *Proc) signal(sig syscall.Signal) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	_ = cmd.Process.Kill()
+}
+
+// Pause sends SIGSTOP (the process freezes, its sockets stay open); Resume
+// sends SIGCONT. Both are no-ops on a process that is not running.
+func (p *Proc) Pause() { p.send(syscall.SIGSTOP) }
+
+// Resume sends SIGCONT.
+func (p *Proc) Resume() { p.send(syscall.SIGCONT) }
+
+func (p *Proc) send(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
 }
 
 // Running reports whether the process is started and alive.
@@ -159,7 +184,28 @@ type Spec struct {
 	RacksPerRegion int
 	RackReplicas   int
 	RegionPolicy   string
+	// Net, when set, gives each process its own address (and a wrapper that
+	// enters its network namespace); nil runs everything on 127.0.0.1 with
+	// free ports.
+	Net Network
+	// HostDriver is the driver section of a host's config ("{kind: exec, …}");
+	// empty for the synthetic driver.
+	HostDriver func(host string) string
 }
+
+// Network places each process of a cluster on its own address.
+type Network interface {
+	// Attach gives the named process an address and returns it with the
+	// command prefix that runs a program there.
+	Attach(name string) (ip string, wrap []string, err error)
+}
+
+// Network ports: with a Network every process has its own address, so the
+// ports are fixed.
+const (
+	netRaftPort = 7000
+	netGRPCPort = 7001
+)
 
 func (s Spec) chain() string {
 	if s.RacksPerRegion > 0 {
@@ -175,25 +221,38 @@ func (s Spec) control() string {
 
 // tierGroup writes the configs of one tier instance's replicas; extra is appended
 // to each (chain, policy).
-func tierGroup(dir, tier, instance string, replicas int, parent []string, control, extra string) ([]*Proc, error) {
-	ports, err := FreePorts(2 * replicas)
-	if err != nil {
-		return nil, err
-	}
+func tierGroup(dir string, nw Network, tier, instance string, replicas int, parent []string, control, extra string) ([]*Proc, error) {
 	var peers bytes.Buffer
 	procs := make([]*Proc, replicas)
+	raft := make([]string, replicas)
+	var ports []int
+	if nw == nil {
+		var err error
+		if ports, err = FreePorts(2 * replicas); err != nil {
+			return nil, err
+		}
+	}
 	for i := 0; i < replicas; i++ {
 		id := fmt.Sprintf("%s-%d", instance, i+1)
-		procs[i] = &Proc{Name: id, GRPC: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
-		fmt.Fprintf(&peers, "  - {id: %s, raft: \"127.0.0.1:%d\", grpc: \"%s\"}\n", id, ports[2*i], procs[i].GRPC)
+		p, err := newProc(nw, id)
+		if err != nil {
+			return nil, err
+		}
+		if nw == nil {
+			raft[i], p.GRPC = fmt.Sprintf("%s:%d", p.IP, ports[2*i]), fmt.Sprintf("%s:%d", p.IP, ports[2*i+1])
+		} else {
+			raft[i], p.GRPC = fmt.Sprintf("%s:%d", p.IP, netRaftPort), fmt.Sprintf("%s:%d", p.IP, netGRPCPort)
+		}
+		procs[i] = p
+		fmt.Fprintf(&peers, "  - {id: %s, raft: \"%s\", grpc: \"%s\"}\n", id, raft[i], p.GRPC)
 	}
 	for i, p := range procs {
 		p.DataDir = filepath.Join(dir, tier, p.Name)
 		if err := os.MkdirAll(p.DataDir, 0o755); err != nil {
 			return nil, err
 		}
-		cfg := fmt.Sprintf("tier: %s\ninstance: %s\nnode_id: %s\ndata_dir: %s\nlisten:\n  raft: \"127.0.0.1:%d\"\n  grpc: \"%s\"\nbootstrap: true\npeers:\n%s%s",
-			tier, instance, p.Name, p.DataDir, ports[2*i], p.GRPC, peers.String(), control)
+		cfg := fmt.Sprintf("tier: %s\ninstance: %s\nnode_id: %s\ndata_dir: %s\nlisten:\n  raft: \"%s\"\n  grpc: \"%s\"\nbootstrap: true\npeers:\n%s%s",
+			tier, instance, p.Name, p.DataDir, raft[i], p.GRPC, peers.String(), control)
 		if len(parent) > 0 {
 			cfg += "parent: [" + strings.Join(quote(parent), ", ") + "]\n"
 		}
@@ -206,6 +265,19 @@ func tierGroup(dir, tier, instance string, replicas int, parent []string, contro
 		}
 	}
 	return procs, nil
+}
+
+// newProc makes the process named name, on its own address when nw is set.
+func newProc(nw Network, name string) (*Proc, error) {
+	p := &Proc{Name: name, IP: "127.0.0.1"}
+	if nw != nil {
+		ip, wrap, err := nw.Attach(name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		p.IP, p.Wrap = ip, wrap
+	}
+	return p, nil
 }
 
 func quote(ss []string) []string {
@@ -229,7 +301,7 @@ func Addrs(procs []*Proc) []string {
 func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 	c := &Cluster{Dir: dir, Bin: bin, Regions: map[string][]*Proc{}, Racks: map[string][]*Proc{}, Hosts: map[string]*Proc{}, HostRegion: map[string]string{}}
 	var err error
-	c.Global, err = tierGroup(dir, "global", "global", s.Replicas, nil, s.control(), s.chain())
+	c.Global, err = tierGroup(dir, s.Net, "global", "global", s.Replicas, nil, s.control(), s.chain())
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +311,7 @@ func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 		if s.RegionPolicy != "" {
 			extra += "policy: {name: " + s.RegionPolicy + "}\n"
 		}
-		c.Regions[name], err = tierGroup(dir, "region", name, s.Replicas, Addrs(c.Global), s.control(), extra)
+		c.Regions[name], err = tierGroup(dir, s.Net, "region", name, s.Replicas, Addrs(c.Global), s.control(), extra)
 		if err != nil {
 			return nil, err
 		}
@@ -249,7 +321,7 @@ func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 			parents = map[string][]string{}
 			for k := 1; k <= s.RacksPerRegion; k++ {
 				rack := fmt.Sprintf("%s-rack-%d", name, k)
-				c.Racks[rack], err = tierGroup(dir, "rack", rack, s.RackReplicas, Addrs(c.Regions[name]), s.control(), s.chain())
+				c.Racks[rack], err = tierGroup(dir, s.Net, "rack", rack, s.RackReplicas, Addrs(c.Regions[name]), s.control(), s.chain())
 				if err != nil {
 					return nil, err
 				}
@@ -273,12 +345,20 @@ func (c *Cluster) addHosts(dir string, s Spec, region, parentName string, parent
 		name := parentName
 		for h := 1; h <= s.HostsPerRegion; h++ {
 			host := fmt.Sprintf("%s-host-%d", name, h)
-			p := &Proc{Name: host, DataDir: filepath.Join(dir, "host", host), Args: []string{"host"}}
+			p, err := newProc(s.Net, host)
+			if err != nil {
+				return err
+			}
+			p.DataDir, p.Args = filepath.Join(dir, "host", host), []string{"host"}
 			if err := os.MkdirAll(p.DataDir, 0o755); err != nil {
 				return err
 			}
-			cfg := fmt.Sprintf("host: %s\ndata_dir: %s\nparent: [%s]\ncapacity: {cpu: %g, mem: 64Gi, net: 10Gi, tasks: 1000}\nlabels: {region: %s}\ndriver: {kind: synthetic}\n",
-				host, p.DataDir, strings.Join(quote(parentAddrs), ", "), s.HostCPU, region)
+			drv := "{kind: synthetic}"
+			if s.HostDriver != nil {
+				drv = s.HostDriver(host)
+			}
+			cfg := fmt.Sprintf("host: %s\ndata_dir: %s\nparent: [%s]\ncapacity: {cpu: %g, mem: 64Gi, net: 10Gi, tasks: 1000}\nlabels: {region: %s}\ndriver: %s\n",
+				host, p.DataDir, strings.Join(quote(parentAddrs), ", "), s.HostCPU, region, drv)
 			p.Config = filepath.Join(p.DataDir, "config.yaml")
 			p.Log = filepath.Join(p.DataDir, "log.txt")
 			if err := os.WriteFile(p.Config, []byte(cfg), 0o644); err != nil {
