@@ -72,6 +72,9 @@ func runChaos(t *testing.T, cfg Config) {
 	if len(rep.Lost) > 0 || len(rep.LostJobs) > 0 {
 		t.Errorf("lost: %d shards, %d jobs after a settle of %v", len(rep.Lost), len(rep.LostJobs), rep.Settled.Round(time.Second))
 	}
+	if len(rep.WorkersOff) > 0 {
+		t.Errorf("workers: %d live shards not beating exactly once at the end", len(rep.WorkersOff))
+	}
 	if len(rep.Orphans) > 0 {
 		t.Errorf("orphans: %d shards of deleted jobs still run", len(rep.Orphans))
 	}

@@ -49,8 +49,13 @@ type Report struct {
 	Lost, Orphans []interfaces.ShardID
 	LostJobs      []string
 	Expected      int
+	// WorkersOff lists the live jobs' shards whose worker processes (exec
+	// driver) do not beat exactly once at the end.
+	WorkersOff    []interfaces.ShardID
 	Workers       int // worker processes seen
 	WorkerOverlap int // findings from the workers' heartbeats
+
+	want map[interfaces.ShardID]bool // the live jobs' shards at the end
 }
 
 // DoubleOwners counts the ledger's overlap and epoch violations and the
@@ -166,13 +171,25 @@ func Run(ctx context.Context, cfg Config, strataBin, beatBin string) (*Report, e
 			return nil, err
 		}
 		rep.Ledger = res
-		rep.Expected, rep.Lost, rep.Orphans, rep.LostJobs = placementAtEnd(ctx, t, rep.Ops, res)
+		rep.want, rep.Lost, rep.Orphans, rep.LostJobs = placementAtEnd(ctx, t, rep.Ops, res)
+		rep.Expected = len(rep.want)
 		if (len(rep.Lost) == 0 && len(rep.Orphans) == 0 && rep.Expected > 0) || time.Since(lastFault) > cfg.Settle || ctx.Err() != nil {
 			break
 		}
 		sleep(ctx, 2*time.Second)
 	}
 	rep.Settled = time.Since(lastFault)
+	// Judge the end 2 s later, once a move just made has its worker beating
+	// and the one it replaced has stopped.
+	sleep(ctx, 2*time.Second)
+	res, err := chk.Poll()
+	if err != nil {
+		return nil, err
+	}
+	rep.Ledger = res
+	if want, lost, orphans, lostJobs := placementAtEnd(ctx, t, rep.Ops, res); want != nil {
+		rep.want, rep.Lost, rep.Orphans, rep.LostJobs, rep.Expected = want, lost, orphans, lostJobs, len(want)
+	}
 	cutoff := time.Now()
 	rep.Findings = chk.Findings()
 	for _, f := range rep.Findings {
@@ -180,7 +197,16 @@ func Run(ctx context.Context, cfg Config, strataBin, beatBin string) (*Report, e
 			rep.WorkerOverlap++
 		}
 	}
-	rep.Workers, _, _ = chk.WorkerRuns(cutoff, time.Second)
+	var alive map[string]int
+	rep.Workers, _, alive = chk.WorkerRuns(cutoff, 500*time.Millisecond)
+	if cfg.Shape.Driver == "exec" {
+		for s := range rep.want {
+			if alive[string(s)] != 1 {
+				rep.WorkersOff = append(rep.WorkersOff, s)
+			}
+		}
+		sort.Slice(rep.WorkersOff, func(i, j int) bool { return rep.WorkersOff[i] < rep.WorkersOff[j] })
+	}
 	slack := Slack{Host: cfg.Shape.Timing.LeaseTTL + cfg.Shape.Timing.Grace + 5*time.Second, ControlPlane: cfg.Gap}
 	effective := effectiveOps(rep.Ops, listJobs(ctx, t))
 	rep.Stops = Classify(rep.Ledger, effective, rep.Faults, cutoff, slack)
@@ -285,7 +311,7 @@ func status(ctx context.Context, group []*e2e.Proc) (*wire.InstanceStatus, error
 // placementAtEnd compares what runs (by the ledgers) with the live jobs: the
 // jobs the global tier lists that the workload did not delete, plus the
 // acknowledged submits it did not delete (missing from the list: lost jobs).
-func placementAtEnd(ctx context.Context, t *Topology, ops []Op, res *ledger.Result) (expected int, lost, orphans []interfaces.ShardID, lostJobs []string) {
+func placementAtEnd(ctx context.Context, t *Topology, ops []Op, res *ledger.Result) (want map[interfaces.ShardID]bool, lost, orphans []interfaces.ShardID, lostJobs []string) {
 	deleted, tried := map[string]bool{}, map[string]bool{}
 	acked := map[string]int{}
 	for _, o := range ops {
@@ -299,9 +325,9 @@ func placementAtEnd(ctx context.Context, t *Topology, ops []Op, res *ledger.Resu
 	}
 	listed := listJobs(ctx, t)
 	if listed == nil {
-		return 0, nil, nil, nil // no global replica answered: try again
+		return nil, nil, nil, nil // no global replica answered: try again
 	}
-	want := map[interfaces.ShardID]bool{}
+	want = map[interfaces.ShardID]bool{}
 	for j, n := range listed {
 		if !deleted[j] { // a delete that failed left the job listed: it is live
 			for i := 0; i < n; i++ {
@@ -330,7 +356,7 @@ func placementAtEnd(ctx context.Context, t *Topology, ops []Op, res *ledger.Resu
 	sort.Slice(lost, func(i, j int) bool { return lost[i] < lost[j] })
 	sort.Slice(orphans, func(i, j int) bool { return orphans[i] < orphans[j] })
 	sort.Strings(lostJobs)
-	return len(want), lost, orphans, lostJobs
+	return want, lost, orphans, lostJobs
 }
 
 // effectiveOps leaves out the deletes that failed and did not take effect
@@ -411,6 +437,9 @@ func (r *Report) String() string {
 	ov, ep, wk := r.DoubleOwners()
 	fmt.Fprintf(&b, "double owners: %d ledger overlaps, %d epoch violations, %d worker overlaps\n", ov, ep, wk)
 	fmt.Fprintf(&b, "lost shards: %d of %d expected (lost jobs %d), orphans running %d; settle %v\n", len(r.Lost), r.Expected, len(r.LostJobs), len(r.Orphans), r.Settled.Round(time.Second))
+	if c.Shape.Driver == "exec" {
+		fmt.Fprintf(&b, "workers at the end: %d of %d expected shards not beating exactly once\n", len(r.WorkersOff), r.Expected)
+	}
 	causes := map[string]int{}
 	for _, s := range r.Stops {
 		causes[s.Cause]++
@@ -442,7 +471,8 @@ func (r *Report) String() string {
 	for _, s := range fs {
 		failByKind[s.Fault]++
 	}
-	fmt.Fprintf(&b, "%-40s %6s %8s %8s %9s %10s\n", "fault", "count", "running", "stopped", "longest", "failover")
+	b.WriteString("per fault kind: faults, shards running at their start, of those stopped (an ownership gap before heal + gap), the longest gap, failover stops in their windows\n")
+	fmt.Fprintf(&b, "%-40s %6s %8s %8s %9s %10s\n", "fault", "count", "shards", "stopped", "longest", "failover")
 	for _, k := range Kinds {
 		if a := per[k]; a != nil {
 			fmt.Fprintf(&b, "%-40s %6d %8d %8d %9s %10d\n", k, a.n, a.shards, a.stopped, a.longest.Round(100*time.Millisecond), failByKind[string(k)])
