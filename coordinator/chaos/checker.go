@@ -264,7 +264,9 @@ func Classify(res *ledger.Result, ops []Op, faults []Fault, cutoff time.Time, sl
 	for _, o := range ops {
 		switch o.Kind {
 		case OpDelete:
-			deleted[o.Target] = o.Start.UnixNano()
+			if d := deleted[o.Target]; d == 0 || o.Start.UnixNano() < d {
+				deleted[o.Target] = o.Start.UnixNano() // the first try that may have landed
+			}
 		case OpDrain:
 			if _, ok := open[o.Target]; !ok {
 				open[o.Target] = o.Start.UnixNano()
@@ -397,7 +399,9 @@ func StopsPerFault(res *ledger.Result, ops []Op, faults []Fault, observe time.Du
 	for _, o := range ops {
 		switch o.Kind {
 		case OpDelete:
-			deleted[o.Target] = o.Start.UnixNano()
+			if d := deleted[o.Target]; d == 0 || o.Start.UnixNano() < d {
+				deleted[o.Target] = o.Start.UnixNano() // the first try that may have landed
+			}
 		case OpDrain, OpUndrain:
 			drainedAt[o.Target] = append(drainedAt[o.Target], o.Start.UnixNano())
 		}

@@ -99,10 +99,18 @@ func (w *Workload) Run(ctx context.Context) {
 			job := w.live[i]
 			w.live = append(w.live[:i], w.live[i+1:]...)
 			w.mu.Unlock()
-			w.call(ctx, OpDelete, job, 0, w.globalAddr(rng), func(ctx context.Context, a wire.AdminClient) error {
+			op := w.call(ctx, OpDelete, job, 0, w.globalAddr(rng), func(ctx context.Context, a wire.AdminClient) error {
 				_, err := a.DeleteJob(ctx, &wire.DeleteJobRequest{Job: job})
 				return err
 			})
+			if !op.Acked() {
+				// It may have landed or not: keep the job live (its shards
+				// count against the budget) and delete it again later;
+				// NotFound then means an earlier try landed.
+				w.mu.Lock()
+				w.live = append(w.live, job)
+				w.mu.Unlock()
+			}
 		case p < 0.90 && ndrained == 0:
 			hosts := w.T.Hosts()
 			h := hosts[rng.IntN(len(hosts))]
@@ -122,8 +130,10 @@ func (w *Workload) Run(ctx context.Context) {
 				delete(w.drained, h)
 			}
 			w.mu.Unlock()
-			if h != "" {
-				w.hostCall(ctx, OpUndrain, h, rng)
+			if h != "" && !w.hostCall(ctx, OpUndrain, h, rng).Acked() {
+				w.mu.Lock()
+				w.drained[h] = time.Time{} // try again at the next turn
+				w.mu.Unlock()
 			}
 		}
 	}
@@ -141,10 +151,10 @@ func (w *Workload) submit(ctx context.Context, job string, n int, rng *rand.Rand
 	})
 }
 
-func (w *Workload) hostCall(ctx context.Context, kind, host string, rng *rand.Rand) {
+func (w *Workload) hostCall(ctx context.Context, kind, host string, rng *rand.Rand) Op {
 	group := w.T.Group(w.T.Cluster.HostRegion[host])
 	addr := group[rng.IntN(len(group))].GRPC
-	w.call(ctx, kind, host, 0, addr, func(ctx context.Context, a wire.AdminClient) error {
+	return w.call(ctx, kind, host, 0, addr, func(ctx context.Context, a wire.AdminClient) error {
 		if kind == OpDrain {
 			_, err := a.Drain(ctx, &wire.DrainRequest{Child: host})
 			return err
@@ -168,7 +178,7 @@ func (w *Workload) undrainAll() {
 	rng := rand.New(rand.NewPCG(w.Seed, 8))
 	for _, h := range hosts {
 		for try := 0; try < 10; try++ {
-			if w.hostCall(context.Background(), OpUndrain, h, rng); w.lastAcked() {
+			if w.hostCall(context.Background(), OpUndrain, h, rng).Acked() {
 				break
 			}
 			time.Sleep(time.Second)
@@ -176,19 +186,13 @@ func (w *Workload) undrainAll() {
 	}
 }
 
-func (w *Workload) lastAcked() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.ops) > 0 && w.ops[len(w.ops)-1].Acked()
-}
-
 func (w *Workload) globalAddr(rng *rand.Rand) string {
 	g := w.T.Cluster.Global
 	return g[rng.IntN(len(g))].GRPC
 }
 
-// call runs one admin call with a deadline and logs it.
-func (w *Workload) call(ctx context.Context, kind, target string, shards int, addr string, f func(context.Context, wire.AdminClient) error) {
+// call runs one admin call with a deadline, logs it and returns its entry.
+func (w *Workload) call(ctx context.Context, kind, target string, shards int, addr string, f func(context.Context, wire.AdminClient) error) Op {
 	op := Op{Kind: kind, Target: target, Shards: shards, Start: time.Now()}
 	a, done, err := e2e.Admin(addr)
 	if err == nil {
@@ -202,10 +206,14 @@ func (w *Workload) call(ctx context.Context, kind, target string, shards int, ad
 		if kind == OpSubmit && errors.Is(wire.FromStatus(err), interfaces.ErrConflict) {
 			op.Err = "" // an earlier attempt landed
 		}
+		if kind == OpDelete && errors.Is(wire.FromStatus(err), interfaces.ErrNotFound) {
+			op.Err = "" // an earlier attempt landed
+		}
 	}
 	op.End = time.Now()
 	w.mu.Lock()
 	op.Seq = len(w.ops) + 1
 	w.ops = append(w.ops, op)
 	w.mu.Unlock()
+	return op
 }
