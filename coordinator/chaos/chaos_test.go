@@ -19,6 +19,7 @@ var (
 	flagMaxHold  = flag.Duration("chaos.max-hold", 10*time.Second, "longest time a fault is held")
 	flagGap      = flag.Duration("chaos.gap", 8*time.Second, "quiet time after each fault (its effects are attributed to it)")
 	flagSettle   = flag.Duration("chaos.settle", 60*time.Second, "longest wait after the faults for every shard to run exactly once")
+	flagRejudge  = flag.String("chaos.rejudge", "", "TestChaosRejudge: a kept run directory to check again")
 )
 
 // gate skips unless STRATA_CHAOS=1 and fails (does not skip) without root.
@@ -100,4 +101,19 @@ func TestChaosSoak(t *testing.T) {
 		t.Skip("the soak runs with -chaos.duration=30m (see docs/reliability.md)")
 	}
 	runChaos(t, config(t, *flagDuration))
+}
+
+// TestChaosRejudge checks a kept run directory again (-chaos.rejudge=DIR;
+// no root needed): the report without what needs the live cluster.
+func TestChaosRejudge(t *testing.T) {
+	if *flagRejudge == "" {
+		t.Skip("runs with -chaos.rejudge=DIR (a directory a failed chaos run kept)")
+	}
+	cfg := Config{Shape: FullShape, Gap: *flagGap, Settle: *flagSettle}
+	cfg.Shape.Driver = *flagDriver
+	rep, err := Rejudge(*flagRejudge, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", rep)
 }

@@ -475,3 +475,33 @@ func longestGap(ivs []ledger.Interval, from, to int64) time.Duration {
 	}
 	return time.Duration(gap)
 }
+
+// OverlapsPerFault attributes every pair of intervals of one shard on two
+// hosts that intersect to the latest fault begun before the pair's overlap
+// began, within that fault's window (start to heal + after): fault kind →
+// pairs ("" for none).
+func OverlapsPerFault(res *ledger.Result, faults []Fault, after time.Duration) map[string]int {
+	out := map[string]int{}
+	byShard := map[interfaces.ShardID][]ledger.Interval{}
+	for _, iv := range res.Intervals {
+		byShard[iv.Shard] = append(byShard[iv.Shard], iv)
+	}
+	for _, ivs := range byShard { // sorted by start (CheckEvents)
+		for a := range ivs {
+			for b := a + 1; b < len(ivs) && ivs[b].Start < ivs[a].End; b++ {
+				if ivs[a].Host == ivs[b].Host {
+					continue
+				}
+				kind := ""
+				for i := len(faults) - 1; i >= 0; i-- {
+					if f := faults[i]; f.Err == "" && f.Start.UnixNano() <= ivs[b].Start && ivs[b].Start <= f.End.Add(after).UnixNano() {
+						kind = string(f.Kind)
+						break
+					}
+				}
+				out[kind]++
+			}
+		}
+	}
+	return out
+}

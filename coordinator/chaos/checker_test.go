@@ -167,3 +167,15 @@ func TestScheduleIsSeeded(t *testing.T) {
 
 func ledgerShard(s string) interfaces.ShardID { return interfaces.ShardID(s) }
 func ledgerEpoch(e uint64) interfaces.Epoch   { return interfaces.Epoch(e) }
+
+func TestOverlapsPerFault(t *testing.T) {
+	res := history(
+		ev("h1", "a/0", 1, "start", 0), ev("h1", "a/0", 1, "stop", 15), ev("h2", "a/0", 2, "start", 12),
+		ev("h1", "b/0", 1, "start", 0), ev("h1", "b/0", 1, "stop", 40), ev("h2", "b/0", 2, "start", 39),
+	)
+	f := Fault{Kind: PauseHost, Hosts: []string{"h1"}, Start: time.Unix(0, at(10)), End: time.Unix(0, at(14))}
+	got := OverlapsPerFault(res, []Fault{f}, 5*time.Second)
+	if want := map[string]int{string(PauseHost): 1, "": 1}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}

@@ -55,6 +55,8 @@ type Report struct {
 	Workers       int // worker processes seen
 	WorkerOverlap int // findings from the workers' heartbeats
 
+	Listed map[string]int // the global tier's jobs at the end: job → shards
+
 	want map[interfaces.ShardID]bool // the live jobs' shards at the end
 }
 
@@ -208,7 +210,8 @@ func Run(ctx context.Context, cfg Config, strataBin, beatBin string) (*Report, e
 		sort.Slice(rep.WorkersOff, func(i, j int) bool { return rep.WorkersOff[i] < rep.WorkersOff[j] })
 	}
 	slack := Slack{Host: cfg.Shape.Timing.LeaseTTL + cfg.Shape.Timing.Grace + 5*time.Second, ControlPlane: cfg.Gap}
-	effective := effectiveOps(rep.Ops, listJobs(ctx, t))
+	rep.Listed = listJobs(ctx, t)
+	effective := effectiveOps(rep.Ops, rep.Listed)
 	rep.Stops = Classify(rep.Ledger, effective, rep.Faults, cutoff, slack)
 	rep.PerFault = StopsPerFault(rep.Ledger, effective, rep.Faults, cfg.Gap)
 	if err := rep.save(cfg.Dir); err != nil {
@@ -238,7 +241,11 @@ func (r *Report) save(dir string) error {
 		}
 		return os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644)
 	}
-	return errors.Join(write("ops.jsonl", r.Ops), write("faults.jsonl", r.Faults),
+	listed, err := json.Marshal(r.Listed)
+	if err != nil {
+		return err
+	}
+	return errors.Join(write("ops.jsonl", r.Ops), write("faults.jsonl", r.Faults), os.WriteFile(filepath.Join(dir, "listed.json"), listed, 0o644),
 		os.WriteFile(filepath.Join(dir, "report.txt"), []byte(r.String()), 0o644))
 }
 
@@ -467,19 +474,20 @@ func (r *Report) String() string {
 		a.stopped += p.Stopped
 		a.longest = max(a.longest, p.Longest)
 	}
+	overlaps := OverlapsPerFault(r.Ledger, r.Faults, c.Gap)
 	failByKind := map[string]int{}
 	for _, s := range fs {
 		failByKind[s.Fault]++
 	}
-	b.WriteString("per fault kind: faults, shards running at their start, of those stopped (an ownership gap before heal + gap), the longest gap, failover stops in their windows\n")
-	fmt.Fprintf(&b, "%-40s %6s %8s %8s %9s %10s\n", "fault", "count", "shards", "stopped", "longest", "failover")
+	b.WriteString("per fault kind: faults, shards running at their start, of those stopped (an ownership gap before heal + gap), the longest gap, failover stops and overlapping interval pairs in their windows\n")
+	fmt.Fprintf(&b, "%-40s %6s %8s %8s %9s %10s %9s\n", "fault", "count", "shards", "stopped", "longest", "failover", "overlaps")
 	for _, k := range Kinds {
 		if a := per[k]; a != nil {
-			fmt.Fprintf(&b, "%-40s %6d %8d %8d %9s %10d\n", k, a.n, a.shards, a.stopped, a.longest.Round(100*time.Millisecond), failByKind[string(k)])
+			fmt.Fprintf(&b, "%-40s %6d %8d %8d %9s %10d %9d\n", k, a.n, a.shards, a.stopped, a.longest.Round(100*time.Millisecond), failByKind[string(k)], overlaps[string(k)])
 		}
 	}
-	if n := failByKind[""]; n > 0 {
-		fmt.Fprintf(&b, "%-40s %6s %8s %8s %9s %10d\n", "(outside any fault window)", "", "", "", "", n)
+	if n, m := failByKind[""], overlaps[""]; n+m > 0 {
+		fmt.Fprintf(&b, "%-40s %6s %8s %8s %9s %10d %9d\n", "(outside any fault window)", "", "", "", "", n, m)
 	}
 	b.WriteString("faults:\n")
 	for _, f := range r.Faults {
