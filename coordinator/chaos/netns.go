@@ -53,7 +53,9 @@ func RequireRoot() error {
 
 // NewNetns creates the bridge (removing what a crashed earlier run left).
 func NewNetns() (*Netns, error) {
-	cleanupLeftovers()
+	if busy := cleanupLeftovers(); len(busy) > 0 {
+		return nil, fmt.Errorf("network namespaces %v of an earlier chaos run still hold processes (another run, or one killed by a timeout): list them with `ip netns pids NAME` and stop them first", busy)
+	}
 	n := &Netns{byName: map[string]*nsProc{}, cut: map[string]bool{}}
 	steps := [][]string{
 		{"ip", "link", "add", bridgeName, "type", "bridge"},
@@ -73,8 +75,9 @@ func NewNetns() (*Netns, error) {
 }
 
 // cleanupLeftovers removes the namespaces, bridge and FORWARD rule of an
-// earlier run that did not reach Close (namespaces with no process only).
-func cleanupLeftovers() {
+// earlier run that did not reach Close. A namespace that still holds a
+// process is left alone and returned, and then nothing else is touched.
+func cleanupLeftovers() (busy []string) {
 	out, _ := exec.Command("ip", "netns", "list").Output()
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
@@ -83,13 +86,19 @@ func cleanupLeftovers() {
 		}
 		if pids, _ := exec.Command("ip", "netns", "pids", f[0]).Output(); len(strings.TrimSpace(string(pids))) == 0 {
 			_ = run("ip", "netns", "del", f[0])
+		} else {
+			busy = append(busy, f[0])
 		}
+	}
+	if len(busy) > 0 {
+		return busy
 	}
 	if exec.Command("ip", "link", "show", bridgeName).Run() == nil {
 		_ = run("ip", "link", "del", bridgeName)
 	}
 	for run("iptables", "-D", "FORWARD", "-i", bridgeName, "-o", bridgeName, "-j", "ACCEPT") == nil {
 	}
+	return nil
 }
 
 // Attach creates the named process's namespace and address (e2e.Network).
