@@ -179,3 +179,33 @@ func TestOverlapsPerFault(t *testing.T) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 }
+
+func TestLogTimeAndFirstLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log.txt")
+	log := "host/h1 2026/12/01 20:21:38.809930 session: connected to 10.99.0.5:7001 (leader region-1-1)\n" +
+		"host/h1 2026/12/01 20:22:01.000000 session ended: EOF\n" +
+		"host/h1 2026/12/01 20:22:02.748113 session: connected to 10.99.0.5:7001 (leader region-1-2)\n"
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 12, 1, 20, 22, 0, 0, time.Local)
+	at, ok := firstLogLine(path, "session: connected to", from, from.Add(time.Minute))
+	if want := time.Date(2026, 12, 1, 20, 22, 2, 748113000, time.Local); !ok || !at.Equal(want) {
+		t.Fatalf("got %v %v, want %v", at, ok, want)
+	}
+	if _, ok := firstLogLine(path, "session: connected to", from, from.Add(time.Second)); ok {
+		t.Error("a line after until was taken")
+	}
+}
+
+func TestPausedHostWorkers(t *testing.T) {
+	c := NewChecker(&Topology{}, t0, t.Logf)
+	c.runs[runKey{"h1", "a/0", 1, 10}] = &workerRun{Host: "h1", Shard: "a/0", First: at(0), Last: at(14)}
+	c.runs[runKey{"h1", "b/0", 1, 11}] = &workerRun{Host: "h1", Shard: "b/0", First: at(0), Last: at(11)}
+	c.runs[runKey{"h2", "c/0", 1, 12}] = &workerRun{Host: "h2", Shard: "c/0", First: at(0), Last: at(30)}
+	f := Fault{Kind: PauseHost, Target: "h1", Start: time.Unix(0, at(10)), End: time.Unix(0, at(13))}
+	got := c.PausedHostWorkers([]Fault{f})
+	if len(got) != 1 || got[0].Workers != 2 || got[0].RanFor != 3*time.Second {
+		t.Fatalf("got %+v, want 2 workers, 3s (capped at the SIGCONT)", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/strata-sched/strata/coordinator/e2e"
@@ -20,9 +21,29 @@ func Rejudge(dir string, cfg Config) (*Report, error) {
 	if err != nil || len(hosts) == 0 {
 		return nil, fmt.Errorf("rejudge %s: no host directories (%v)", dir, err)
 	}
-	t := &Topology{Shape: cfg.Shape, Dir: dir, BeatDir: filepath.Join(dir, "beats"), Cluster: &e2e.Cluster{Hosts: map[string]*e2e.Proc{}}}
+	t := &Topology{Shape: cfg.Shape, Dir: dir, BeatDir: filepath.Join(dir, "beats"),
+		Cluster: &e2e.Cluster{Regions: map[string][]*e2e.Proc{}, Hosts: map[string]*e2e.Proc{}, HostRegion: map[string]string{}}}
+	// The layout and names NewCluster makes: global/global-N,
+	// region/region-R-N, host/region-R-host-M.
+	proc := func(d string) *e2e.Proc {
+		return &e2e.Proc{Name: filepath.Base(d), DataDir: d, Log: filepath.Join(d, "log.txt")}
+	}
 	for _, h := range hosts {
-		t.Cluster.Hosts[filepath.Base(h)] = &e2e.Proc{Name: filepath.Base(h), DataDir: h}
+		p := proc(h)
+		t.Cluster.Hosts[p.Name] = p
+		if i := strings.Index(p.Name, "-host-"); i > 0 {
+			t.Cluster.HostRegion[p.Name] = p.Name[:i]
+		}
+	}
+	globals, _ := filepath.Glob(filepath.Join(dir, "global", "*"))
+	for _, g := range globals {
+		t.Cluster.Global = append(t.Cluster.Global, proc(g))
+	}
+	regions, _ := filepath.Glob(filepath.Join(dir, "region", "*"))
+	for _, r := range regions {
+		p := proc(r)
+		name := p.Name[:strings.LastIndexByte(p.Name, '-')]
+		t.Cluster.Regions[name] = append(t.Cluster.Regions[name], p)
 	}
 	rep := &Report{Config: cfg}
 	if err := readJSONL(filepath.Join(dir, "ops.jsonl"), func(d *json.Decoder) error {
@@ -71,6 +92,8 @@ func Rejudge(dir string, cfg Config) (*Report, error) {
 	slack := Slack{Host: cfg.Shape.Timing.LeaseTTL + cfg.Shape.Timing.Grace + 5*time.Second, ControlPlane: cfg.Gap}
 	rep.Stops = Classify(rep.Ledger, ops, rep.Faults, last.Add(cfg.Settle), slack)
 	rep.PerFault = StopsPerFault(rep.Ledger, ops, rep.Faults, cfg.Gap)
+	rep.Paused = chk.PausedHostWorkers(rep.Faults)
+	rep.Reconnects = Reconnects(t, rep.Faults, cfg.Gap)
 	return rep, nil
 }
 

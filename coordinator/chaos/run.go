@@ -44,6 +44,10 @@ type Report struct {
 	Findings []Finding
 	Stops    []Stop
 	PerFault []FaultStop
+	// Reconnects and Paused measure the static-stability and
+	// worker-fencing goals per leader fault and per paused host.
+	Reconnects []Reconnect
+	Paused     []PausedWorkers
 	// At the end: shards of live jobs that run on no host, the live jobs the
 	// global tier no longer knows, and shards that run but belong to no live job.
 	Lost, Orphans []interfaces.ShardID
@@ -214,6 +218,8 @@ func Run(ctx context.Context, cfg Config, strataBin, beatBin string) (*Report, e
 	effective := effectiveOps(rep.Ops, rep.Listed)
 	rep.Stops = Classify(rep.Ledger, effective, rep.Faults, cutoff, slack)
 	rep.PerFault = StopsPerFault(rep.Ledger, effective, rep.Faults, cfg.Gap)
+	rep.Reconnects = Reconnects(t, rep.Faults, cfg.Gap)
+	rep.Paused = chk.PausedHostWorkers(rep.Faults)
 	if err := rep.save(cfg.Dir); err != nil {
 		logf("saving the report: %v", err)
 	}
@@ -489,6 +495,17 @@ func (r *Report) String() string {
 	if n, m := failByKind[""], overlaps[""]; n+m > 0 {
 		fmt.Fprintf(&b, "%-40s %6s %8s %8s %9s %10d %9d\n", "(outside any fault window)", "", "", "", "", n, m)
 	}
+	if len(r.Reconnects) > 0 {
+		b.WriteString("leader faults: new leader elected / last child reconnected, after the fault began (children reconnected of all):\n")
+		for _, x := range r.Reconnects {
+			fmt.Fprintf(&b, "  %2d %-40s held %-6v elected %-8s reconnected %-8s (%d of %d)\n", x.Fault.Seq, x.Fault.Kind, x.Fault.End.Sub(x.Fault.Start).Round(100*time.Millisecond),
+				orDash(x.Elected), orDash(x.Slowest), x.Reconnected, x.Children)
+		}
+	}
+	for _, p := range r.Paused {
+		fmt.Fprintf(&b, "paused host %s (fault %d, held %v): its %d workers beat for up to %v after SIGSTOP (lease %v)\n", p.Fault.Target, p.Fault.Seq,
+			p.Fault.End.Sub(p.Fault.Start).Round(100*time.Millisecond), p.Workers, p.RanFor.Round(10*time.Millisecond), c.Shape.Timing.LeaseTTL)
+	}
 	b.WriteString("faults:\n")
 	for _, f := range r.Faults {
 		fmt.Fprintf(&b, "  %2d %s +%-6v %-40s %-22s held %v %s\n", f.Seq, f.Start.UTC().Format("15:04:05.000"), f.Start.Sub(r.Began).Round(time.Second), f.Kind, f.Target, f.End.Sub(f.Start).Round(100*time.Millisecond), f.Err)
@@ -517,6 +534,13 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "orphans (first %d): %v\n", min(maxList, len(r.Orphans)), r.Orphans[:min(maxList, len(r.Orphans))])
 	}
 	return b.String()
+}
+
+func orDash(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return d.Round(10 * time.Millisecond).String()
 }
 
 func orNone(s string) string {
