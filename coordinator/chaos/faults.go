@@ -93,6 +93,9 @@ func (in *Injector) Inject(ctx context.Context, seq int, st Step) Fault {
 	f := Fault{Seq: seq, Kind: st.Kind, Start: time.Now()}
 	heal, err := in.apply(ctx, st, &f)
 	if err != nil {
+		if heal != nil {
+			_ = heal() // a partition's rules may be half in place
+		}
 		f.Err = err.Error()
 		f.End = time.Now()
 		return f
