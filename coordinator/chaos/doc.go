@@ -17,7 +17,10 @@
 //     the workers' heartbeat files while the run goes on and at its end, and
 //     reports double owners, lost shards, shards stopped by a control-plane
 //     fault and the longest stop per fault kind.
-//   - run.go: ties them together and prints the report.
+//   - measure.go: reconnect times after leader faults (from the daemons'
+//     logs) and how long a paused host's workers went on (heartbeats).
+//   - run.go: ties them together; report.go: the report and its files;
+//     rejudge.go: the checker again over a kept run directory.
 //
 // The tests run only with STRATA_CHAOS=1 and need root (network namespaces);
 // see docs/reliability.md, "Chaos suite".
