@@ -96,3 +96,15 @@ image:
 	mkdir -p deploy/build/empty
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o deploy/build/strata ./cmd/strata
 	docker build -t $(IMAGE) -f deploy/Dockerfile deploy
+
+# The chaos suite (coordinator/chaos; docs/reliability.md "Chaos suite"): real
+# processes in network namespaces, so it needs root. chaos is the short run
+# (every fault kind once, a few minutes); chaos-soak injects faults for
+# CHAOS_DURATION. CHAOS_FLAGS adds flags (e.g. -chaos.seed=N).
+.PHONY: chaos chaos-soak
+CHAOS_DURATION ?= 30m
+chaos:
+	STRATA_CHAOS=1 $(GO) test -count=1 -v -timeout 20m -run '^TestChaos$$' ./coordinator/chaos $(CHAOS_FLAGS)
+
+chaos-soak:
+	STRATA_CHAOS=1 $(GO) test -count=1 -v -timeout 0 -run '^TestChaosSoak$$' ./coordinator/chaos -chaos.duration=$(CHAOS_DURATION) $(CHAOS_FLAGS)

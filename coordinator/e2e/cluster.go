@@ -79,6 +79,12 @@ type Proc struct {
 	// (ca.pem, cert.pem, key.pem): what Admin dials with and what the
 	// client commands take as --tls.
 	OperatorTLS string
+	// IP is the address the process listens on and dials from (127.0.0.1
+	// unless the cluster runs on a Network).
+	IP string
+	// Wrap prefixes the command line (e.g. ip netns exec NS): the wrapper must
+	// exec the binary so that the process id is the daemon's.
+	Wrap []string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -92,7 +98,8 @@ func (p *Proc) Start(bin string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(bin, append(p.Args, "--config", p.Config)...)
+	argv := append(append(append([]string(nil), p.Wrap...), bin), append(p.Args, "--config", p.Config)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -119,6 +126,9 @@ func (p *Proc) signal(sig syscall.Signal) {
 		return
 	}
 	_ = cmd.Process.Signal(sig)
+	if sig != syscall.SIGKILL {
+		_ = cmd.Process.Signal(syscall.SIGCONT) // a paused process handles SIGTERM only once resumed
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
@@ -198,14 +208,18 @@ type Spec struct {
 	RacksPerRegion int
 	RackReplicas   int
 	RegionPolicy   string
-	// HostDriver is the driver section of every host's config, in YAML flow
-	// style; "" is {kind: synthetic}.
-	HostDriver string
+	// HostDriver is the driver section of a host's config, in YAML flow
+	// style ("{kind: exec, …}"); nil is {kind: synthetic}.
+	HostDriver func(host string) string
 	// TierExtra, when set, is appended to the config of every replica of tier
 	// instance instance (acl, children keys).
 	TierExtra func(tier, instance string) string
 	// RaftAdmin gives every tier replica a listen.admin address.
 	RaftAdmin bool
+	// Net, when set, gives each process its own address (and a wrapper that
+	// enters its network namespace); nil runs everything on 127.0.0.1 with
+	// free ports.
+	Net Network
 }
 
 func (s Spec) extra(tier, instance string) string {
@@ -214,6 +228,21 @@ func (s Spec) extra(tier, instance string) string {
 	}
 	return s.TierExtra(tier, instance)
 }
+
+// Network places each process of a cluster on its own address.
+type Network interface {
+	// Attach gives the named process an address and returns it with the
+	// command prefix that runs a program there.
+	Attach(name string) (ip string, wrap []string, err error)
+}
+
+// Network ports: with a Network every process has its own address, so the
+// ports are fixed.
+const (
+	netRaftPort  = 7000
+	netGRPCPort  = 7001
+	netAdminPort = 7002
+)
 
 func (s Spec) chain() string {
 	if s.RacksPerRegion > 0 {
@@ -231,20 +260,37 @@ func (s Spec) control() string {
 // to each (chain, policy). Each replica gets a certificate of the cluster's CA
 // naming it; parentInstance names the parent's (default global). admin gives
 // every replica a listen.admin address (Spec.RaftAdmin).
-func (c *Cluster) tierGroup(dir, tier, instance string, replicas int, parent []string, parentInstance, control, extra string, admin bool) ([]*Proc, error) {
-	ports, err := FreePorts(3 * replicas)
-	if err != nil {
-		return nil, err
-	}
+func (c *Cluster) tierGroup(dir string, nw Network, tier, instance string, replicas int, parent []string, parentInstance, control, extra string, admin bool) ([]*Proc, error) {
 	var peers bytes.Buffer
 	procs := make([]*Proc, replicas)
+	raft := make([]string, replicas)
+	var ports []int
+	if nw == nil {
+		var err error
+		if ports, err = FreePorts(3 * replicas); err != nil {
+			return nil, err
+		}
+	}
 	for i := 0; i < replicas; i++ {
 		id := fmt.Sprintf("%s-%d", instance, i+1)
-		procs[i] = &Proc{Name: id, GRPC: fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]), OperatorTLS: c.OperatorTLS}
-		if admin {
-			procs[i].RaftAdmin = fmt.Sprintf("127.0.0.1:%d", ports[3*i+2])
+		p, err := newProc(nw, id)
+		if err != nil {
+			return nil, err
 		}
-		fmt.Fprintf(&peers, "  - {id: %s, raft: \"127.0.0.1:%d\", grpc: \"%s\"}\n", id, ports[3*i], procs[i].GRPC)
+		p.OperatorTLS = c.OperatorTLS
+		if nw == nil {
+			raft[i], p.GRPC = fmt.Sprintf("%s:%d", p.IP, ports[3*i]), fmt.Sprintf("%s:%d", p.IP, ports[3*i+1])
+			if admin {
+				p.RaftAdmin = fmt.Sprintf("%s:%d", p.IP, ports[3*i+2])
+			}
+		} else {
+			raft[i], p.GRPC = fmt.Sprintf("%s:%d", p.IP, netRaftPort), fmt.Sprintf("%s:%d", p.IP, netGRPCPort)
+			if admin {
+				p.RaftAdmin = fmt.Sprintf("%s:%d", p.IP, netAdminPort)
+			}
+		}
+		procs[i] = p
+		fmt.Fprintf(&peers, "  - {id: %s, raft: \"%s\", grpc: \"%s\"}\n", id, raft[i], p.GRPC)
 	}
 	for i, p := range procs {
 		p.DataDir = filepath.Join(dir, tier, p.Name)
@@ -255,15 +301,15 @@ func (c *Cluster) tierGroup(dir, tier, instance string, replicas int, parent []s
 		if p.RaftAdmin != "" {
 			listenAdmin = fmt.Sprintf("  admin: \"%s\"\n", p.RaftAdmin)
 		}
-		cfg := fmt.Sprintf("tier: %s\ninstance: %s\nnode_id: %s\ndata_dir: %s\nlisten:\n  raft: \"127.0.0.1:%d\"\n  grpc: \"%s\"\n%sbootstrap: true\npeers:\n%s%s",
-			tier, instance, p.Name, p.DataDir, ports[3*i], p.GRPC, listenAdmin, peers.String(), control)
+		cfg := fmt.Sprintf("tier: %s\ninstance: %s\nnode_id: %s\ndata_dir: %s\nlisten:\n  raft: \"%s\"\n  grpc: \"%s\"\n%sbootstrap: true\npeers:\n%s%s",
+			tier, instance, p.Name, p.DataDir, raft[i], p.GRPC, listenAdmin, peers.String(), control)
 		if len(parent) > 0 {
 			cfg += "parent: [" + strings.Join(quote(parent), ", ") + "]\n"
 		}
 		if parentInstance != "" {
 			cfg += "parent_instance: " + parentInstance + "\n"
 		}
-		tlsCfg, err := c.issue(filepath.Join(p.DataDir, "tls"), tlsutil.Replica(tier, instance, p.Name))
+		tlsCfg, err := c.issue(filepath.Join(p.DataDir, "tls"), tlsutil.Replica(tier, instance, p.Name), p.IP)
 		if err != nil {
 			return nil, err
 		}
@@ -276,6 +322,19 @@ func (c *Cluster) tierGroup(dir, tier, instance string, replicas int, parent []s
 		}
 	}
 	return procs, nil
+}
+
+// newProc makes the process named name, on its own address when nw is set.
+func newProc(nw Network, name string) (*Proc, error) {
+	p := &Proc{Name: name, IP: "127.0.0.1"}
+	if nw != nil {
+		ip, wrap, err := nw.Attach(name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		p.IP, p.Wrap = ip, wrap
+	}
+	return p, nil
 }
 
 func quote(ss []string) []string {
@@ -310,7 +369,7 @@ func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 	if _, err := c.issue(c.OperatorTLS, tlsutil.Named(tlsutil.RoleOperator, "e2e")); err != nil {
 		return nil, err
 	}
-	c.Global, err = c.tierGroup(dir, "global", "global", s.Replicas, nil, "", s.control(), s.chain()+s.extra("global", "global"), s.RaftAdmin)
+	c.Global, err = c.tierGroup(dir, s.Net, "global", "global", s.Replicas, nil, "", s.control(), s.chain()+s.extra("global", "global"), s.RaftAdmin)
 	if err != nil {
 		return nil, err
 	}
@@ -320,7 +379,7 @@ func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 		if s.RegionPolicy != "" {
 			extra += "policy: {name: " + s.RegionPolicy + "}\n"
 		}
-		c.Regions[name], err = c.tierGroup(dir, "region", name, s.Replicas, Addrs(c.Global), "", s.control(), extra+s.extra("region", name), s.RaftAdmin)
+		c.Regions[name], err = c.tierGroup(dir, s.Net, "region", name, s.Replicas, Addrs(c.Global), "", s.control(), extra+s.extra("region", name), s.RaftAdmin)
 		if err != nil {
 			return nil, err
 		}
@@ -330,7 +389,7 @@ func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 			parents = map[string][]string{}
 			for k := 1; k <= s.RacksPerRegion; k++ {
 				rack := fmt.Sprintf("%s-rack-%d", name, k)
-				c.Racks[rack], err = c.tierGroup(dir, "rack", rack, s.RackReplicas, Addrs(c.Regions[name]), name, s.control(), s.chain()+s.extra("rack", rack), s.RaftAdmin)
+				c.Racks[rack], err = c.tierGroup(dir, s.Net, "rack", rack, s.RackReplicas, Addrs(c.Regions[name]), name, s.control(), s.chain()+s.extra("rack", rack), s.RaftAdmin)
 				if err != nil {
 					return nil, err
 				}
@@ -354,20 +413,24 @@ func (c *Cluster) addHosts(dir string, s Spec, region, parentName string, parent
 		name := parentName
 		for h := 1; h <= s.HostsPerRegion; h++ {
 			host := fmt.Sprintf("%s-host-%d", name, h)
-			p := &Proc{Name: host, DataDir: filepath.Join(dir, "host", host), Args: []string{"host"}}
+			p, err := newProc(s.Net, host)
+			if err != nil {
+				return err
+			}
+			p.DataDir, p.Args = filepath.Join(dir, "host", host), []string{"host"}
 			if err := os.MkdirAll(p.DataDir, 0o755); err != nil {
 				return err
 			}
-			drv := s.HostDriver
-			if drv == "" {
-				drv = "{kind: synthetic}"
+			drv := "{kind: synthetic}"
+			if s.HostDriver != nil {
+				drv = s.HostDriver(host)
 			}
 			cfg := fmt.Sprintf("host: %s\ndata_dir: %s\nparent: [%s]\ncapacity: {cpu: %g, mem: 64Gi, net: 10Gi, tasks: 1000}\nlabels: {region: %s}\ndriver: %s\nparent_instance: %s\n",
 				host, p.DataDir, strings.Join(quote(parentAddrs), ", "), s.HostCPU, region, drv, parentName)
 			if parentName != region {
 				cfg += "parent_tier: rack\n"
 			}
-			tlsCfg, err := c.issue(filepath.Join(p.DataDir, "tls"), tlsutil.Named(tlsutil.RoleHost, host))
+			tlsCfg, err := c.issue(filepath.Join(p.DataDir, "tls"), tlsutil.Named(tlsutil.RoleHost, host), p.IP)
 			if err != nil {
 				return err
 			}
@@ -386,9 +449,15 @@ func (c *Cluster) addHosts(dir string, s Spec, region, parentName string, parent
 
 // issue writes a certificate for id (valid for 127.0.0.1) into dir and
 // returns the tls section naming it.
-func (c *Cluster) issue(dir string, id tlsutil.Identity) (string, error) {
+func (c *Cluster) issue(dir string, id tlsutil.Identity, ips ...string) (string, error) {
 	now := time.Now()
-	certPEM, keyPEM, err := c.ca.Issue(tlsutil.CertRequest{Identity: id, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, DNS: []string{"localhost"},
+	addrs := []net.IP{net.IPv4(127, 0, 0, 1)}
+	for _, ip := range ips {
+		if a := net.ParseIP(ip); a != nil && !a.Equal(addrs[0]) {
+			addrs = append(addrs, a)
+		}
+	}
+	certPEM, keyPEM, err := c.ca.Issue(tlsutil.CertRequest{Identity: id, IPs: addrs, DNS: []string{"localhost"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour)})
 	if err != nil {
 		return "", err

@@ -73,7 +73,9 @@ func TestFrozenHostsWorkersStopFirst(t *testing.T) {
 	const stopTimeout = 500 * time.Millisecond
 	spec := Spec{Replicas: 1, Regions: 1, HostsPerRegion: 2, HostCPU: 4,
 		Timing:     Timing{Interval: 300 * time.Millisecond, LeaseTTL: 2 * time.Second, Grace: 500 * time.Millisecond, ReportInterval: 500 * time.Millisecond},
-		HostDriver: fmt.Sprintf("{kind: exec, exec: {command: %s, env: %s, env_pass: [PATH], stop_timeout: %s}}", cmdJSON, envJSON, stopTimeout)}
+		HostDriver: func(string) string {
+			return fmt.Sprintf("{kind: exec, exec: {command: %s, env: %s, env_pass: [PATH], stop_timeout: %s}}", cmdJSON, envJSON, stopTimeout)
+		}}
 	c, err := NewCluster(dir, strataBin, spec)
 	if err != nil {
 		t.Fatal(err)
