@@ -72,7 +72,7 @@ func TestFrozenHostsWorkersStopFirst(t *testing.T) {
 	envJSON, _ := json.Marshal([]string{"PIDS=" + pids})
 	const stopTimeout = 500 * time.Millisecond
 	spec := Spec{Replicas: 1, Regions: 1, HostsPerRegion: 2, HostCPU: 4,
-		Timing:     Timing{Interval: 300 * time.Millisecond, LeaseTTL: 2 * time.Second, Grace: 500 * time.Millisecond, ReportInterval: 500 * time.Millisecond},
+		Timing: Timing{Interval: 300 * time.Millisecond, LeaseTTL: 2 * time.Second, Grace: 500 * time.Millisecond, ReportInterval: 500 * time.Millisecond},
 		HostDriver: func(string) string {
 			return fmt.Sprintf("{kind: exec, exec: {command: %s, env: %s, env_pass: [PATH], stop_timeout: %s}}", cmdJSON, envJSON, stopTimeout)
 		}}
