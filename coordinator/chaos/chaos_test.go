@@ -20,6 +20,7 @@ var (
 	flagGap      = flag.Duration("chaos.gap", 8*time.Second, "quiet time after each fault (its effects are attributed to it)")
 	flagSettle   = flag.Duration("chaos.settle", 60*time.Second, "longest wait after the faults for every shard to run exactly once")
 	flagRejudge  = flag.String("chaos.rejudge", "", "TestChaosRejudge: a kept run directory to check again")
+	flagSafety   = flag.Bool("chaos.safety-only", false, "fail only on the safety properties (double owners, lost shards, orphans); report, without failing, the shards that control-plane faults stopped and the workers not beating exactly once at the end (what CI gates on until static stability holds under every fault: docs/reliability.md)")
 )
 
 // gate skips unless STRATA_CHAOS=1 and fails (does not skip) without root.
@@ -73,14 +74,18 @@ func runChaos(t *testing.T, cfg Config) {
 	if len(rep.Lost) > 0 || len(rep.LostJobs) > 0 {
 		t.Errorf("lost: %d shards, %d jobs after a settle of %v", len(rep.Lost), len(rep.LostJobs), rep.Settled.Round(time.Second))
 	}
+	liveness := t.Errorf
+	if *flagSafety {
+		liveness = func(format string, args ...any) { t.Logf("not gated (-chaos.safety-only): "+format, args...) }
+	}
 	if len(rep.WorkersOff) > 0 {
-		t.Errorf("workers: %d live shards not beating exactly once at the end", len(rep.WorkersOff))
+		liveness("workers: %d live shards not beating exactly once at the end", len(rep.WorkersOff))
 	}
 	if len(rep.Orphans) > 0 {
 		t.Errorf("orphans: %d shards of deleted jobs still run", len(rep.Orphans))
 	}
 	if n := len(rep.FailoverStops()); n > 0 {
-		t.Errorf("%d running shards stopped by control-plane faults", n)
+		liveness("%d running shards stopped by control-plane faults", n)
 	}
 	if rep.Expected == 0 {
 		t.Errorf("no live job at the end: the workload did not run")

@@ -89,7 +89,7 @@ func Rejudge(dir string, cfg Config) (*Report, error) {
 	for _, f := range rep.Faults {
 		last = maxTime(last, f.End)
 	}
-	slack := Slack{Host: cfg.Shape.Timing.LeaseTTL + cfg.Shape.Timing.Grace + 5*time.Second, ControlPlane: cfg.Gap}
+	slack := Slack{Host: cfg.Shape.HostLease() + cfg.Shape.Timing.Grace + 5*time.Second, ControlPlane: cfg.Gap}
 	rep.Stops = Classify(rep.Ledger, ops, rep.Faults, last.Add(cfg.Settle), slack)
 	rep.PerFault = StopsPerFault(rep.Ledger, ops, rep.Faults, cfg.Gap)
 	rep.Paused = chk.PausedHostWorkers(rep.Faults)

@@ -106,7 +106,7 @@ func (r *Report) String() string {
 	c := r.Config
 	fmt.Fprintf(&b, "== chaos report: seed %d, began %s UTC\n", c.Seed, r.Began.UTC().Format("2006-01-02 15:04:05"))
 	fmt.Fprintf(&b, "topology: %d global replicas, %d regions × %d replicas, %d hosts (%s driver), lease %v, grace %v\n",
-		c.Shape.Replicas, c.Shape.Regions, c.Shape.Replicas, c.Shape.Regions*c.Shape.HostsPerRegion, c.Shape.Driver, c.Shape.Timing.LeaseTTL, c.Shape.Timing.Grace)
+		c.Shape.Replicas, c.Shape.Regions, c.Shape.Replicas, c.Shape.Regions*c.Shape.HostsPerRegion, c.Shape.Driver, c.Shape.HostLease(), c.Shape.Timing.Grace)
 	byKind := map[Kind]int{}
 	failed := 0
 	for _, f := range r.Faults {
@@ -195,7 +195,7 @@ func (r *Report) String() string {
 	}
 	for _, p := range r.Paused {
 		fmt.Fprintf(&b, "paused host %s (fault %d, held %v): its %d workers beat for up to %v after SIGSTOP (lease %v)\n", p.Fault.Target, p.Fault.Seq,
-			p.Fault.End.Sub(p.Fault.Start).Round(100*time.Millisecond), p.Workers, p.RanFor.Round(10*time.Millisecond), c.Shape.Timing.LeaseTTL)
+			p.Fault.End.Sub(p.Fault.Start).Round(100*time.Millisecond), p.Workers, p.RanFor.Round(10*time.Millisecond), c.Shape.HostLease())
 	}
 	b.WriteString("faults:\n")
 	for _, f := range r.Faults {

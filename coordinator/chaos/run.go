@@ -152,7 +152,7 @@ func Run(ctx context.Context, cfg Config, strataBin, beatBin string) (*Report, e
 		}
 		sort.Slice(rep.WorkersOff, func(i, j int) bool { return rep.WorkersOff[i] < rep.WorkersOff[j] })
 	}
-	slack := Slack{Host: cfg.Shape.Timing.LeaseTTL + cfg.Shape.Timing.Grace + 5*time.Second, ControlPlane: cfg.Gap}
+	slack := Slack{Host: cfg.Shape.HostLease() + cfg.Shape.Timing.Grace + 5*time.Second, ControlPlane: cfg.Gap}
 	rep.Listed = listJobs(ctx, t)
 	effective := effectiveOps(rep.Ops, rep.Listed)
 	rep.Stops = Classify(rep.Ledger, effective, rep.Faults, cutoff, slack)

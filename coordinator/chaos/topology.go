@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-sched/strata/coordinator/e2e"
+	"github.com/strata-sched/strata/coordinator/tierd"
 )
 
 // Shape is the size of the hierarchy under test.
@@ -24,9 +25,21 @@ type Shape struct {
 }
 
 // FullShape is the suite's topology: 3 global replicas, 2 regions of 3
-// replicas, 3 hosts per region.
+// replicas, 3 hosts per region. Leases and report intervals are the daemons'
+// defaults per tier (a region's hosts 4 s, the global tier's regions 12 s):
+// static stability is judged on what an operator runs, not on leases made
+// short to hurry the test.
 var FullShape = Shape{Replicas: 3, Regions: 2, HostsPerRegion: 3, HostCPU: 16, Driver: "exec",
-	Timing: e2e.Timing{Interval: 300 * time.Millisecond, LeaseTTL: 2 * time.Second, Grace: 500 * time.Millisecond, ReportInterval: 500 * time.Millisecond}}
+	Timing: e2e.Timing{Interval: 300 * time.Millisecond, Grace: 500 * time.Millisecond}}
+
+// HostLease is the lease the hosts hold: Timing.LeaseTTL, or the daemons'
+// default for a tier whose children are hosts.
+func (s Shape) HostLease() time.Duration {
+	if s.Timing.LeaseTTL > 0 {
+		return s.Timing.LeaseTTL
+	}
+	return tierd.DefaultHostLeaseTTL
+}
 
 // Topology is a running cluster on its own network.
 type Topology struct {

@@ -76,20 +76,9 @@ func TestFrozenHostsWorkersStopFirst(t *testing.T) {
 		HostDriver: func(string) string {
 			return fmt.Sprintf("{kind: exec, exec: {command: %s, env: %s, env_pass: [PATH], stop_timeout: %s}}", cmdJSON, envJSON, stopTimeout)
 		}}
-	c, err := NewCluster(dir, strataBin, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
+	c := startCluster(t, dir, spec)
 	ctx := context.Background()
-	a, done, err := Admin(c.Global[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer done()
+	a := admin(t, c.Global[0])
 	const n = 4
 	eventually(t, "job submitted", 30*time.Second, func() error {
 		_, err := a.SubmitJob(ctx, &wire.SubmitJobRequest{Job: &wire.JobSpec{Id: "f", Parallelism: n,

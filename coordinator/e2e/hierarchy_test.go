@@ -69,14 +69,7 @@ func TestMultiProcessHierarchy(t *testing.T) {
 	spec := Spec{Replicas: 3, Regions: 2, HostsPerRegion: 3, HostCPU: 32,
 		Timing: Timing{Interval: 300 * time.Millisecond, LeaseTTL: 2 * time.Second, Grace: 100 * time.Millisecond, ReportInterval: 500 * time.Millisecond}}
 	dir := workDir(t)
-	c, err := NewCluster(dir, strataBin, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
+	c := startCluster(t, dir, spec)
 	ctx := context.Background()
 
 	// 1,000 shards submitted to any global replica are all owned by hosts.

@@ -71,20 +71,9 @@ func regionChildren(ctx context.Context, group []*Proc) ([]*wire.ChildStatus, er
 func TestRackTier(t *testing.T) {
 	spec := Spec{Replicas: 1, Regions: 1, HostsPerRegion: 2, HostCPU: 16, RacksPerRegion: 2, RackReplicas: 1, RegionPolicy: "spread",
 		Timing: Timing{Interval: 300 * time.Millisecond, LeaseTTL: 2 * time.Second, Grace: 500 * time.Millisecond, ReportInterval: 500 * time.Millisecond}}
-	c, err := NewCluster(workDir(t), strataBin, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
+	c := startCluster(t, workDir(t), spec)
 	ctx := context.Background()
-	a, done, err := Admin(c.Global[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer done()
+	a := admin(t, c.Global[0])
 	jobs := map[string]int{"a": 40, "b": 20}
 	for job, n := range jobs {
 		job, n := job, n
@@ -127,11 +116,7 @@ func TestRackTier(t *testing.T) {
 		}
 	}
 	rl, _ := Leader(ctx, c.Regions["region-1"])
-	ra, rdone, err := Admin(rl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdone()
+	ra := admin(t, rl)
 	shards, err := ra.ListShards(ctx, &wire.ListShardsRequest{})
 	if err != nil {
 		t.Fatal(err)

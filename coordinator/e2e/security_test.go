@@ -48,24 +48,13 @@ func TestSecuredClusterRefusesTheAttacks(t *testing.T) {
 			}
 			return s
 		}}
-	c, err := NewCluster(dir, strataBin, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
+	c := startCluster(t, dir, spec)
 	ctx := context.Background()
 	adminToken = secret
 	defer func() { adminToken = "" }()
 
 	const n = 40
-	a, done, err := Admin(c.Global[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer done()
+	a := admin(t, c.Global[0])
 	eventually(t, "job submitted", 20*time.Second, func() error {
 		_, err := a.SubmitJob(ctx, &wire.SubmitJobRequest{Job: &wire.JobSpec{Id: "e2e", Parallelism: n, ShardTemplate: &wire.Shard{Load: &wire.Load{Cpu: 0.1}}}})
 		if err != nil && isConflict(err) {
@@ -92,11 +81,7 @@ func TestSecuredClusterRefusesTheAttacks(t *testing.T) {
 
 	// The fake host.
 	adminToken = ""
-	ra, rdone, err := Admin(region)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdone()
+	ra := admin(t, region)
 	// evil holds a real host certificate of the cluster's CA (a CA that
 	// issued one too many): TLS lets it in, the allow-list must not.
 	evilDir := filepath.Join(dir, "tls", "evil")
@@ -142,11 +127,7 @@ func TestSecuredClusterRefusesTheAttacks(t *testing.T) {
 
 	// Nothing changed.
 	adminToken = secret
-	ra2, r2done, err := Admin(region)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r2done()
+	ra2 := admin(t, region)
 	stResp, err := ra2.Status(ctx, &wire.StatusRequest{})
 	if err != nil {
 		t.Fatal(err)

@@ -33,20 +33,9 @@ import (
 func TestRefusalsOnRealProcesses(t *testing.T) {
 	spec := Spec{Replicas: 1, Regions: 1, HostsPerRegion: 2, HostCPU: 16,
 		Timing: Timing{Interval: 300 * time.Millisecond, LeaseTTL: 2 * time.Second, Grace: 100 * time.Millisecond, ReportInterval: 500 * time.Millisecond}}
-	c, err := NewCluster(workDir(t), strataBin, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
+	c := startCluster(t, workDir(t), spec)
 	ctx := context.Background()
-	a, done, err := Admin(c.Global[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer done()
+	a := admin(t, c.Global[0])
 	const n = 20
 	eventually(t, "job submitted", 20*time.Second, func() error {
 		_, err := a.SubmitJob(ctx, &wire.SubmitJobRequest{Job: &wire.JobSpec{Id: "tls", Parallelism: n,
