@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -38,12 +39,16 @@ type clientFlags struct {
 	cmd     *cobra.Command // to tell --addr from STRATA_ADDR in messages
 }
 
-func (f *clientFlags) register(cmd *cobra.Command) {
+func (f *clientFlags) register(cmd *cobra.Command) { f.registerOn(cmd, cmd.Flags()) }
+
+// registerOn adds the flags to fs: cmd's own flags, or its persistent flags
+// for a command whose subcommands all call the Admin API (strata raft).
+func (f *clientFlags) registerOn(cmd *cobra.Command, fs *pflag.FlagSet) {
 	f.cmd = cmd
-	addrFlag(cmd, &f.addr)
-	tokenFlag(cmd, &f.token)
-	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "deadline for all the Admin API calls of this command")
-	tlsFlag(cmd, &f.tlsDir)
+	addrFlag(fs, &f.addr)
+	tokenFlag(fs, &f.token)
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "deadline for all the Admin API calls of this command")
+	tlsFlag(fs, &f.tlsDir)
 }
 
 // usageErr is a bad flag, argument or input file: exit code 2.
@@ -427,8 +432,8 @@ func formatLoad(l *wire.Load) string {
 
 // tokenFlag adds --token, whose default is STRATA_TOKEN: the ACL token sent
 // with every Admin call (docs/security.md, "Authorization (ACL tokens)").
-func tokenFlag(cmd *cobra.Command, token *string) {
-	cmd.Flags().StringVar(token, "token", os.Getenv("STRATA_TOKEN"), "ACL token sent with every Admin API call (env STRATA_TOKEN; not needed by strata dev, which runs without ACLs)")
+func tokenFlag(fs *pflag.FlagSet, token *string) {
+	fs.StringVar(token, "token", os.Getenv("STRATA_TOKEN"), "ACL token sent with every Admin API call (env STRATA_TOKEN; not needed by strata dev, which runs without ACLs)")
 }
 
 // tokenOption sends token as "authorization: Bearer <token>" metadata with

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/spf13/cobra"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/spf13/pflag"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/internal/tlsutil"
 )
@@ -14,8 +14,8 @@ import (
 // tlsFlag registers --tls DIR (env STRATA_TLS): the directory 'strata tls
 // cert --role operator' wrote (ca.pem, cert.pem, key.pem). Without it the
 // client commands speak plaintext, as 'strata dev' does.
-func tlsFlag(cmd *cobra.Command, dir *string) {
-	cmd.Flags().StringVar(dir, "tls", os.Getenv("STRATA_TLS"), "directory with ca.pem, cert.pem and key.pem (from 'strata tls cert --role operator'): mutual TLS to the Admin API (env STRATA_TLS; default: plaintext, for strata dev)")
+func tlsFlag(fs *pflag.FlagSet, dir *string) {
+	fs.StringVar(dir, "tls", os.Getenv("STRATA_TLS"), "directory with ca.pem, cert.pem and key.pem (from 'strata tls cert --role operator'): mutual TLS to the Admin API (env STRATA_TLS; default: plaintext, for strata dev)")
 }
 
 // clientCredentials loads a --tls directory: the servers must be tier

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // outputFlag is the -o/--output flag every command that prints results takes.
@@ -64,10 +65,10 @@ const devAdminAddr = "127.0.0.1:7400"
 // admin endpoint ("strata raft").
 const devRaftAdminAddr = "127.0.0.1:7401"
 
-func addrFlag(cmd *cobra.Command, addr *string) {
+func addrFlag(fs *pflag.FlagSet, addr *string) {
 	def := os.Getenv("STRATA_ADDR")
 	if def == "" {
 		def = devAdminAddr
 	}
-	cmd.Flags().StringVar(addr, "addr", def, "Admin API address of the cluster (env STRATA_ADDR; default: the local strata dev cluster)")
+	fs.StringVar(addr, "addr", def, "Admin API address of the cluster (env STRATA_ADDR; default: the local strata dev cluster)")
 }

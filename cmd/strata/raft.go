@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,8 +18,6 @@ func init() { commands = append(commands, newRaftCmd) }
 // through the gRPC Admin service of any of its replicas (changes are
 // forwarded to the leader and need an admin token when ACLs are on).
 func newRaftCmd(g *globalOptions) *cobra.Command {
-	var addr, token string
-	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "raft",
 		Short: "Inspect and change the membership of a tier's Raft group",
@@ -35,36 +32,23 @@ endpoint instead (--raft-admin: its listen.admin address).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	def := os.Getenv("STRATA_ADDR")
-	if def == "" {
-		def = devAdminAddr
-	}
-	cmd.PersistentFlags().StringVar(&addr, "addr", def, "Admin API address of a replica of the group (its listen.grpc; env STRATA_ADDR)")
-	cmd.PersistentFlags().StringVar(&token, "token", os.Getenv("STRATA_TOKEN"), "ACL token (env STRATA_TOKEN): read for peers, admin for join and remove")
-	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the group")
-	var tlsDir string
-	cmd.PersistentFlags().StringVar(&tlsDir, "tls", os.Getenv("STRATA_TLS"), "directory with ca.pem, cert.pem and key.pem (from 'strata tls cert --role operator'): mutual TLS to the Admin API (env STRATA_TLS; default: plaintext, for strata dev)")
+	var cf clientFlags
+	cf.registerOn(cmd, cmd.PersistentFlags())
 	call := func(out *outputFlag, fn func(context.Context, wire.AdminClient) error) error {
 		if err := out.check(); err != nil {
 			return err
 		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("--addr %q: must be host:port", addr)}
+		if err := cf.check(); err != nil {
+			return err
 		}
-		if timeout <= 0 {
-			return &exitError{code: 2, err: fmt.Errorf("--timeout: must be positive (got %v)", timeout)}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		conns := newAdminConns(tlsDir, token)
-		defer conns.close()
-		c, err := conns.client(addr)
+		ctx, c, done, err := cf.admin()
 		if err != nil {
 			return err
 		}
-		return remoteCallErr(addr, fn(ctx, c))
+		defer done()
+		return remoteCallErr(cf.addr, fn(ctx, c))
 	}
-	cmd.AddCommand(newRaftPeersCmd(g, call), newRaftStatusCmd(g, &timeout),
+	cmd.AddCommand(newRaftPeersCmd(g, call), newRaftStatusCmd(g, &cf.timeout),
 		newRaftJoinCmd(g, call), newRaftRemoveCmd(g, call))
 	return cmd
 }
