@@ -57,6 +57,12 @@ type Config struct {
 	// Credentials secure the connection to the parent (tlsutil: mutual TLS
 	// that checks the parent's identity); nil runs plaintext.
 	Credentials credentials.TransportCredentials
+	// RestateEvery, when > 0, makes the sender follow every RestateEvery-th
+	// report with a Hello on the live session, built anew by Hello: the child
+	// restates everything it holds with its epochs, and the parent reconciles
+	// it as it did the first (anti-entropy between sessions; a report lists
+	// only some shards). 0 never restates.
+	RestateEvery int
 	// DialOptions are extra gRPC dial options. They come after the client's
 	// own (credentials, keepalive), so they may replace them.
 	DialOptions []grpc.DialOption
@@ -95,7 +101,6 @@ type Client struct {
 	handler Handler
 	hints   chan *wire.Hint
 	acks    chan *wire.Ack
-	restate chan struct{} // Restate asked for a Hello on the live session
 
 	mu        sync.Mutex
 	connected string // the parent address of the live session, "" when none
@@ -157,7 +162,7 @@ func NewClient(cfg Config, h Handler) (*Client, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Client{cfg: cfg, handler: h, hints: make(chan *wire.Hint, 64), acks: make(chan *wire.Ack, 1024), restate: make(chan struct{}, 1), interval: cfg.ReportInterval}, nil
+	return &Client{cfg: cfg, handler: h, hints: make(chan *wire.Hint, 64), acks: make(chan *wire.Ack, 1024), interval: cfg.ReportInterval}, nil
 }
 
 // Connected returns the address of the parent replica of the live session, or ""
@@ -173,19 +178,6 @@ func (c *Client) Connected() string {
 func (c *Client) SendHint(h *wire.Hint) bool {
 	select {
 	case c.hints <- h:
-		return true
-	default:
-		return false
-	}
-}
-
-// Restate asks the client to send a Hello again on the live session, built
-// anew by Config.Hello when it leaves: the child restates what it holds, and
-// the parent reconciles it as it did the first (anti-entropy). It is dropped
-// when no session is live when it is taken, or when one is already asked for.
-func (c *Client) Restate() bool {
-	select {
-	case c.restate <- struct{}{}:
 		return true
 	default:
 		return false
@@ -403,10 +395,6 @@ func (c *Client) session(ctx context.Context, addr string) (o outcome) {
 		sendErr <- err
 	}()
 
-	select {
-	case <-c.restate: // asked before this session: its Hello just went
-	default:
-	}
 	c.onLease(g)
 	// The watchdog: a stream on which nothing arrives for the silence limit
 	// while the receive loop waits is given up (a paused or cut-off parent
@@ -605,12 +593,13 @@ func (c *Client) sentAtLocked(seq uint64) (time.Time, bool) {
 
 // numberReport stamps r with the next report sequence number (Report.epoch:
 // the client owns it) and records its send time, read just before the send.
-func (c *Client) numberReport(r *wire.Report) {
+func (c *Client) numberReport(r *wire.Report) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
 	r.Epoch = c.seq
 	c.sent[c.seq%sentRing] = sentReport{seq: c.seq, at: c.cfg.Now()}
+	return c.seq
 }
 
 func (c *Client) reportInterval() time.Duration {
@@ -640,16 +629,17 @@ func (c *Client) sender(ctx context.Context, stream grpc.BidiStreamingClient[wir
 			if err := send(&wire.ChildMessage{Msg: &wire.ChildMessage_Hint{Hint: h}}); err != nil {
 				return err
 			}
-		case <-c.restate:
-			if err := send(&wire.ChildMessage{Msg: &wire.ChildMessage_Hello{Hello: c.cfg.Hello()}}); err != nil {
-				return err
-			}
 		case <-timer.C:
 			if c.cfg.Report != nil {
 				if r := c.cfg.Report(); r != nil {
-					c.numberReport(r)
+					seq := c.numberReport(r)
 					if err := send(&wire.ChildMessage{Msg: &wire.ChildMessage_Report{Report: r}}); err != nil {
 						return err
+					}
+					if n := uint64(c.cfg.RestateEvery); n > 0 && seq%n == 0 {
+						if err := send(&wire.ChildMessage{Msg: &wire.ChildMessage_Hello{Hello: c.cfg.Hello()}}); err != nil {
+							return err
+						}
 					}
 				}
 			}

@@ -2,8 +2,11 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -325,6 +328,81 @@ func TestLeaseRunsFromTheSendOfTheReportItAnswers(t *testing.T) {
 	for i := range want {
 		if !rec.froms[i].Equal(want[i]) {
 			t.Errorf("lease %d runs from %v, want the send time %v (not the receipt)", i, rec.froms[i], want[i])
+		}
+	}
+}
+
+// TestRestateEveryFollowsEveryNthReportWithAHello: with RestateEvery 3 the
+// sender follows reports 3 and 6 with a Hello on the same session, built anew
+// (the child restates what it holds); reports 1, 2, 4, 5 go alone. Without
+// RestateEvery a second Hello never goes.
+func TestRestateEveryFollowsEveryNthReportWithAHello(t *testing.T) {
+	for _, tc := range []struct {
+		every int
+		want  []string
+	}{
+		{3, []string{"r1", "r2", "r3", "hello", "r4", "r5", "r6", "hello"}},
+		{0, []string{"r1", "r2", "r3", "r4", "r5", "r6"}},
+	} {
+		seen := make(chan []string, 1)
+		l := newDialLog()
+		addr := serveScripted(t, &scriptedParent{name: "p", log: l, run: func(s wire.Session_ConnectServer) error {
+			if err := s.Send(grantMsg(0)); err != nil {
+				return err
+			}
+			var got []string
+			for {
+				m, err := s.Recv()
+				if err != nil {
+					return err
+				}
+				switch {
+				case m.GetReport() != nil:
+					got = append(got, fmt.Sprintf("r%d", m.GetReport().GetEpoch()))
+					if err := s.Send(grantMsg(m.GetReport().GetEpoch())); err != nil {
+						return err
+					}
+				case m.GetHello() != nil:
+					got = append(got, "hello")
+				}
+				if m.GetReport().GetEpoch() == 6 {
+					if tc.every > 0 {
+						if m, err = s.Recv(); err != nil {
+							return err
+						} else if m.GetHello() != nil {
+							got = append(got, "hello")
+						}
+					}
+					seen <- got
+					<-s.Context().Done()
+					return nil
+				}
+			}
+		}})
+		var hellos, reports atomic.Int32
+		startClient(t, Config{
+			Parents: []string{addr},
+			Hello:   func() *wire.Hello { hellos.Add(1); return &wire.Hello{ChildId: "r1", ProtocolVersion: 1} },
+			Report: func() *wire.Report {
+				if reports.Add(1) > 6 {
+					return nil // six reports, then none: no Hello is built after them
+				}
+				return &wire.Report{Child: "r1"}
+			},
+			ReportInterval: time.Millisecond,
+			SilenceTimeout: time.Hour,
+			RestateEvery:   tc.every,
+		}, &leaseLog{marker: make(chan struct{})})
+		select {
+		case got := <-seen:
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("RestateEvery %d: the parent got %v, want %v", tc.every, got, tc.want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("RestateEvery %d: the parent never got six reports (and, with restatements, the Hello after the sixth)", tc.every)
+		}
+		if want := int32(1 + len(tc.want) - 6); hellos.Load() != want {
+			t.Errorf("RestateEvery %d: Hello built %d times, want %d (anew for each restatement)", tc.every, hellos.Load(), want)
 		}
 	}
 }

@@ -363,6 +363,13 @@ func TestUplinkEndsWhenItsReplicaStopsLeading(t *testing.T) {
 // reports), and the parent reconciles it like the first. Here a region comes
 // to hold a shard that is another region's after its session opened; the
 // restatement has it revoked. A second Hello used to be ignored.
+//
+// This checks the outcome end to end. A reconnect (the watchdog gives up a
+// parent silent for 1.5 of these 10 ms report intervals, which happens under
+// -race) reaches it too, through the new session's Hello, so the test passes
+// with RestateEvery 0 as well (checked); the mechanism itself is tested by
+// session's TestRestateEveryFollowsEveryNthReportWithAHello and the parent's
+// half by TestSecondHelloIsReconciled below.
 func TestRestatedHoldingsAreReconciled(t *testing.T) {
 	g, err := Start(Config{
 		Tier: interfaces.TierGlobal, Instance: "g", NodeID: "n1", DataDir: t.TempDir(),

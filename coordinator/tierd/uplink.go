@@ -41,9 +41,6 @@ type uplink struct {
 	// Hello states it (group_term) and it stops when the replica no longer
 	// leads in it.
 	term uint64
-	// reports counts the reports built, under mu: every restateEvery-th
-	// is followed by a restatement (the session client numbers them).
-	reports uint64
 }
 
 type uplinkHandler struct{ u *uplink }
@@ -58,6 +55,10 @@ func newUplink(d *Daemon) *uplink {
 		Seed:           uint64(len(d.cfg.NodeID)),
 		Logf:           d.logger.Printf,
 		Credentials:    d.parentCredentials(),
+		// Anti-entropy between Hellos: a report lists only the heaviest
+		// shards, so every restateEvery reports a Hello follows, stating
+		// every shard held with its epoch, and the parent reconciles it.
+		RestateEvery: restateEvery,
 	}, uplinkHandler{u})
 	if err != nil {
 		panic(err) // Config.Validate guarantees parents
@@ -273,16 +274,6 @@ func (u *uplink) report() *wire.Report {
 	r.Hints = d.childHints() // collaborative mode: hints derived from this tier's own view
 	for i := range r.Hints {
 		r.Hints[i].Amount = r.Hints[i].Amount.Capped() // sums over the children, like capacity
-	}
-	u.mu.Lock()
-	u.reports++
-	restate := u.reports%restateEvery == 0
-	u.mu.Unlock()
-	if restate {
-		// Anti-entropy between Hellos: a report lists only the heaviest
-		// shards, so every restateEvery reports the Hello follows, stating
-		// every shard held with its epoch, and the parent reconciles it.
-		u.client.Restate()
 	}
 	return wire.ReportToWire(r) // the session client numbers it (Report.epoch)
 }
