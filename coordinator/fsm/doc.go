@@ -43,8 +43,8 @@
 //
 // Apply does not check capacity. Capacity, like the other plan rules, is checked
 // by the pure balancer.Verify on the leader before the plan is committed
-// (FSM.VerifyPlanRules runs it against this state, for coordinator/tierd's
-// control round); Apply re-checks only what makes a single move unsafe whatever the load is (epoch compare-and-set, owner, in
+// (FSM.VerifyPlanned runs it against this state and the loads the plan was
+// made on, for coordinator/tierd's control round); Apply re-checks only what makes a single move unsafe whatever the load is (epoch compare-and-set, owner, in
 // flight, target exists and is active), so moves committed in one batch after
 // verification cannot double-own a shard.
 //

@@ -63,20 +63,17 @@ func (p planState) Used(id interfaces.ChildID) interfaces.Load {
 // the last applied entry on this replica) without copying it. It is
 // O(len(moves)).
 func (f *FSM) VerifyPlan(moves []interfaces.Move) balancer.Verdict {
-	return f.VerifyPlanRules(nil, moves)
+	return f.VerifyPlanned(nil, nil, moves)
 }
 
-// VerifyPlanRules is VerifyPlan that also holds the moves to the tier-level
-// rules the plan's policy was given (balancer.VerifyRules): the tier's
-// constraints are not in the replicated state, the caller passes them.
-func (f *FSM) VerifyPlanRules(rules []interfaces.Constraint, moves []interfaces.Move) balancer.Verdict {
-	return f.VerifyPlanned(nil, rules, moves)
-}
-
-// VerifyPlanned is VerifyPlanRules on the loads the plan was made on:
-// planned is the planning view's shards (balancer.PlannedLoads), whose loads
-// may be the measured ones; nil verifies on the declared loads the state
-// holds. The owners, epochs and moves in flight are the state's.
+// VerifyPlanned is VerifyPlan on the loads the plan was made on, holding the
+// moves also to the tier-level rules the plan's policy was given
+// (balancer.VerifyRules: the tier's constraints are not in the replicated
+// state, the caller passes them). planned is the planning view's shards
+// (balancer.PlannedLoads), whose loads may be the measured ones; nil verifies
+// on the declared loads the state holds. The owners, epochs and moves in
+// flight are the state's. coordinator/tierd's control round and the Admin
+// API's ApplyPlan commit what it accepts.
 func (f *FSM) VerifyPlanned(planned []interfaces.Shard, rules []interfaces.Constraint, moves []interfaces.Move) balancer.Verdict {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
