@@ -13,7 +13,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.5.1
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build run test check bench proto tools fmt vet staticcheck tidy-check proto-check imports clean
+.PHONY: all build run test deps check bench proto tools fmt vet staticcheck tidy-check proto-check imports clean
 
 all: build
 
@@ -24,13 +24,18 @@ build:
 run: build
 	$(BIN)/strata dev
 
-test:
+# The tests use real components (.ci/packages); deps installs the missing ones
+# as root, or stops at once naming the command to run.
+test: deps
 	$(GO) test -race ./...
+
+deps:
+	@.ci/ensure-packages
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-check: fmt vet staticcheck tidy-check proto-check imports
+check: deps fmt vet staticcheck tidy-check proto-check imports
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
