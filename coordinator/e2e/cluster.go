@@ -314,6 +314,9 @@ func (c *Cluster) tierGroup(dir string, nw Network, tier, instance string, repli
 			return nil, err
 		}
 		cfg += tlsCfg + extra
+		if !strings.Contains(extra, "acl:") {
+			cfg += "acl: disabled\n" // required outside dev mode; TierExtra turns tokens on
+		}
 		p.Config = filepath.Join(p.DataDir, "config.yaml")
 		p.Log = filepath.Join(p.DataDir, "log.txt")
 		p.Args = []string{tier}

@@ -761,3 +761,18 @@ func checkSecretMounts(t *testing.T, o k8sObject, env map[string]string, config 
 	}
 }
 
+// TestACLRequiredOutsideDev: a tier example without its acl section refuses
+// to start and says what to write; with "acl: disabled" it starts and warns.
+func TestACLRequiredOutsideDev(t *testing.T) {
+	for _, c := range fileCases(t, "global-1.yaml") {
+		cfg, err := localize(c.config, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectConfigError(t, c.args, withSection(t, cfg, "acl", ""), `acl: is required outside 'strata dev': give acl: {enabled: true}`)
+		d := start(t, c.args, withSection(t, cfg, "acl", "disabled"))
+		testutil.Until(t, "the no-token warning", 20*time.Second, func() bool {
+			return strings.Contains(d.stderr.String(), "warning: acl: disabled: the Admin API at")
+		})
+	}
+}
