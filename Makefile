@@ -113,3 +113,19 @@ chaos:
 
 chaos-soak:
 	STRATA_CHAOS=1 $(GO) test -count=1 -v -timeout 0 -run '^TestChaosSoak$$' ./coordinator/chaos -chaos.duration=$(CHAOS_DURATION) $(CHAOS_FLAGS)
+
+# The compose cluster (deploy/compose; deploy/README.md "Compose"): mutual TLS and
+# ACL tokens on, on the local Docker engine with docker-compose. compose-smoke
+# starts it, checks the ACL refusals and rolling restarts; compose-chaos checks
+# the refusals, then kills and pauses leaders and a host while a job runs and
+# checks the hosts' ledgers. Both build the image first and remove the cluster
+# at the end; compose-deps installs docker-compose and curl (.ci/packages.compose).
+.PHONY: compose-deps compose-smoke compose-chaos
+compose-deps:
+	@.ci/ensure-packages .ci/packages.compose
+
+compose-smoke: compose-deps image
+	STRATA_IMAGE=$(IMAGE) deploy/compose/smoke.sh
+
+compose-chaos: compose-deps image
+	STRATA_IMAGE=$(IMAGE) deploy/compose/chaos.sh

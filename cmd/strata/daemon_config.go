@@ -51,17 +51,11 @@ type tierFile struct {
 	// global tier).
 	TLS            tlsFile `yaml:"tls"`
 	ParentInstance string  `yaml:"parent_instance"`
-	// ACL turns on the Admin API's tokens; Children says which children may
-	// register and when failed ones are forgotten (docs/security.md).
+	// ACL (required outside 'strata dev': the Admin API's tokens, or
+	// "disabled"; acl_config.go); Children says which children may register
+	// and when failed ones are forgotten (docs/security.md).
 	ACL      aclFile      `yaml:"acl"`
 	Children childrenFile `yaml:"children"`
-}
-
-// aclFile is the acl section of a tier config (tierd.ACLConfig).
-type aclFile struct {
-	Enabled            bool     `yaml:"enabled"`
-	BootstrapTokenFile string   `yaml:"bootstrap_token_file"`
-	AnonymousHTTP      []string `yaml:"anonymous_http"`
 }
 
 // childrenFile is the children section of a tier config (tierd.ChildrenConfig).
@@ -246,10 +240,12 @@ func (f tierFile) tierConfig(logOut io.Writer) (tierd.Config, error) {
 		c.Instance = "global"
 	}
 	c.Integration, c.Labels, c.ParentInstance = f.Integration, f.Labels, f.ParentInstance
-	c.ACL = tierd.ACLConfig{Enabled: f.ACL.Enabled, BootstrapTokenFile: f.ACL.BootstrapTokenFile, AnonymousHTTP: f.ACL.AnonymousHTTP}
+	var err error
+	if c.ACL, err = f.ACL.config(); err != nil {
+		return tierd.Config{}, err
+	}
 	c.Children = tierd.ChildrenConfig{Allow: f.Children.Allow, Selector: f.Children.Selector, GCAfter: time.Duration(f.Children.GCAfter)}
 	c.Coop = coop.Config{Target: f.Coop.Target, MaxShards: f.Coop.MaxShards, Hold: time.Duration(f.Coop.Hold), BudgetFraction: f.Coop.BudgetFraction, MinBudget: f.Coop.MinBudget}
-	var err error
 	if c.Constraints, err = f.constraints(); err != nil {
 		return tierd.Config{}, err
 	}

@@ -18,7 +18,9 @@ func writeFile(t *testing.T, body string) string {
 	return p
 }
 
-const regionYAML = `tier: region
+// regionBase is a region config without its acl section; regionYAML has
+// "acl: disabled".
+const regionBase = `tier: region
 instance: eu-1
 node_id: eu-1-a
 data_dir: /tmp/never-opened
@@ -27,6 +29,8 @@ parent: ["127.0.0.1:3"]
 tls: disabled
 `
 
+const regionYAML = regionBase + "acl: disabled\n"
+
 func TestCheckConfig(t *testing.T) {
 	tests := []struct {
 		name, cmd, body string
@@ -34,10 +38,10 @@ func TestCheckConfig(t *testing.T) {
 		want            string
 	}{
 		{"valid region", "region", regionYAML, 0, "config ok: tier region, instance eu-1, node eu-1-a, chain global → region → host, policy local"},
-		{"unknown key", "region", regionYAML + "colour: blue\n", 2, `c.yaml:8: colour: unknown key (known here: tier, chain,`},
-		{"bad duration", "region", regionYAML + "control: {lease_ttl: soon}\n", 2, `c.yaml:8: control.lease_ttl: must be a non-negative duration with a unit, such as 500ms, 2s or 1m30s, got "soon"`},
+		{"unknown key", "region", regionYAML + "colour: blue\n", 2, `c.yaml:9: colour: unknown key (known here: tier, chain,`},
+		{"bad duration", "region", regionYAML + "control: {lease_ttl: soon}\n", 2, `c.yaml:9: control.lease_ttl: must be a non-negative duration with a unit, such as 500ms, 2s or 1m30s, got "soon"`},
 		{"raft on all interfaces", "region", strings.Replace(regionYAML, `raft: "127.0.0.1:1"`, `raft: "0.0.0.0:17300"`, 1), 2, `listen.raft: must name an address others can dial, not all interfaces (got "0.0.0.0:17300")`},
-		{"wrong type", "region", regionYAML + "control:\n  interval: 1s\n  max_moves: abc\n", 2, `c.yaml:10: control.max_moves: must be an integer, got "abc"`},
+		{"wrong type", "region", regionYAML + "control:\n  interval: 1s\n  max_moves: abc\n", 2, `c.yaml:11: control.max_moves: must be an integer, got "abc"`},
 		{"host bad quantity", "host", "tls: disabled\nhost: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: lots}\n", 2, "c.yaml:5: capacity.cpu: must be a non-negative number"},
 		{"cycle", "region", regionYAML + "chain: [global, region, rack, region, host]\n", 2, `tier "region" appears twice (a cycle)`},
 		{"tier not in chain", "tier", strings.Replace(regionYAML, "tier: region", "tier: rack", 1), 2, `unknown tier "rack"`},
@@ -53,8 +57,13 @@ func TestCheckConfig(t *testing.T) {
 		{"host exec env sets the epoch", "host", "tls: disabled\nhost: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {kind: exec, exec: {command: [sleep, \"60\"], env: [\"STRATA_SHARD_EPOCH=1\"]}}\n", 2, "driver.exec.env[0]: must not set STRATA_SHARD_EPOCH"},
 		{"host exec without command", "host", "tls: disabled\nhost: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {kind: exec}\n", 2, "driver.exec.command: is required"},
 		{"host unknown driver", "host", "tls: disabled\nhost: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {kind: docker}\n", 2, `driver.kind: must be synthetic, exec or callback (got "docker")`},
-		{"acl and children", "region", regionYAML + "acl: {enabled: true, bootstrap_token_file: /tmp/t, anonymous_http: [healthz, metrics]}\nchildren: {allow: [h-1], selector: {pool: prod}, gc_after: 24h}\n", 0, "config ok"},
-		{"acl bad http name", "region", regionYAML + "acl: {enabled: true, anonymous_http: [status]}\n", 2, `acl.anonymous_http[0]: must be one of healthz, readyz, metrics (got "status")`},
+		{"acl and children", "region", regionBase + "acl: {enabled: true, bootstrap_token_file: /tmp/t, anonymous_http: [healthz, metrics]}\nchildren: {allow: [h-1], selector: {pool: prod}, gc_after: 24h}\n", 0, "config ok"},
+		{"no acl section", "region", regionBase, 2, `acl: is required outside 'strata dev': give acl: {enabled: true}`},
+		{"acl not a word", "region", regionBase + "acl: off\n", 2, `c.yaml:8: acl: must be {enabled: true, ...} or the word disabled (got "off")`},
+		{"acl unknown key", "region", regionBase + "acl: {enabled: true, token: x}\n", 2, `acl.token: unknown key (known here: enabled, bootstrap_token_file, anonymous_http)`},
+		{"acl wrong type", "region", regionBase + "acl: {enabled: maybe}\n", 2, `acl.enabled: `},
+		{"acl enabled false", "region", regionBase + "acl: {enabled: false}\n", 0, "config ok"},
+		{"acl bad http name", "region", regionBase + "acl: {enabled: true, anonymous_http: [status]}\n", 2, `acl.anonymous_http[0]: must be one of healthz, readyz, metrics (got "status")`},
 		{"children bad id", "region", regionYAML + "children: {allow: [a/../b]}\n", 2, `children.allow[0]: must be 1-253 characters`},
 		{"children bad gc_after", "region", regionYAML + "children: {gc_after: soon}\n", 2, `children.gc_after: must be a non-negative duration`},
 		{"host bad discipline", "host", "tls: disabled\nhost: h1\ndata_dir: /tmp/x\nparent: [\"a:1\"]\ncapacity: {cpu: 1}\ndriver: {synthetic: {execute: true, discipline: edf}}\n", 2, `driver.synthetic.discipline: must be "llf" or "fifo"`},
@@ -80,7 +89,7 @@ func TestCheckConfig(t *testing.T) {
 // configuration; the bootstrap file defaults into data_dir.
 func TestACLAndChildrenKeys(t *testing.T) {
 	var f tierFile
-	body := regionYAML + "acl: {enabled: true, anonymous_http: [readyz]}\nchildren: {allow: [h-1, h-2], selector: {pool: prod}, gc_after: 2h}\n"
+	body := regionBase + "acl: {enabled: true, anonymous_http: [readyz]}\nchildren: {allow: [h-1, h-2], selector: {pool: prod}, gc_after: 2h}\n"
 	if err := decodeStrict("c.yaml", []byte(body), &f); err != nil {
 		t.Fatal(err)
 	}

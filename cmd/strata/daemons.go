@@ -167,7 +167,7 @@ func runTier(ctx context.Context, g *globalOptions, f tierFile) error {
 	ctx, stop := signalContext(ctx)
 	defer stop()
 	if !cfg.ACL.Enabled {
-		fmt.Fprintf(g.stderr, "strata %s %s/%s: warning: acl.enabled is false: the Admin API at %s (jobs, drains, plans, Raft membership) accepts every call from anyone who can reach it; see docs/security.md\n",
+		fmt.Fprintf(g.stderr, "strata %s %s/%s: warning: acl: disabled: the Admin API at %s (jobs, drains, plans, Raft membership) accepts every call from anyone who can reach it; see docs/security.md\n",
 			cfg.Tier, cfg.Instance, cfg.NodeID, cfg.GRPCAddr)
 	}
 	d, err := tierd.Start(cfg, g.stderr)

@@ -79,6 +79,9 @@ type Proc struct {
 	// (ca.pem, cert.pem, key.pem): what Admin dials with and what the
 	// client commands take as --tls.
 	OperatorTLS string
+	// Token is the ACL token Admin sends to this tier replica (Spec.ACL),
+	// else "".
+	Token string
 	// IP is the address the process listens on and dials from (127.0.0.1
 	// unless the cluster runs on a Network).
 	IP string
@@ -186,12 +189,16 @@ type Cluster struct {
 	// cluster's CA: the client commands' --tls. Every connection of the
 	// cluster runs over mutual TLS (docs/security.md).
 	OperatorTLS string
-	ca          *tlsutil.CA
-	Global      []*Proc
-	Regions     map[string][]*Proc
-	Racks       map[string][]*Proc // rack → its replicas (custom rack tier only)
-	Hosts       map[string]*Proc   // host → process
-	HostRegion  map[string]string
+	// Token is the bootstrap token's secret with Spec.ACL (for the client
+	// commands: STRATA_TOKEN), else "".
+	Token      string
+	aclSection string
+	ca         *tlsutil.CA
+	Global     []*Proc
+	Regions    map[string][]*Proc
+	Racks      map[string][]*Proc // rack → its replicas (custom rack tier only)
+	Hosts      map[string]*Proc   // host → process
+	HostRegion map[string]string
 }
 
 // Spec shapes a cluster.
@@ -216,6 +223,11 @@ type Spec struct {
 	TierExtra func(tier, instance string) string
 	// RaftAdmin gives every tier replica a listen.admin address.
 	RaftAdmin bool
+	// ACL turns ACL tokens on at every tier replica (acl.enabled, /healthz
+	// and /readyz anonymous) with one bootstrap token file shared by all,
+	// Cluster.Token; Admin sends it. A TierExtra with its own acl section
+	// wins. Without it every tier says "acl: disabled".
+	ACL bool
 	// Net, when set, gives each process its own address (and a wrapper that
 	// enters its network namespace); nil runs everything on 127.0.0.1 with
 	// free ports.
@@ -314,6 +326,10 @@ func (c *Cluster) tierGroup(dir string, nw Network, tier, instance string, repli
 			return nil, err
 		}
 		cfg += tlsCfg + extra
+		if !strings.Contains(extra, "acl:") {
+			cfg += c.aclSection
+			p.Token = c.Token
+		}
 		p.Config = filepath.Join(p.DataDir, "config.yaml")
 		p.Log = filepath.Join(p.DataDir, "log.txt")
 		p.Args = []string{tier}
@@ -368,6 +384,15 @@ func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 	c.OperatorTLS = filepath.Join(dir, "tls", "operator")
 	if _, err := c.issue(c.OperatorTLS, tlsutil.Named(tlsutil.RoleOperator, "e2e")); err != nil {
 		return nil, err
+	}
+	c.aclSection = "acl: disabled\n" // required outside dev mode
+	if s.ACL {
+		c.Token = "strata_e2e-cluster-bootstrap-token-0123456789"
+		file := filepath.Join(dir, "acl-bootstrap-token")
+		if err := os.WriteFile(file, []byte(c.Token+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		c.aclSection = fmt.Sprintf("acl: {enabled: true, bootstrap_token_file: %q, anonymous_http: [healthz, readyz]}\n", file)
 	}
 	c.Global, err = c.tierGroup(dir, s.Net, "global", "global", s.Replicas, nil, "", s.control(), s.chain()+s.extra("global", "global"), s.RaftAdmin)
 	if err != nil {
@@ -524,6 +549,9 @@ func Admin(p *Proc) (wire.AdminClient, func(), error) {
 		return nil, nil, err
 	}
 	tok := adminToken
+	if p.Token != "" {
+		tok = p.Token
+	}
 	cc, err := grpc.NewClient(p.GRPC, grpc.WithTransportCredentials(st.ClientCredentials(tlsutil.IsAnyReplica)),
 		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			if tok != "" {

@@ -1,65 +1,32 @@
 #!/usr/bin/env bash
 # Smoke test of the compose cluster: start it, wait for the tree (3 hosts under
 # eu-1), submit deploy/examples/job.yaml, wait until all 16 shards are placed on
-# hosts, restart every tier replica one at a time (leaders included) and check no
-# shard moved or changed epoch, restart the hosts one at a time and check every
-# shard is back on a host, then remove everything (containers, network, volumes)
-# even on failure.
+# hosts, check that the Admin API refuses what the token does not allow (no
+# token; a read token used to drain a host, delete the job or submit one; no
+# token on /metrics) and that nothing changed, restart every tier replica one at
+# a time (leaders included) and check no shard moved or changed epoch, restart
+# the hosts one at a time and check every shard is back on a host, then remove
+# everything (containers, network, volumes) even on failure.
 #
-#   make image && deploy/compose/smoke.sh
+#   make image && deploy/compose/smoke.sh      # or: make compose-smoke
 #
-# Every connection runs over mutual TLS (certs.sh makes the certificates, kept in
-# tls/ for the next run); the CLI uses the operator certificate.
+# Every connection runs over mutual TLS and the Admin API needs an ACL token:
+# certs.sh makes the certificates and the bootstrap token (kept in tls/ and acl/
+# for the next run); the CLI uses the operator certificate and the bootstrap
+# token (STRATA_TOKEN).
 #
-# Needs docker-compose (v1) or the docker compose plugin, the strata:dev image, curl,
-# and a Linux Docker engine (the containers' addresses must be reachable from here).
+# Needs docker-compose (v1) or the docker compose plugin, the strata:dev image
+# (STRATA_IMAGE names another), curl, and a Linux Docker engine (the containers'
+# addresses must be reachable from here).
 set -euo pipefail
 cd "$(dirname "$0")"
-project="${STRATA_PROJECT:-strata-smoke-$$}"
-image="${STRATA_IMAGE:-strata:dev}"
-if command -v docker-compose >/dev/null; then compose=(docker-compose); else compose=(docker compose); fi
-compose+=(-p "$project" -f docker-compose.yaml)
-net="${project}_strata"
-
-cleanup() { "${compose[@]}" down -v --remove-orphans >/dev/null 2>&1 || true; }
+. ./lib.sh
 trap cleanup EXIT
 
-strata() { docker run --rm --network "$net" -v "$PWD/../examples:/examples:ro" -v "$PWD/tls/operator:/tls:ro" -e STRATA_TLS=/tls "$image" "$@"; }
-fail() { echo "FAIL: $*" >&2; "${compose[@]}" logs --no-color --tail 30 >&2 || true; exit 1; }
-# wait_for DESC SECONDS CMD...: retry CMD every second until it succeeds.
-wait_for() {
-	local desc=$1 secs=$2; shift 2
-	for ((i = 0; i < secs; i++)); do
-		if "$@" >/dev/null 2>&1; then echo "ok: $desc (${i}s)"; return 0; fi
-		sleep 1
-	done
-	fail "$desc not within ${secs}s"
-}
-# The checks read the whole output first (grep -q on a pipe would make the writer
-# fail with pipefail).
-hosts_active() { local out; out=$(strata status --addr global-1:7400) && [ "$(grep -c ' host .*active  yes' <<<"$out")" -eq 3 ]; }
-all_placed() { local out; out=$(strata job list --addr global-1:7400) && grep -Eq '^wordcount +16 +16 ' <<<"$out"; }
-# ready SERVICE: its /readyz answers 200 (tiers: a Raft leader is known, and the
-# leader has a session with its parent; hosts: a session and a valid lease). The
-# image has no shell, so this curls the container's address from the Docker host.
-ready() {
-	local id ip
-	id=$("${compose[@]}" ps -q "$1") && [ -n "$id" ] || return 1
-	[ "$(docker inspect -f '{{.State.Running}}' "$id")" = true ] || return 1
-	ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$id")
-	curl -fsS -m 2 "http://$ip:7500/readyz"
-}
-on_hosts() { local out; out=$(strata shards --addr global-1:7400) && [ "$(grep -Ec ' eu-1 +eu-1-host-' <<<"$out")" -eq 16 ]; }
+up
 
-STRATA_IMAGE="$image" ./certs.sh
-"${compose[@]}" up -d
-for s in global-1 global-2 global-3 eu-1-1 eu-1-2 eu-1-3 host-1 host-2 host-3; do
-	wait_for "$s ready" 60 ready "$s"
-done
-wait_for "3 hosts active under eu-1" 60 hosts_active
-strata job submit /examples/job.yaml --addr global-1:7400
-wait_for "16 shards placed" 60 all_placed
-wait_for "16 shards on hosts" 60 on_hosts
+check_refusals
+
 # Tier replicas one at a time, each leader included: two of three keep the quorum,
 # so no shard may move and no epoch may change.
 before=$(strata shards --addr global-1:7400 -o json)

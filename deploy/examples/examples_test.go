@@ -184,7 +184,8 @@ func runCases(t *testing.T, cases []daemonCase) {
 // (listen.* and driver.callback.listen) becomes 127.0.0.1:0, data_dir a
 // temporary directory, and the files of a tls section certificates of the
 // test CA for the identity the config names (host, or tier/instance/node_id),
-// written under it. Everything else, unknown keys included, is kept.
+// written under it, and acl.bootstrap_token_file a token file written there.
+// Everything else, unknown keys included, is kept.
 func localize(data []byte, dataDir string) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -205,6 +206,15 @@ func localize(data []byte, dataDir string) ([]byte, error) {
 	if tl := mapValue(top, "tls"); tl != nil && tl.Kind == yaml.MappingNode {
 		if err := localTLS(top, tl, filepath.Join(dataDir, "tls")); err != nil {
 			return nil, err
+		}
+	}
+	if a := mapValue(top, "acl"); a != nil {
+		if v := mapValue(a, "bootstrap_token_file"); v != nil {
+			// The compose cluster's file, made by certs.sh: a token of the same form.
+			v.Value = filepath.Join(dataDir, "bootstrap-token")
+			if err := os.WriteFile(v.Value, []byte("strata_examples-test-bootstrap-token-0123456789abcdef\n"), 0o600); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if d := mapValue(top, "driver"); d != nil {
@@ -382,8 +392,10 @@ type k8sObject struct {
 						} `yaml:"valueFrom"`
 					} `yaml:"env"`
 					VolumeMounts []struct {
-						Name      string `yaml:"name"`
-						MountPath string `yaml:"mountPath"`
+						Name        string `yaml:"name"`
+						MountPath   string `yaml:"mountPath"`
+						SubPath     string `yaml:"subPath"`
+						SubPathExpr string `yaml:"subPathExpr"`
 					} `yaml:"volumeMounts"`
 				} `yaml:"containers"`
 				Volumes []struct {
@@ -391,6 +403,9 @@ type k8sObject struct {
 					ConfigMap struct {
 						Name string `yaml:"name"`
 					} `yaml:"configMap"`
+					Secret struct {
+						SecretName string `yaml:"secretName"`
+					} `yaml:"secret"`
 				} `yaml:"volumes"`
 			} `yaml:"spec"`
 		} `yaml:"template"`
@@ -432,6 +447,7 @@ func readManifests(t *testing.T) []k8sObject {
 // StatefulSet's peers are its own pods' stable DNS names.
 func TestKubernetesManifests(t *testing.T) {
 	objs := readManifests(t)
+	secrets := k8sSecrets(t, "node-a")
 	configMaps := map[string]map[string]string{}
 	headless := map[string]bool{}
 	for _, o := range objs {
@@ -487,6 +503,17 @@ func TestKubernetesManifests(t *testing.T) {
 		if config == nil {
 			t.Fatalf("%s: no --config=FILE argument", o.Metadata.Name)
 		}
+		// The identity the flags give (--node-id, --host) goes into the config
+		// too, so that localize issues the certificate the pod's would name.
+		for _, a := range args {
+			if v, ok := strings.CutPrefix(a, "--node-id="); ok {
+				config = setKey(t, config, "node_id", v)
+			}
+			if v, ok := strings.CutPrefix(a, "--host="); ok {
+				config = setKey(t, config, "host", v)
+			}
+		}
+		checkSecretMounts(t, o, env, config, secrets)
 		if o.Kind == "StatefulSet" {
 			if !headless[o.Spec.ServiceName] {
 				t.Errorf("%s: serviceName %q is not a headless Service of the manifests", o.Metadata.Name, o.Spec.ServiceName)
@@ -558,6 +585,12 @@ func checkPeers(t *testing.T, o k8sObject, config []byte) {
 // withTLS rewrites the tls section of a (localized) config: "" removes it,
 // anything else becomes its value.
 func withTLS(t *testing.T, data []byte, value string) []byte {
+	return withSection(t, data, "tls", value)
+}
+
+// withSection rewrites the top-level section key of a config: "" removes it,
+// anything else becomes its value.
+func withSection(t *testing.T, data []byte, key, value string) []byte {
 	t.Helper()
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -565,7 +598,7 @@ func withTLS(t *testing.T, data []byte, value string) []byte {
 	}
 	top := doc.Content[0]
 	for i := 0; i+1 < len(top.Content); i += 2 {
-		if top.Content[i].Value == "tls" {
+		if top.Content[i].Value == key {
 			if value == "" {
 				top.Content = append(top.Content[:i], top.Content[i+2:]...)
 			} else {
@@ -604,6 +637,142 @@ func TestTLSRequiredOutsideDev(t *testing.T) {
 		d := start(t, c.args, withTLS(t, cfg, "disabled"))
 		testutil.Until(t, "the plaintext warning", 20*time.Second, func() bool {
 			return strings.Contains(d.stderr.String(), "warning: tls: disabled: the session to the parent runs in plaintext")
+		})
+	}
+}
+
+// setKey sets a top-level key of a YAML mapping.
+func setKey(t *testing.T, data []byte, key, value string) []byte {
+	t.Helper()
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	top := doc.Content[0]
+	if v := mapValue(top, key); v != nil {
+		v.Value = value
+	} else {
+		top.Content = append(top.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: key}, &yaml.Node{Kind: yaml.ScalarNode, Value: value})
+	}
+	out, err := yaml.Marshal(&doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// k8sSecrets runs deploy/k8s/secrets.sh for the given nodes and returns the
+// keys of each Secret it makes.
+func k8sSecrets(t *testing.T, nodes ...string) map[string]map[string]bool {
+	t.Helper()
+	cmd := exec.Command("../k8s/secrets.sh", nodes...)
+	cmd.Env = append(os.Environ(), "STRATA="+strataBin, "STRATA_SECRETS_DIR="+t.TempDir())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("deploy/k8s/secrets.sh: %v\n%s", err, stderr.String())
+	}
+	secrets := map[string]map[string]bool{}
+	dec := yaml.NewDecoder(bytes.NewReader(out))
+	for {
+		var s struct {
+			Kind     string                `yaml:"kind"`
+			Metadata struct{ Name string } `yaml:"metadata"`
+			Data     map[string]string     `yaml:"data"`
+		}
+		if err := dec.Decode(&s); err != nil {
+			if err.Error() == "EOF" {
+				break
+			}
+			t.Fatalf("deploy/k8s/secrets.sh's output: %v", err)
+		}
+		if s.Kind != "Secret" {
+			t.Fatalf("deploy/k8s/secrets.sh made a %q, want only Secrets", s.Kind)
+		}
+		secrets[s.Metadata.Name] = map[string]bool{}
+		for k := range s.Data {
+			secrets[s.Metadata.Name][k] = true
+		}
+	}
+	return secrets
+}
+
+// checkSecretMounts: every file the config's tls and acl sections name is
+// mounted into the container from a Secret that deploy/k8s/secrets.sh makes,
+// with a key it has (subPathExpr expanded as the kubelet would for pod 0 on
+// node-a).
+func checkSecretMounts(t *testing.T, o k8sObject, env map[string]string, config []byte, secrets map[string]map[string]bool) {
+	t.Helper()
+	var f struct {
+		TLS map[string]string `yaml:"tls"`
+		ACL struct {
+			BootstrapTokenFile string `yaml:"bootstrap_token_file"`
+		} `yaml:"acl"`
+	}
+	if err := yaml.Unmarshal(config, &f); err != nil {
+		t.Fatalf("%s: the tls section must be {ca, cert, key} files: %v", o.Metadata.Name, err)
+	}
+	files := []string{f.TLS["ca"], f.TLS["cert"], f.TLS["key"]}
+	if f.ACL.BootstrapTokenFile != "" {
+		files = append(files, f.ACL.BootstrapTokenFile)
+	}
+	ps := o.Spec.Template.Spec
+	for _, file := range files {
+		if file == "" {
+			t.Errorf("%s: the config has no tls files (want mutual TLS, as compose)", o.Metadata.Name)
+			continue
+		}
+		found := false
+		for _, m := range ps.Containers[0].VolumeMounts {
+			key := ""
+			switch {
+			case m.MountPath == file && m.SubPath != "":
+				key = m.SubPath
+			case m.MountPath == file && m.SubPathExpr != "":
+				key = m.SubPathExpr
+				for k, v := range env {
+					key = strings.ReplaceAll(key, "$("+k+")", v)
+				}
+			case m.SubPath == "" && m.SubPathExpr == "" && filepath.Dir(file) == m.MountPath:
+				key = filepath.Base(file)
+			default:
+				continue
+			}
+			for _, v := range ps.Volumes {
+				if v.Name != m.Name {
+					continue
+				}
+				keys, ok := secrets[v.Secret.SecretName]
+				switch {
+				case v.Secret.SecretName == "":
+					t.Errorf("%s: %s is mounted from volume %q, which is not a Secret", o.Metadata.Name, file, v.Name)
+				case !ok:
+					t.Errorf("%s: %s: deploy/k8s/secrets.sh makes no Secret %q", o.Metadata.Name, file, v.Secret.SecretName)
+				case !keys[key]:
+					t.Errorf("%s: %s: Secret %q has no key %q (it has %v)", o.Metadata.Name, file, v.Secret.SecretName, key, keys)
+				}
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: the config names %s, but no volume of the pod mounts it", o.Metadata.Name, file)
+		}
+	}
+}
+
+// TestACLRequiredOutsideDev: a tier example without its acl section refuses
+// to start and says what to write; with "acl: disabled" it starts and warns.
+func TestACLRequiredOutsideDev(t *testing.T) {
+	for _, c := range fileCases(t, "global-1.yaml") {
+		cfg, err := localize(c.config, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectConfigError(t, c.args, withSection(t, cfg, "acl", ""), `acl: is required outside 'strata dev': give acl: {enabled: true}`)
+		d := start(t, c.args, withSection(t, cfg, "acl", "disabled"))
+		testutil.Until(t, "the no-token warning", 20*time.Second, func() bool {
+			return strings.Contains(d.stderr.String(), "warning: acl: disabled: the Admin API at")
 		})
 	}
 }

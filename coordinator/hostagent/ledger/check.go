@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/strata-sched/strata/interfaces"
 )
@@ -239,4 +240,70 @@ func sortEvents(evs []Event) {
 		}
 		return evs[i].Seq < evs[j].Seq
 	})
+}
+
+// LongestGap is the longest time in [from, to] that no interval of ivs (one
+// shard's, sorted by start as Result.Intervals is) covers: how long the shard
+// ran nowhere in that window (0: it ran throughout).
+func LongestGap(ivs []Interval, from, to int64) time.Duration {
+	var gap int64
+	cur := from
+	for _, iv := range ivs {
+		if iv.End <= cur {
+			continue
+		}
+		if iv.Start > to {
+			break
+		}
+		if iv.Start > cur {
+			gap = max(gap, iv.Start-cur)
+		}
+		cur = max(cur, iv.End)
+		if cur >= to {
+			break
+		}
+	}
+	if cur < to {
+		gap = max(gap, to-cur)
+	}
+	return time.Duration(gap)
+}
+
+// WindowStops is how the shards fared in one window [From, To]: of the
+// shards running at From, how many ran nowhere for a while before To
+// (Stopped), and the longest such gap.
+type WindowStops struct {
+	Name     string
+	From, To int64
+	Shards   int
+	Stopped  int
+	Longest  time.Duration
+	// StoppedShards lists the shards that stopped, sorted.
+	StoppedShards []interfaces.ShardID
+}
+
+// Stops measures a window: see WindowStops.
+func (r *Result) Stops(name string, from, to int64) WindowStops {
+	w := WindowStops{Name: name, From: from, To: to}
+	byShard := map[interfaces.ShardID][]Interval{}
+	for _, iv := range r.Intervals {
+		byShard[iv.Shard] = append(byShard[iv.Shard], iv)
+	}
+	for s, ivs := range byShard {
+		running := false
+		for _, iv := range ivs {
+			running = running || (iv.Start <= from && from < iv.End)
+		}
+		if !running {
+			continue
+		}
+		w.Shards++
+		if g := LongestGap(ivs, from, to); g > 0 {
+			w.Stopped++
+			w.Longest = max(w.Longest, g)
+			w.StoppedShards = append(w.StoppedShards, s)
+		}
+	}
+	sort.Slice(w.StoppedShards, func(i, j int) bool { return w.StoppedShards[i] < w.StoppedShards[j] })
+	return w
 }
