@@ -36,8 +36,10 @@ type Config struct {
 	// the hierarchy reached, so the flat local search stops as soon as it is as
 	// good (a target in FlatConfig is then overridden).
 	MatchQuality bool
-	// Now times the runs (wall or CPU time); nil reports 0 seconds.
-	Now func() time.Time
+	// Now times the runs (the wall clock); nil reports 0 seconds. CPU, when
+	// set, is a second clock read at the same points — the process's CPU time
+	// over all cores — for the CPU-seconds figures; nil reports 0.
+	Now, CPU func() time.Time
 	// Phase, when set, is told each round as it starts (PhaseHierPlace,
 	// PhaseHierRebalance, PhaseFlatPlace, PhaseFlatRebalance): for progress,
 	// and for a caller that starts the flat run's time budget with the flat
@@ -51,6 +53,12 @@ type Run struct {
 	Seconds          float64 `json:"seconds"`
 	PlaceSeconds     float64 `json:"place_seconds"`
 	RebalanceSeconds float64 `json:"rebalance_seconds"`
+	// CPUSeconds is the CPU time of both rounds (Config.CPU: every core and
+	// the garbage collector's work included); CPU work, where Seconds is
+	// elapsed time.
+	CPUSeconds          float64 `json:"cpu_seconds"`
+	PlaceCPUSeconds     float64 `json:"place_cpu_seconds"`
+	RebalanceCPUSeconds float64 `json:"rebalance_cpu_seconds"`
 	// MaxOverLB is the worse of cpu and mem; ByResource has both.
 	MaxOverLB  float64            `json:"max_over_lb"`
 	ByResource map[string]float64 `json:"max_over_lb_by_resource"`
@@ -84,6 +92,23 @@ type HierRun struct {
 	// counts the other workers too).
 	SlowestRegionSeconds float64 `json:"slowest_region_seconds,omitempty"`
 	CriticalPathSeconds  float64 `json:"critical_path_seconds,omitempty"`
+	// GlobalCPUSeconds is the CPU time of the global tier's share (one
+	// goroutine, so about its wall time unless the collector runs).
+	GlobalCPUSeconds float64 `json:"global_cpu_seconds"`
+	// Rounds splits the tiers' seconds by round: place, then rebalance.
+	Rounds []HierRound `json:"rounds"`
+}
+
+// HierRound is one round of the hierarchy, in seconds of the wall clock.
+type HierRound struct {
+	Name string `json:"name"`
+	// Global is the global tier's plan and its application; Regions the
+	// region phase on the pool; SlowestRegion the slowest region's plan;
+	// CriticalPath = Global + SlowestRegion.
+	Global        float64 `json:"global_seconds"`
+	Regions       float64 `json:"region_seconds"`
+	SlowestRegion float64 `json:"slowest_region_seconds"`
+	CriticalPath  float64 `json:"critical_path_seconds"`
 }
 
 // Result is the comparison.
@@ -101,8 +126,15 @@ type Result struct {
 	// FlatReached says whether the flat run placed every shard and reached
 	// FlatTarget (it may run out of its time budget first).
 	FlatReached bool `json:"flat_reached_target"`
-	// Speedup is Flat.Seconds / Hier.Seconds (0 without a flat run).
+	// Speedup is Flat.Seconds / Hier.Seconds (0 without a flat run): wall
+	// time on this machine, the regions sharing its cores.
 	Speedup float64 `json:"speedup"`
+	// CriticalPathSpeedup is Flat.Seconds / Hier.CriticalPathSeconds: as if
+	// every region ran on its own machine, as deployed. CPURatio is
+	// Flat.CPUSeconds / Hier.CPUSeconds: the CPU work saved. 0 when a side
+	// has no figure.
+	CriticalPathSpeedup float64 `json:"critical_path_speedup"`
+	CPURatio            float64 `json:"cpu_ratio"`
 	// LB is the lower bound per resource of the instance after the change.
 	LB map[string]float64 `json:"lb"`
 	// HierHost and FlatHost are the final host of every shard (-1 = none), for
@@ -223,8 +255,9 @@ func CompareInstance(ctx context.Context, cfg Config, in *Instance) (Result, err
 		return Result{}, err
 	}
 	res := Result{Shards: cfg.Shards, Hosts: cfg.Hosts, Regions: cfg.Regions, Seed: cfg.Seed, Changed: in.Changed, LB: lb}
+	clk := clocks{wall: cfg.Now, cpu: cfg.CPU}
 	h := newHier(in, cfg.Seed, pols[0], pols[1], workers)
-	if res.Hier, err = h.run(cfg.Now, phaseOf(cfg.Phase, sideHier)); err != nil {
+	if res.Hier, err = h.run(clk, phaseOf(cfg.Phase, sideHier)); err != nil {
 		return Result{}, fmt.Errorf("hierarchy: %w", err)
 	}
 	res.Hier.Run.score(in, h.host, lb)
@@ -245,15 +278,15 @@ func CompareInstance(ctx context.Context, cfg Config, in *Instance) (Result, err
 		shards := h.gshards
 		h = nil // the hierarchy's views are garbage now
 		f := newFlat(in, cfg.Seed, fp, shards)
-		if res.Flat, err = f.run(ctx, cfg.Now, phaseOf(cfg.Phase, sideFlat)); err != nil {
+		if res.Flat, err = f.run(ctx, clk, phaseOf(cfg.Phase, sideFlat)); err != nil {
 			return Result{}, fmt.Errorf("flat: %w", err)
 		}
 		res.Flat.score(in, f.host, lb)
 		res.FlatHost = f.host
 		res.FlatReached = res.FlatTarget > 0 && res.Flat.Unplaced == 0 && res.Flat.MaxOverLB <= res.FlatTarget*(1+1e-9)
-		if res.Hier.Seconds > 0 {
-			res.Speedup = res.Flat.Seconds / res.Hier.Seconds
-		}
+		res.Speedup = ratio(res.Flat.Seconds, res.Hier.Seconds)
+		res.CriticalPathSpeedup = ratio(res.Flat.Seconds, res.Hier.CriticalPathSeconds)
+		res.CPURatio = ratio(res.Flat.CPUSeconds, res.Hier.CPUSeconds)
 	}
 	return res, nil
 }
@@ -397,6 +430,14 @@ func hostViews(in *Instance) []interfaces.Child {
 	return out
 }
 
+// ratio is a/b, 0 when b is not positive.
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
 // since returns the seconds from t0 by now (0 without a clock).
 func since(now func() time.Time, t0 time.Time) float64 {
 	if now == nil {
@@ -412,27 +453,41 @@ func stamp(now func() time.Time) time.Time {
 	return now()
 }
 
+// clocks are the two clocks a run is timed with: wall (Config.Now) and cpu
+// (Config.CPU); either may be nil.
+type clocks struct{ wall, cpu func() time.Time }
+
+// stamps is a reading of both clocks.
+type stamps struct{ wall, cpu time.Time }
+
+func (c clocks) stamp() stamps { return stamps{stamp(c.wall), stamp(c.cpu)} }
+
+// since returns the wall and CPU seconds from t0.
+func (c clocks) since(t0 stamps) (wall, cpu float64) {
+	return since(c.wall, t0.wall), since(c.cpu, t0.cpu)
+}
+
 // hier is the hierarchy's state: every shard's region and host, and the views.
 type hier struct {
-	in               *Instance
-	seed             int64
-	global, region   interfaces.Policy
-	workers          int
-	regionOf         []int32 // shard → region (-1 none)
-	host             []int32 // shard → host (-1 none)
-	regionEpoch      []interfaces.Epoch
-	hostEpoch        []interfaces.Epoch
-	regions          []interfaces.Child
-	hosts            []interfaces.Child
-	hostRegion       []int32
-	gshards          []interfaces.Shard   // by shard index: the global view
-	rviews           [][]interfaces.Shard // region r's view of its shards, kept from round to round
-	idx              []int32              // shard indices grouped by region (group)
-	off              []int                // region r's shards are idx[off[r]:off[r+1]]
-	asg              []interfaces.Assignment
-	globalS, regionS float64
-	slowestS         float64 // Σ over rounds of the slowest region's plan
-	now              func() time.Time
+	in             *Instance
+	seed           int64
+	global, region interfaces.Policy
+	workers        int
+	regionOf       []int32 // shard → region (-1 none)
+	host           []int32 // shard → host (-1 none)
+	regionEpoch    []interfaces.Epoch
+	hostEpoch      []interfaces.Epoch
+	regions        []interfaces.Child
+	hosts          []interfaces.Child
+	hostRegion     []int32
+	gshards        []interfaces.Shard   // by shard index: the global view
+	rviews         [][]interfaces.Shard // region r's view of its shards, kept from round to round
+	idx            []int32              // shard indices grouped by region (group)
+	off            []int                // region r's shards are idx[off[r]:off[r+1]]
+	asg            []interfaces.Assignment
+	globalCPU      float64
+	rounds         []HierRound // one per round so far
+	clk            clocks
 }
 
 func newHier(in *Instance, seed uint64, global, region interfaces.Policy, workers int) *hier {
@@ -486,8 +541,8 @@ func phaseOf(report func(string), side string) func(string) {
 	}
 }
 
-func (h *hier) run(now func() time.Time, phase func(string)) (HierRun, error) {
-	h.now = now
+func (h *hier) run(clk clocks, phase func(string)) (HierRun, error) {
+	h.clk = clk
 	out := HierRun{Workers: h.workers}
 	calls := 0
 	var beforeRegion []int32 // each shard's region after the place round
@@ -497,7 +552,7 @@ func (h *hier) run(now func() time.Time, phase func(string)) (HierRun, error) {
 		}
 		return h.round()
 	}
-	run, err := twoRounds(now, phase, h.in, h.host, h.gshards, round)
+	run, err := twoRounds(clk, phase, h.in, h.host, h.gshards, round)
 	out.Run = run
 	if err != nil {
 		return out, err
@@ -507,9 +562,18 @@ func (h *hier) run(now func() time.Time, phase func(string)) (HierRun, error) {
 			out.RegionMoves++
 		}
 	}
-	out.GlobalSeconds, out.RegionSeconds = h.globalS, h.regionS
-	out.SlowestRegionSeconds = h.slowestS
-	out.CriticalPathSeconds = h.globalS + h.slowestS
+	names := []string{roundPlace, roundRebalance}
+	for i := range h.rounds {
+		rd := &h.rounds[i]
+		rd.Name = names[i]
+		rd.CriticalPath = rd.Global + rd.SlowestRegion
+		out.GlobalSeconds += rd.Global
+		out.RegionSeconds += rd.Regions
+		out.SlowestRegionSeconds += rd.SlowestRegion
+	}
+	out.CriticalPathSeconds = out.GlobalSeconds + out.SlowestRegionSeconds
+	out.GlobalCPUSeconds = h.globalCPU
+	out.Rounds = h.rounds
 	return out, nil
 }
 
@@ -517,15 +581,15 @@ func (h *hier) run(now func() time.Time, phase func(string)) (HierRun, error) {
 // instance's After loads, which the daemons would learn from the hosts'
 // reports) is applied to shards, and round rebalances; host is where each
 // shard is after a round. phase is told each round as it starts.
-func twoRounds(now func() time.Time, phase func(string), in *Instance, host []int32, shards []interfaces.Shard, round func() (interfaces.Status, error)) (Run, error) {
+func twoRounds(clk clocks, phase func(string), in *Instance, host []int32, shards []interfaces.Shard, round func() (interfaces.Status, error)) (Run, error) {
 	var out Run
 	phase(roundPlace)
-	t0 := stamp(now)
+	t0 := clk.stamp()
 	status, err := round()
 	if err != nil {
 		return out, fmt.Errorf("place: %w", err)
 	}
-	out.PlaceSeconds = since(now, t0)
+	out.PlaceSeconds, out.PlaceCPUSeconds = clk.since(t0)
 	for _, c := range host {
 		if c >= 0 {
 			out.Placed++
@@ -533,15 +597,16 @@ func twoRounds(now func() time.Time, phase func(string), in *Instance, host []in
 	}
 	before := append([]int32(nil), host...)
 	phase(roundRebalance)
-	t1 := stamp(now)
+	t1 := clk.stamp()
 	setLoads(shards, in.After, in.P.NumResources())
 	st, err := round()
 	if err != nil {
 		return out, fmt.Errorf("rebalance: %w", err)
 	}
 	status = worse(status, st)
-	out.RebalanceSeconds = since(now, t1)
+	out.RebalanceSeconds, out.RebalanceCPUSeconds = clk.since(t1)
 	out.Seconds = out.PlaceSeconds + out.RebalanceSeconds
+	out.CPUSeconds = out.PlaceCPUSeconds + out.RebalanceCPUSeconds
 	for s, c := range host {
 		if c != before[s] {
 			out.Moves++
@@ -554,16 +619,20 @@ func twoRounds(now func() time.Time, phase func(string), in *Instance, host []in
 // round runs the global tier, applies its plan, groups the shards by region and
 // runs every region tier.
 func (h *hier) round() (interfaces.Status, error) {
-	t0 := stamp(h.now)
+	var rd HierRound
+	t0 := h.clk.stamp()
 	st, err := h.globalRound()
 	if err != nil {
 		return st, err
 	}
-	h.globalS += since(h.now, t0)
+	var cpu float64
+	rd.Global, cpu = h.clk.since(t0)
+	h.globalCPU += cpu
 	h.group()
-	t1 := stamp(h.now)
-	st2, err := h.regionRound()
-	h.regionS += since(h.now, t1)
+	t1 := stamp(h.clk.wall)
+	st2, slowest, err := h.regionRound()
+	rd.Regions, rd.SlowestRegion = since(h.clk.wall, t1), slowest
+	h.rounds = append(h.rounds, rd)
 	return worse(st, st2), err
 }
 
@@ -637,8 +706,9 @@ func (h *hier) group() {
 	}
 }
 
-// regionRound plans every region on a pool of workers.
-func (h *hier) regionRound() (interfaces.Status, error) {
+// regionRound plans every region on a pool of workers; slowest is the wall
+// seconds of the slowest region's plan.
+func (h *hier) regionRound() (status interfaces.Status, slowest float64, err error) {
 	Rg := len(h.regions)
 	jobs := make(chan int)
 	type out struct {
@@ -653,9 +723,9 @@ func (h *hier) regionRound() (interfaces.Status, error) {
 		go func() {
 			defer wg.Done()
 			for r := range jobs {
-				t0 := stamp(h.now)
+				t0 := stamp(h.clk.wall)
 				st, err := h.regionPlan(r)
-				outs[r] = out{st, err, since(h.now, t0)}
+				outs[r] = out{st, err, since(h.clk.wall, t0)}
 			}
 		}()
 	}
@@ -664,17 +734,15 @@ func (h *hier) regionRound() (interfaces.Status, error) {
 	}
 	close(jobs)
 	wg.Wait()
-	status := interfaces.StatusOK
-	slowest := 0.0
+	status = interfaces.StatusOK
 	for r, o := range outs {
 		if o.err != nil {
-			return status, fmt.Errorf("region %s: %w", h.regions[r].ID, o.err)
+			return status, 0, fmt.Errorf("region %s: %w", h.regions[r].ID, o.err)
 		}
 		status = worse(status, o.st)
 		slowest = math.Max(slowest, o.seconds)
 	}
-	h.slowestS += slowest
-	return status, nil
+	return status, slowest, nil
 }
 
 // regionView brings region r's view of its shards (members, in shard index

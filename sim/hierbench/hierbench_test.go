@@ -248,8 +248,34 @@ func TestCriticalPath(t *testing.T) {
 	if h.CriticalPathSeconds > h.Seconds || h.SlowestRegionSeconds >= h.RegionSeconds {
 		t.Errorf("critical path %g s (slowest regions %g s) against the run's %g s (region phases %g s)", h.CriticalPathSeconds, h.SlowestRegionSeconds, h.Seconds, h.RegionSeconds)
 	}
+	// The rounds split the tiers' figures and add up to them.
+	if len(h.Rounds) != 2 || h.Rounds[0].Name != "place" || h.Rounds[1].Name != "rebalance" {
+		t.Fatalf("rounds %+v", h.Rounds)
+	}
+	var g, sl float64
+	for _, rd := range h.Rounds {
+		if rd.CriticalPath != rd.Global+rd.SlowestRegion || rd.SlowestRegion > rd.Regions {
+			t.Errorf("round %+v", rd)
+		}
+		g, sl = g+rd.Global, sl+rd.SlowestRegion
+	}
+	if g != h.GlobalSeconds || sl != h.SlowestRegionSeconds {
+		t.Errorf("rounds sum to global %g, slowest %g; run says %g, %g", g, sl, h.GlobalSeconds, h.SlowestRegionSeconds)
+	}
+	// The CPU clock is read at the same points: a clock that ticks 1 ms per
+	// reading as well gives each side CPU seconds, and the ratios come out.
+	var cpuTicks atomic.Int64
+	cfg.CPU = func() time.Time { return time.Unix(0, cpuTicks.Add(1)*int64(time.Millisecond)) }
+	cfg.SkipFlat = false
+	if res, err = Compare(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if res.Hier.CPUSeconds <= 0 || res.Flat.CPUSeconds <= 0 || res.Hier.GlobalCPUSeconds <= 0 || res.CPURatio != res.Flat.CPUSeconds/res.Hier.CPUSeconds ||
+		res.CriticalPathSpeedup != res.Flat.Seconds/res.Hier.CriticalPathSeconds {
+		t.Errorf("cpu %g / %g s (global %g), ratios cpu %g critical path %g", res.Hier.CPUSeconds, res.Flat.CPUSeconds, res.Hier.GlobalCPUSeconds, res.CPURatio, res.CriticalPathSpeedup)
+	}
 	// Without a clock there is nothing to report.
-	cfg.Now = nil
+	cfg.Now, cfg.CPU = nil, nil
 	if res, err = Compare(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +319,7 @@ func TestRegionViewsFollowTheGlobalView(t *testing.T) {
 		return p
 	}
 	h := newHier(in, cfg.Seed, pol(cfg.GlobalConfig), pol(cfg.RegionConfig), 2)
-	if _, err := h.run(nil, func(string) {}); err != nil {
+	if _, err := h.run(clocks{}, func(string) {}); err != nil {
 		t.Fatal(err)
 	}
 	check := func(when string) {
