@@ -27,7 +27,11 @@ type benchHierarchyJSON struct {
 	// "full-scan" (--full-scan: every host scored per shard, the comparison
 	// of what a hierarchy saves a full-scan scheduler) or "custom".
 	Settings string `json:"settings"`
-	Policy   string `json:"policy"`
+	// Policy is the region tier's policy, GlobalPolicy the global tier's,
+	// FlatPolicy the flat run's.
+	Policy       string `json:"policy"`
+	GlobalPolicy string `json:"global_policy"`
+	FlatPolicy   string `json:"flat_policy"`
 	// GlobalConfig, RegionConfig and FlatConfig are the policy
 	// configurations the tiers and the flat run were built with (the flat
 	// run's target_max_over_lb is set apart, to the hierarchy's quality).
@@ -97,6 +101,10 @@ func newBenchHierarchyCmd(g *globalOptions) *cobra.Command {
 		noFlat       bool
 		noProgress   bool
 		fullScan     bool
+		globalPol    string
+		regionPol    string
+		flatPol      string
+		steady       float64
 	)
 	cmd := &cobra.Command{
 		Use:   "hierarchy",
@@ -206,11 +214,28 @@ Example:
 			if flags.Changed("policy") {
 				globalPolicy, regionPolicy = policy, policy
 			}
-			if usable := benchPolicies(); !slices.Contains(usable, globalPolicy) || !slices.Contains(usable, regionPolicy) {
-				if tiers.Default.Has(policy) {
-					return fmt.Errorf("--policy: policy %q needs keys this benchmark does not set (usable here: %s)", policy, strings.Join(usable, ", "))
+			if flags.Changed("global-policy") {
+				globalPolicy = globalPol
+			}
+			if flags.Changed("region-policy") {
+				regionPolicy = regionPol
+			}
+			flatPolicy := regionPolicy
+			if flags.Changed("flat-policy") {
+				flatPolicy = flatPol
+			}
+			usable := benchPolicies()
+			for _, c := range []struct{ flag, name string }{{"--policy", policy}, {"--global-policy", globalPolicy}, {"--region-policy", regionPolicy}, {"--flat-policy", flatPolicy}} {
+				if slices.Contains(usable, c.name) {
+					continue
 				}
-				return fmt.Errorf("--policy: unknown policy %q (usable here: %s)", policy, strings.Join(usable, ", "))
+				if tiers.Default.Has(c.name) {
+					return fmt.Errorf("%s: policy %q needs keys this benchmark does not set (usable here: %s)", c.flag, c.name, strings.Join(usable, ", "))
+				}
+				return fmt.Errorf("%s: unknown policy %q (usable here: %s)", c.flag, c.name, strings.Join(usable, ", "))
+			}
+			if math.IsNaN(steady) || steady < 0 || steady > 1 {
+				return fmt.Errorf("--steady: must be in [0, 1] (got %g)", steady)
 			}
 			// with returns c with the candidates k (0 = keep c's) and target t
 			// (0 = keep c's) set.
@@ -233,7 +258,7 @@ Example:
 			}
 			cfg := hierbench.Config{
 				Shards: shards, Hosts: hosts, Regions: regions, Seed: seed,
-				GlobalPolicy: globalPolicy, RegionPolicy: regionPolicy, FlatPolicy: regionPolicy,
+				GlobalPolicy: globalPolicy, RegionPolicy: regionPolicy, FlatPolicy: flatPolicy, Steady: steady,
 				GlobalConfig: with(globalConfig, globalK, globalTarget), RegionConfig: with(regionConfig, regionCands, regionTarget),
 				FlatConfig: with(regionConfig, flatK, 0),
 				Change:     chg, Workers: workers, SkipFlat: noFlat, MatchQuality: true, Now: time.Now, CPU: cpuNow,
@@ -242,7 +267,7 @@ Example:
 			switch {
 			case fullScan:
 				settings = benchSettingsFullScan
-			case slices.ContainsFunc([]string{"policy", "candidates", "flat-candidates", "global-candidates", "global-target", "region-target"}, flags.Changed):
+			case slices.ContainsFunc([]string{"policy", "global-policy", "region-policy", "flat-policy", "candidates", "flat-candidates", "global-candidates", "global-target", "region-target"}, flags.Changed):
 				settings = benchSettingsCustom
 			}
 			ctx := cmd.Context()
@@ -272,7 +297,7 @@ Example:
 			if err != nil {
 				return err
 			}
-			v := benchHierarchyJSON{Result: res, Settings: settings, Policy: regionPolicy,
+			v := benchHierarchyJSON{Result: res, Settings: settings, Policy: regionPolicy, GlobalPolicy: globalPolicy, FlatPolicy: flatPolicy,
 				GlobalConfig: cfg.GlobalConfig, RegionConfig: cfg.RegionConfig, FlatConfig: cfg.FlatConfig,
 				Candidates: regionCands, FlatCandidates: flatK, GlobalCandidates: globalK, GlobalTarget: globalTarget, RegionTarget: regionTarget,
 				Clock: "seconds: wall; cpu_seconds: process CPU time"}
@@ -290,6 +315,10 @@ Example:
 	f.StringVar(&globalCands, "global-candidates", "0", "policy key candidates of the global tier: all (every region) or how many coldest regions a local search tries per shard (0 = the daemons' default, 8)")
 	f.Float64Var(&globalTarget, "global-target", 0, "policy key target_max_over_lb of the global tier: its local search stops at this max/LB over regions (0 = the daemons': none)")
 	f.Float64Var(&regionTarget, "region-target", 0, "policy key target_max_over_lb of the region tier: each region's local search stops at this max/LB over its hosts (0 = the daemons': none)")
+	f.StringVar(&globalPol, "global-policy", "", "tier policy of the global tier (default: --policy)")
+	f.StringVar(&regionPol, "region-policy", "", "tier policy of the region tier (default: --policy)")
+	f.StringVar(&flatPol, "flat-policy", "", "tier policy of the flat run (default: the region tier's)")
+	f.Float64Var(&steady, "steady", 0.01, "fraction of shards whose load changes (×0.9–1.1) before a third, steady-state round, reported apart (0 = no such round)")
 	f.BoolVar(&fullScan, "full-scan", false, "the full-scan comparison, NOT the daemons' settings: --candidates all --flat-candidates all --global-candidates 1 --global-target 1.002 --region-target 1.03 (each unless given)")
 	f.Float64Var(&change, "change", 0.05, "fraction of shards whose load changes before the rebalance round, in [0, 1]")
 	f.IntVar(&workers, "workers", 0, "region worker pool size (0 = GOMAXPROCS)")
@@ -309,8 +338,8 @@ func printBenchHierarchy(w io.Writer, v benchHierarchyJSON, noFlat bool) error {
 	default:
 		fmt.Fprintln(w, "settings: custom (flags override the daemons' defaults)")
 	}
-	fmt.Fprintf(w, "%d shards, %d hosts in %d regions, seed %d, policy %s (candidates: global tier %s, region tier %s, flat %s); %d shards changed load before the rebalance\n",
-		v.Shards, v.Hosts, v.Regions, v.Seed, v.Policy, candidatesText(v.GlobalCandidates, v.Hosts), candidatesText(v.Candidates, v.Hosts), candidatesText(v.FlatCandidates, v.Hosts), v.Changed)
+	fmt.Fprintf(w, "%d shards, %d hosts in %d regions, seed %d, policies global %s, region %s, flat %s (candidates: global tier %s, region tier %s, flat %s); %d shards changed load before the rebalance\n",
+		v.Shards, v.Hosts, v.Regions, v.Seed, v.GlobalPolicy, v.Policy, v.FlatPolicy, candidatesText(v.GlobalCandidates, v.Hosts), candidatesText(v.Candidates, v.Hosts), candidatesText(v.FlatCandidates, v.Hosts), v.Changed)
 	tw := newTable(w)
 	fmt.Fprintln(tw, "run\tseconds\tplace\trebalance\tcritical_path\tcpu_s\tmax_over_lb\tcpu\tmem\tmoves\tunplaced\toverloaded\tstatus")
 	row := func(name string, r hierbench.Run, critical float64) {
@@ -330,6 +359,13 @@ func printBenchHierarchy(w io.Writer, v benchHierarchyJSON, noFlat bool) error {
 		fmt.Fprintf(w, "  %-9s global %.3f s + slowest region %.3f s = critical path %.3f s (region phase on the pool %.3f s)\n", rd.Name, rd.Global, rd.SlowestRegion, rd.CriticalPath, rd.Regions)
 	}
 	fmt.Fprintln(w, "critical path: per round, the global tier's time plus the slowest region's — one machine per region, as deployed")
+	if v.Hier.SteadySeconds > 0 {
+		fmt.Fprintf(w, "steady round (%d shards' loads changed ×0.9–1.1): hierarchy %.3f s (%.3f CPU-s, %d moves, max_over_lb %.4f)", v.SteadyChanged, v.Hier.SteadySeconds, v.Hier.SteadyCPUSeconds, v.Hier.SteadyMoves, v.Hier.SteadyMaxOverLB)
+		if !noFlat {
+			fmt.Fprintf(w, ", flat %.3f s (%.3f CPU-s, %d moves, max_over_lb %.4f)", v.Flat.SteadySeconds, v.Flat.SteadyCPUSeconds, v.Flat.SteadyMoves, v.Flat.SteadyMaxOverLB)
+		}
+		fmt.Fprintln(w)
+	}
 	if noFlat {
 		return nil
 	}

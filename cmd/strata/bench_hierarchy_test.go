@@ -51,7 +51,7 @@ func TestBenchHierarchyJSON(t *testing.T) {
 	if v.Settings != "daemons" || v.Policy != rp || gp != rp || !maps.Equal(v.GlobalConfig, gc) || !maps.Equal(v.RegionConfig, rc) || !maps.Equal(fc, rc) {
 		t.Errorf("settings %q, policy %s, configs global %v region %v flat %v: want the daemons' (%s: %v, %s: %v)", v.Settings, v.Policy, v.GlobalConfig, v.RegionConfig, v.FlatConfig, gp, gc, rp, rc)
 	}
-	if v.Hier.CPUSeconds <= 0 || v.Flat.CPUSeconds <= 0 || v.Hier.CriticalPathSeconds <= 0 || v.CriticalPathSpeedup <= 0 || v.CPURatio <= 0 || len(v.Hier.Rounds) != 2 {
+	if v.Hier.CPUSeconds <= 0 || v.Flat.CPUSeconds <= 0 || v.Hier.CriticalPathSeconds <= 0 || v.CriticalPathSpeedup <= 0 || v.CPURatio <= 0 || len(v.Hier.Rounds) != 3 || v.Hier.SteadySeconds <= 0 {
 		t.Errorf("cpu %g / %g s, critical path %g s, ratios %g / %g, rounds %+v: want all set", v.Hier.CPUSeconds, v.Flat.CPUSeconds, v.Hier.CriticalPathSeconds, v.CriticalPathSpeedup, v.CPURatio, v.Hier.Rounds)
 	}
 	// Same flags, same figures (except the seconds).
@@ -116,7 +116,7 @@ func TestBenchHierarchyTableAndErrors(t *testing.T) {
 		{[]string{"--regions", "0"}, "--regions: must be ≥ 1"},
 		{[]string{"--hosts", "5", "--regions", "6"}, "--regions: must be ≤ --hosts (5)"},
 		{[]string{"--policy", "annealing"}, `--policy: unknown policy "annealing"`},
-		{[]string{"--policy", "plugin"}, `--policy: policy "plugin" needs keys this benchmark does not set (usable here: exact, greedy, local, spread)`},
+		{[]string{"--policy", "plugin"}, `--policy: policy "plugin" needs keys this benchmark does not set (usable here: exact, greedy, incremental, local, spread)`},
 		{[]string{"--region-target", "0.9"}, "--region-target: must be 0 (none) or a number ≥ 1"},
 		{[]string{"--global-target", "NaN"}, "--global-target: must be 0 (none) or a number ≥ 1"},
 		{[]string{"--change", "1.5"}, "--change: must be in [0, 1]"},
