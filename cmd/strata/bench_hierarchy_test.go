@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func TestBenchHierarchyJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &raw); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, k := range []string{"hierarchy", "flat", "speedup", "shards", "hosts", "regions", "seed", "lb", "policy", "clock", "flat_reached_target", "candidates", "global_candidates"} {
+	for _, k := range []string{"hierarchy", "flat", "speedup", "shards", "hosts", "regions", "seed", "lb", "policy", "clock", "flat_reached_target", "candidates", "global_candidates", "flat_candidates", "settings", "critical_path_speedup", "cpu_ratio"} {
 		if _, ok := raw[k]; !ok {
 			t.Errorf("no key %q in %s", k, out)
 		}
@@ -40,10 +41,18 @@ func TestBenchHierarchyJSON(t *testing.T) {
 	if v.Shards != 2000 || v.Hosts != 40 || v.Regions != 4 || v.Policy != "local" || v.Speedup <= 0 {
 		t.Errorf("%+v", v)
 	}
-	// The defaults: every host scored in the regions and the flat run (all =
-	// --hosts), the four coldest regions at the global tier (1).
-	if v.Candidates != 40 || v.GlobalCandidates != 1 {
-		t.Errorf("candidates %d, global_candidates %d: want 40 (all) and 1", v.Candidates, v.GlobalCandidates)
+	// The defaults are the daemons' own: the policy configuration of a tier
+	// daemon that names none, at both tiers and in the flat run (which gets
+	// only the hierarchy's quality as its target).
+	gp, gc := daemonPolicy("global")
+	rp, rc := daemonPolicy("region")
+	fc := maps.Clone(v.FlatConfig)
+	delete(fc, "target_max_over_lb")
+	if v.Settings != "daemons" || v.Policy != rp || gp != rp || !maps.Equal(v.GlobalConfig, gc) || !maps.Equal(v.RegionConfig, rc) || !maps.Equal(fc, rc) {
+		t.Errorf("settings %q, policy %s, configs global %v region %v flat %v: want the daemons' (%s: %v, %s: %v)", v.Settings, v.Policy, v.GlobalConfig, v.RegionConfig, v.FlatConfig, gp, gc, rp, rc)
+	}
+	if v.Hier.CPUSeconds <= 0 || v.Flat.CPUSeconds <= 0 || v.Hier.CriticalPathSeconds <= 0 || v.CriticalPathSpeedup <= 0 || v.CPURatio <= 0 || len(v.Hier.Rounds) != 3 || v.Hier.SteadySeconds <= 0 {
+		t.Errorf("cpu %g / %g s, critical path %g s, ratios %g / %g, rounds %+v: want all set", v.Hier.CPUSeconds, v.Flat.CPUSeconds, v.Hier.CriticalPathSeconds, v.CriticalPathSpeedup, v.CPURatio, v.Hier.Rounds)
 	}
 	// Same flags, same figures (except the seconds).
 	_, out2, _ := runCLI("bench", "hierarchy", "--shards", "2000", "--hosts", "40", "--regions", "4", "--seed", "3", "-o", "json")
@@ -74,9 +83,25 @@ func TestBenchHierarchyFlatBudget(t *testing.T) {
 }
 
 func TestBenchHierarchyTableAndErrors(t *testing.T) {
-	code, out, errOut := runCLI("bench", "hierarchy", "--shards", "500", "--hosts", "10", "--regions", "2", "--clock", "cpu")
-	if code != 0 || !strings.Contains(out, "hierarchy") || !strings.Contains(out, "flat") || !strings.Contains(out, "speedup") || !strings.Contains(out, "max_over_lb") {
+	code, out, errOut := runCLI("bench", "hierarchy", "--shards", "500", "--hosts", "10", "--regions", "2")
+	if code != 0 || !strings.Contains(out, "hierarchy") || !strings.Contains(out, "flat") || !strings.Contains(out, "speedup") || !strings.Contains(out, "max_over_lb") ||
+		!strings.Contains(out, "critical path") || !strings.Contains(out, "cpu_s") || !strings.Contains(out, "the daemons' own") || strings.Contains(out, "FULL SCAN") {
 		t.Fatalf("table: exit %d\n%s%s", code, out, errOut)
+	}
+	// --full-scan is labelled as such and scores every host.
+	code, out, errOut = runCLI("bench", "hierarchy", "--shards", "500", "--hosts", "10", "--regions", "2", "--full-scan", "-o", "json")
+	var v benchHierarchyJSON
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil {
+		t.Fatalf("--full-scan: exit %d\n%s%s", code, out, errOut)
+	}
+	if v.Settings != "full-scan" || v.Candidates != 10 || v.FlatCandidates != 10 || v.GlobalCandidates != 1 || v.RegionTarget != 1.03 || v.GlobalTarget != 1.002 {
+		t.Errorf("--full-scan: %+v", v)
+	}
+	if code, out, _ = runCLI("bench", "hierarchy", "--shards", "500", "--hosts", "10", "--regions", "2", "--full-scan", "--no-flat"); code != 0 || !strings.Contains(out, "FULL SCAN") {
+		t.Errorf("--full-scan table: exit %d\n%s", code, out)
+	}
+	if code, out, _ = runCLI("bench", "hierarchy", "--shards", "500", "--hosts", "10", "--regions", "2", "--candidates", "2", "--no-flat"); code != 0 || !strings.Contains(out, "settings: custom") {
+		t.Errorf("--candidates 2: exit %d\n%s", code, out)
 	}
 	code, out, _ = runCLI("bench", "hierarchy", "--shards", "500", "--hosts", "10", "--regions", "2", "--no-flat")
 	if code != 0 || strings.Contains(out, "speedup") || strings.Contains(out, "\nflat") {
@@ -91,7 +116,7 @@ func TestBenchHierarchyTableAndErrors(t *testing.T) {
 		{[]string{"--regions", "0"}, "--regions: must be ≥ 1"},
 		{[]string{"--hosts", "5", "--regions", "6"}, "--regions: must be ≤ --hosts (5)"},
 		{[]string{"--policy", "annealing"}, `--policy: unknown policy "annealing"`},
-		{[]string{"--policy", "plugin"}, `--policy: policy "plugin" needs keys this benchmark does not set (usable here: exact, greedy, local, spread)`},
+		{[]string{"--policy", "plugin"}, `--policy: policy "plugin" needs keys this benchmark does not set (usable here: exact, greedy, incremental, local, spread)`},
 		{[]string{"--region-target", "0.9"}, "--region-target: must be 0 (none) or a number ≥ 1"},
 		{[]string{"--global-target", "NaN"}, "--global-target: must be 0 (none) or a number ≥ 1"},
 		{[]string{"--change", "1.5"}, "--change: must be in [0, 1]"},
@@ -100,7 +125,7 @@ func TestBenchHierarchyTableAndErrors(t *testing.T) {
 		{[]string{"--global-candidates", "1.5"}, `--global-candidates: must be all or a whole number ≥ 0 (got "1.5")`},
 		{[]string{"--workers", "-2"}, "--workers: must be ≥ 0"},
 		{[]string{"--flat-budget", "-1s"}, "--flat-budget: must be ≥ 0"},
-		{[]string{"--clock", "sundial"}, "--clock: must be one of wall, cpu"},
+		{[]string{"--flat-candidates", "x"}, `--flat-candidates: must be all or a whole number ≥ 0 (got "x")`},
 		{[]string{"-o", "yaml"}, "--output: must be one of table, json"},
 	} {
 		code, _, errOut := runCLI(append([]string{"bench", "hierarchy"}, tc.args...)...)

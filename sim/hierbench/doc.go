@@ -33,6 +33,14 @@
 // Every region's plan is timed too: per round, the global tier's time plus the
 // slowest region's is the critical path — how long the hierarchy would take
 // with every region on its own machine, as deployed, rather than on the pool.
+// Result.Hier.Rounds has it per round; CriticalPathSpeedup compares it with
+// the flat run's time. A second clock (Config.CPU, the process's CPU time)
+// is read at the same points for each side's CPU seconds and their ratio.
+//
+// The policies and their configurations come from the caller: `strata bench
+// hierarchy` passes the tier daemons' own defaults (tierd.Config.Defaults) at
+// both tiers and in the flat run, and the full-scan comparison only behind
+// --full-scan.
 //
 // # Quality
 //
@@ -42,8 +50,7 @@
 // is the worse of cpu and mem. moves counts the shards whose host changed in the
 // rebalance round; placements (round 1) are N for both and reported apart.
 //
-// The package never reads a clock: Config.Now times the runs (wall or CPU
-// time, the caller chooses), and the flat run's time budget comes in as the
+// The package never reads a clock: Config.Now and Config.CPU time the runs, and the flat run's time budget comes in as the
 // context (a caller that wants it to start with the flat run cancels the
 // context from Config.Phase's "flat place").
 // Everything except the seconds is deterministic for a seed.

@@ -2,7 +2,6 @@ package hierbench
 
 import (
 	"context"
-	"time"
 
 	"github.com/strata-sched/strata/interfaces"
 )
@@ -35,8 +34,8 @@ func newFlat(in *Instance, seed uint64, policy interfaces.Policy, shards []inter
 	return f
 }
 
-func (f *flat) run(ctx context.Context, now func() time.Time, phase func(string)) (Run, error) {
-	return twoRounds(now, phase, f.in, f.host, f.shards, func() (interfaces.Status, error) { return f.round(ctx) })
+func (f *flat) run(ctx context.Context, clk clocks, phase func(string)) (Run, error) {
+	return twoRounds(clk, phase, f.in, f.host, f.shards, func() (interfaces.Status, error) { return f.round(ctx) })
 }
 
 func (f *flat) round(ctx context.Context) (interfaces.Status, error) {

@@ -28,6 +28,11 @@ type Config struct {
 	// Change is the fraction of shards whose load changes before the rebalance
 	// round, in [0, 1]; 0 means 0.05. Use a negative value for no change.
 	Change float64
+	// Steady, when > 0, adds a third round: the steady state, after another
+	// seeded load change of that fraction of the shards (each resource
+	// ×0.9–1.1), from the rebalanced placement. Its figures are reported
+	// apart (Run.Steady*); the main figures stay those after the rebalance.
+	Steady float64
 	// Workers is the size of the region worker pool; 0 means GOMAXPROCS.
 	Workers int
 	// SkipFlat leaves the flat run out (Result.Flat is zero).
@@ -36,8 +41,10 @@ type Config struct {
 	// the hierarchy reached, so the flat local search stops as soon as it is as
 	// good (a target in FlatConfig is then overridden).
 	MatchQuality bool
-	// Now times the runs (wall or CPU time); nil reports 0 seconds.
-	Now func() time.Time
+	// Now times the runs (the wall clock); nil reports 0 seconds. CPU, when
+	// set, is a second clock read at the same points — the process's CPU time
+	// over all cores — for the CPU-seconds figures; nil reports 0.
+	Now, CPU func() time.Time
 	// Phase, when set, is told each round as it starts (PhaseHierPlace,
 	// PhaseHierRebalance, PhaseFlatPlace, PhaseFlatRebalance): for progress,
 	// and for a caller that starts the flat run's time budget with the flat
@@ -51,6 +58,12 @@ type Run struct {
 	Seconds          float64 `json:"seconds"`
 	PlaceSeconds     float64 `json:"place_seconds"`
 	RebalanceSeconds float64 `json:"rebalance_seconds"`
+	// CPUSeconds is the CPU time of both rounds (Config.CPU: every core and
+	// the garbage collector's work included); CPU work, where Seconds is
+	// elapsed time.
+	CPUSeconds          float64 `json:"cpu_seconds"`
+	PlaceCPUSeconds     float64 `json:"place_cpu_seconds"`
+	RebalanceCPUSeconds float64 `json:"rebalance_cpu_seconds"`
 	// MaxOverLB is the worse of cpu and mem; ByResource has both.
 	MaxOverLB  float64            `json:"max_over_lb"`
 	ByResource map[string]float64 `json:"max_over_lb_by_resource"`
@@ -64,6 +77,13 @@ type Run struct {
 	Overloaded int `json:"overloaded_hosts"`
 	// Status is the worst status of the plans (ok < partial < infeasible).
 	Status string `json:"status"`
+	// The steady round (Config.Steady): its seconds, CPU seconds, the
+	// shards whose host changed in it and max_over_lb after it (with the
+	// loads after the steady change, over their lower bound).
+	SteadySeconds    float64 `json:"steady_seconds,omitempty"`
+	SteadyCPUSeconds float64 `json:"steady_cpu_seconds,omitempty"`
+	SteadyMoves      int     `json:"steady_moves,omitempty"`
+	SteadyMaxOverLB  float64 `json:"steady_max_over_lb,omitempty"`
 }
 
 // HierRun adds the hierarchy's own figures.
@@ -84,25 +104,52 @@ type HierRun struct {
 	// counts the other workers too).
 	SlowestRegionSeconds float64 `json:"slowest_region_seconds,omitempty"`
 	CriticalPathSeconds  float64 `json:"critical_path_seconds,omitempty"`
+	// GlobalCPUSeconds is the CPU time of the global tier's share (one
+	// goroutine, so about its wall time unless the collector runs).
+	GlobalCPUSeconds float64 `json:"global_cpu_seconds"`
+	// Rounds splits the tiers' seconds by round: place, then rebalance.
+	Rounds []HierRound `json:"rounds"`
+}
+
+// HierRound is one round of the hierarchy, in seconds of the wall clock.
+type HierRound struct {
+	Name string `json:"name"`
+	// Global is the global tier's plan and its application; Regions the
+	// region phase on the pool; SlowestRegion the slowest region's plan;
+	// CriticalPath = Global + SlowestRegion.
+	Global        float64 `json:"global_seconds"`
+	Regions       float64 `json:"region_seconds"`
+	SlowestRegion float64 `json:"slowest_region_seconds"`
+	CriticalPath  float64 `json:"critical_path_seconds"`
 }
 
 // Result is the comparison.
 type Result struct {
-	Shards  int     `json:"shards"`
-	Hosts   int     `json:"hosts"`
-	Regions int     `json:"regions"`
-	Seed    uint64  `json:"seed"`
-	Changed int     `json:"changed_shards"`
-	Hier    HierRun `json:"hierarchy"`
-	Flat    Run     `json:"flat"`
+	Shards  int    `json:"shards"`
+	Hosts   int    `json:"hosts"`
+	Regions int    `json:"regions"`
+	Seed    uint64 `json:"seed"`
+	Changed int    `json:"changed_shards"`
+	// SteadyChanged counts the shards whose load changed before the steady
+	// round (Config.Steady).
+	SteadyChanged int     `json:"steady_changed_shards,omitempty"`
+	Hier          HierRun `json:"hierarchy"`
+	Flat          Run     `json:"flat"`
 	// FlatTarget is the target_max_over_lb the flat policy ran with when
 	// MatchQuality is set (the hierarchy's max_over_lb), else 0.
 	FlatTarget float64 `json:"flat_target_max_over_lb,omitempty"`
 	// FlatReached says whether the flat run placed every shard and reached
 	// FlatTarget (it may run out of its time budget first).
 	FlatReached bool `json:"flat_reached_target"`
-	// Speedup is Flat.Seconds / Hier.Seconds (0 without a flat run).
+	// Speedup is Flat.Seconds / Hier.Seconds (0 without a flat run): wall
+	// time on this machine, the regions sharing its cores.
 	Speedup float64 `json:"speedup"`
+	// CriticalPathSpeedup is Flat.Seconds / Hier.CriticalPathSeconds: as if
+	// every region ran on its own machine, as deployed. CPURatio is
+	// Flat.CPUSeconds / Hier.CPUSeconds: the CPU work saved. 0 when a side
+	// has no figure.
+	CriticalPathSpeedup float64 `json:"critical_path_speedup"`
+	CPURatio            float64 `json:"cpu_ratio"`
 	// LB is the lower bound per resource of the instance after the change.
 	LB map[string]float64 `json:"lb"`
 	// HierHost and FlatHost are the final host of every shard (-1 = none), for
@@ -124,6 +171,8 @@ func (c *Config) check() error {
 		return fmt.Errorf("shards: too many for 32-bit indices (got %d): %w", c.Shards, interfaces.ErrInvalid)
 	case math.IsNaN(c.Change) || c.Change > 1:
 		return fmt.Errorf("change: must be in [0, 1] (got %g): %w", c.Change, interfaces.ErrInvalid)
+	case math.IsNaN(c.Steady) || c.Steady < 0 || c.Steady > 1:
+		return fmt.Errorf("steady: must be in [0, 1] (got %g): %w", c.Steady, interfaces.ErrInvalid)
 	case c.Workers < 0:
 		return fmt.Errorf("workers: must be ≥ 0 (got %d): %w", c.Workers, interfaces.ErrInvalid)
 	}
@@ -137,9 +186,14 @@ type Instance struct {
 	// HostOff[r]..HostOff[r+1] are the hosts of region r.
 	HostOff []int
 	// After is the N×R load after the change; Changed the number of shards whose
-	// load changed.
-	After   []float64
-	Changed int
+	// load changed, ChangedIdx their indices.
+	After      []float64
+	Changed    int
+	ChangedIdx []int32
+	// Steady is the N×R load after the steady round's change (nil without
+	// one), SteadyIdx the shards it changed.
+	Steady    []float64
+	SteadyIdx []int32
 }
 
 // NewInstance generates the instance of cfg.
@@ -175,8 +229,23 @@ func NewInstance(cfg Config) (*Instance, error) {
 				continue
 			}
 			in.Changed++
+			in.ChangedIdx = append(in.ChangedIdx, int32(s))
 			for r := 0; r < R; r++ {
 				in.After[s*R+r] *= 0.5 + 1.5*rng.Float64()
+			}
+		}
+	}
+	if cfg.Steady > 0 {
+		R := p.NumResources()
+		in.Steady = append([]float64(nil), in.After...)
+		rng := rand.New(rand.NewPCG(cfg.Seed, 0x57eadd))
+		for s := 0; s < cfg.Shards; s++ {
+			if rng.Float64() >= cfg.Steady {
+				continue
+			}
+			in.SteadyIdx = append(in.SteadyIdx, int32(s))
+			for r := 0; r < R; r++ {
+				in.Steady[s*R+r] *= 0.9 + 0.2*rng.Float64()
 			}
 		}
 	}
@@ -222,12 +291,26 @@ func CompareInstance(ctx context.Context, cfg Config, in *Instance) (Result, err
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Shards: cfg.Shards, Hosts: cfg.Hosts, Regions: cfg.Regions, Seed: cfg.Seed, Changed: in.Changed, LB: lb}
+	res := Result{Shards: cfg.Shards, Hosts: cfg.Hosts, Regions: cfg.Regions, Seed: cfg.Seed, Changed: in.Changed, SteadyChanged: len(in.SteadyIdx), LB: lb}
+	clk := clocks{wall: cfg.Now, cpu: cfg.CPU}
 	h := newHier(in, cfg.Seed, pols[0], pols[1], workers)
-	if res.Hier, err = h.run(cfg.Now, phaseOf(cfg.Phase, sideHier)); err != nil {
+	if _, ok := pols[1].(tiers.IncrementalPolicy); ok {
+		// Each region daemon keeps its own state: one policy per region.
+		h.rInc = make([]tiers.IncrementalPolicy, cfg.Regions)
+		for r := range h.rInc {
+			p, err := tiers.New(names[1], cfgs[1])
+			if err != nil {
+				return Result{}, fmt.Errorf("region_policy: %w", err)
+			}
+			h.rInc[r] = p.(tiers.IncrementalPolicy)
+		}
+	}
+	if res.Hier, err = h.run(clk, phaseOf(cfg.Phase, sideHier)); err != nil {
 		return Result{}, fmt.Errorf("hierarchy: %w", err)
 	}
-	res.Hier.Run.score(in, h.host, lb)
+	if in.Steady == nil { // else twoRounds scored the rebalance
+		res.Hier.Run.score(in, h.host, lb)
+	}
 	res.HierHost, res.RegionOf = h.host, h.regionOf
 	if !cfg.SkipFlat {
 		fp := pols[2]
@@ -245,15 +328,17 @@ func CompareInstance(ctx context.Context, cfg Config, in *Instance) (Result, err
 		shards := h.gshards
 		h = nil // the hierarchy's views are garbage now
 		f := newFlat(in, cfg.Seed, fp, shards)
-		if res.Flat, err = f.run(ctx, cfg.Now, phaseOf(cfg.Phase, sideFlat)); err != nil {
+		if res.Flat, err = f.run(ctx, clk, phaseOf(cfg.Phase, sideFlat)); err != nil {
 			return Result{}, fmt.Errorf("flat: %w", err)
 		}
-		res.Flat.score(in, f.host, lb)
+		if in.Steady == nil {
+			res.Flat.score(in, f.host, lb)
+		}
 		res.FlatHost = f.host
 		res.FlatReached = res.FlatTarget > 0 && res.Flat.Unplaced == 0 && res.Flat.MaxOverLB <= res.FlatTarget*(1+1e-9)
-		if res.Hier.Seconds > 0 {
-			res.Speedup = res.Flat.Seconds / res.Hier.Seconds
-		}
+		res.Speedup = ratio(res.Flat.Seconds, res.Hier.Seconds)
+		res.CriticalPathSpeedup = ratio(res.Flat.Seconds, res.Hier.CriticalPathSeconds)
+		res.CPURatio = ratio(res.Flat.CPUSeconds, res.Hier.CPUSeconds)
 	}
 	return res, nil
 }
@@ -261,8 +346,13 @@ func CompareInstance(ctx context.Context, cfg Config, in *Instance) (Result, err
 // lowerBound is balancer.LowerBound of the flat problem with the loads after
 // the change.
 func (in *Instance) lowerBound() (map[string]float64, error) {
+	return in.lowerBoundOf(in.After)
+}
+
+// lowerBoundOf is balancer.LowerBound of the flat problem with loads.
+func (in *Instance) lowerBoundOf(loads []float64) (map[string]float64, error) {
 	q := *in.P
-	q.Load = in.After
+	q.Load = loads
 	lb := balancer.LowerBound(&q)
 	if lb == nil {
 		return nil, fmt.Errorf("instance: invalid problem: %w", q.Validate())
@@ -274,13 +364,17 @@ func (in *Instance) lowerBound() (map[string]float64, error) {
 // (shard → host index, -1 unplaced) with the loads after the change, divided by
 // lb; and the number of hosts above capacity.
 func (in *Instance) MaxOverLB(host []int32, lb map[string]float64) (map[string]float64, int) {
+	return in.maxOverLB(host, lb, in.After)
+}
+
+func (in *Instance) maxOverLB(host []int32, lb map[string]float64, after []float64) (map[string]float64, int) {
 	p := in.P
 	R, M := p.NumResources(), p.NumChildren()
 	load := make([]float64, M*R)
 	for s, h := range host {
 		if h >= 0 {
 			for r := 0; r < R; r++ {
-				load[int(h)*R+r] += in.After[s*R+r]
+				load[int(h)*R+r] += after[s*R+r]
 			}
 		}
 	}
@@ -397,6 +491,14 @@ func hostViews(in *Instance) []interfaces.Child {
 	return out
 }
 
+// ratio is a/b, 0 when b is not positive.
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
+
 // since returns the seconds from t0 by now (0 without a clock).
 func since(now func() time.Time, t0 time.Time) float64 {
 	if now == nil {
@@ -412,27 +514,49 @@ func stamp(now func() time.Time) time.Time {
 	return now()
 }
 
+// clocks are the two clocks a run is timed with: wall (Config.Now) and cpu
+// (Config.CPU); either may be nil.
+type clocks struct{ wall, cpu func() time.Time }
+
+// stamps is a reading of both clocks.
+type stamps struct{ wall, cpu time.Time }
+
+func (c clocks) stamp() stamps { return stamps{stamp(c.wall), stamp(c.cpu)} }
+
+// since returns the wall and CPU seconds from t0.
+func (c clocks) since(t0 stamps) (wall, cpu float64) {
+	return since(c.wall, t0.wall), since(c.cpu, t0.cpu)
+}
+
 // hier is the hierarchy's state: every shard's region and host, and the views.
 type hier struct {
-	in               *Instance
-	seed             int64
-	global, region   interfaces.Policy
-	workers          int
-	regionOf         []int32 // shard → region (-1 none)
-	host             []int32 // shard → host (-1 none)
-	regionEpoch      []interfaces.Epoch
-	hostEpoch        []interfaces.Epoch
-	regions          []interfaces.Child
-	hosts            []interfaces.Child
-	hostRegion       []int32
-	gshards          []interfaces.Shard   // by shard index: the global view
-	rviews           [][]interfaces.Shard // region r's view of its shards, kept from round to round
-	idx              []int32              // shard indices grouped by region (group)
-	off              []int                // region r's shards are idx[off[r]:off[r+1]]
-	asg              []interfaces.Assignment
-	globalS, regionS float64
-	slowestS         float64 // Σ over rounds of the slowest region's plan
-	now              func() time.Time
+	in             *Instance
+	seed           int64
+	global, region interfaces.Policy
+	workers        int
+	regionOf       []int32 // shard → region (-1 none)
+	host           []int32 // shard → host (-1 none)
+	regionEpoch    []interfaces.Epoch
+	hostEpoch      []interfaces.Epoch
+	regions        []interfaces.Child
+	hosts          []interfaces.Child
+	hostRegion     []int32
+	gshards        []interfaces.Shard   // by shard index: the global view
+	rviews         [][]interfaces.Shard // region r's view of its shards, kept from round to round
+	idx            []int32              // shard indices grouped by region (group)
+	off            []int                // region r's shards are idx[off[r]:off[r+1]]
+	asg            []interfaces.Assignment
+	globalCPU      float64
+	rounds         []HierRound // one per round so far
+	clk            clocks
+	// The incremental path (tiers.IncrementalPolicy): gInc is the global
+	// tier's policy when it is one; rInc, one per region, the regions'
+	// (each region daemon keeps its own state). arrive and leave are, per
+	// region, the shards the last global round moved in and out.
+	gInc          tiers.IncrementalPolicy
+	rInc          []tiers.IncrementalPolicy
+	arrive, leave [][]int32
+	roundNo       int
 }
 
 func newHier(in *Instance, seed uint64, global, region interfaces.Policy, workers int) *hier {
@@ -459,6 +583,10 @@ func newHier(in *Instance, seed uint64, global, region interfaces.Policy, worker
 		h.regionOf[s] = -1
 		h.host[s] = -1
 	}
+	if g, ok := global.(tiers.IncrementalPolicy); ok {
+		h.gInc = g
+	}
+	h.arrive, h.leave = make([][]int32, Rg), make([][]int32, Rg)
 	return h
 }
 
@@ -470,11 +598,13 @@ const (
 	PhaseHierRebalance = sideHier + " " + roundRebalance
 	PhaseFlatPlace     = sideFlat + " " + roundPlace
 	PhaseFlatRebalance = sideFlat + " " + roundRebalance
+	PhaseHierSteady    = sideHier + " " + roundSteady
+	PhaseFlatSteady    = sideFlat + " " + roundSteady
 )
 
 const (
-	sideHier, sideFlat         = "hierarchy", "flat"
-	roundPlace, roundRebalance = "place", "rebalance"
+	sideHier, sideFlat                      = "hierarchy", "flat"
+	roundPlace, roundRebalance, roundSteady = "place", "rebalance", "steady"
 )
 
 // phaseOf tells report (when set) each round of side as "side round".
@@ -486,30 +616,49 @@ func phaseOf(report func(string), side string) func(string) {
 	}
 }
 
-func (h *hier) run(now func() time.Time, phase func(string)) (HierRun, error) {
-	h.now = now
+func (h *hier) run(clk clocks, phase func(string)) (HierRun, error) {
+	h.clk = clk
 	out := HierRun{Workers: h.workers}
 	calls := 0
-	var beforeRegion []int32 // each shard's region after the place round
+	var beforeRegion, afterRegion []int32 // each shard's region after the place and the rebalance round
 	round := func() (interfaces.Status, error) {
-		if calls++; calls == 2 {
+		switch calls++; calls {
+		case 2:
 			beforeRegion = append([]int32(nil), h.regionOf...)
+		case 3:
+			afterRegion = append([]int32(nil), h.regionOf...)
 		}
+		h.roundNo = calls
 		return h.round()
 	}
-	run, err := twoRounds(now, phase, h.in, h.host, h.gshards, round)
+	run, err := twoRounds(clk, phase, h.in, h.host, h.gshards, round)
 	out.Run = run
 	if err != nil {
 		return out, err
 	}
-	for s, r := range h.regionOf {
+	if afterRegion == nil {
+		afterRegion = h.regionOf
+	}
+	for s, r := range afterRegion {
 		if r != beforeRegion[s] {
 			out.RegionMoves++
 		}
 	}
-	out.GlobalSeconds, out.RegionSeconds = h.globalS, h.regionS
-	out.SlowestRegionSeconds = h.slowestS
-	out.CriticalPathSeconds = h.globalS + h.slowestS
+	names := []string{roundPlace, roundRebalance, roundSteady}
+	for i := range h.rounds {
+		rd := &h.rounds[i]
+		rd.Name = names[i]
+		rd.CriticalPath = rd.Global + rd.SlowestRegion
+		if i >= 2 {
+			continue // the steady round is reported apart
+		}
+		out.GlobalSeconds += rd.Global
+		out.RegionSeconds += rd.Regions
+		out.SlowestRegionSeconds += rd.SlowestRegion
+	}
+	out.CriticalPathSeconds = out.GlobalSeconds + out.SlowestRegionSeconds
+	out.GlobalCPUSeconds = h.globalCPU
+	out.Rounds = h.rounds
 	return out, nil
 }
 
@@ -517,15 +666,15 @@ func (h *hier) run(now func() time.Time, phase func(string)) (HierRun, error) {
 // instance's After loads, which the daemons would learn from the hosts'
 // reports) is applied to shards, and round rebalances; host is where each
 // shard is after a round. phase is told each round as it starts.
-func twoRounds(now func() time.Time, phase func(string), in *Instance, host []int32, shards []interfaces.Shard, round func() (interfaces.Status, error)) (Run, error) {
+func twoRounds(clk clocks, phase func(string), in *Instance, host []int32, shards []interfaces.Shard, round func() (interfaces.Status, error)) (Run, error) {
 	var out Run
 	phase(roundPlace)
-	t0 := stamp(now)
+	t0 := clk.stamp()
 	status, err := round()
 	if err != nil {
 		return out, fmt.Errorf("place: %w", err)
 	}
-	out.PlaceSeconds = since(now, t0)
+	out.PlaceSeconds, out.PlaceCPUSeconds = clk.since(t0)
 	for _, c := range host {
 		if c >= 0 {
 			out.Placed++
@@ -533,18 +682,50 @@ func twoRounds(now func() time.Time, phase func(string), in *Instance, host []in
 	}
 	before := append([]int32(nil), host...)
 	phase(roundRebalance)
-	t1 := stamp(now)
+	t1 := clk.stamp()
 	setLoads(shards, in.After, in.P.NumResources())
 	st, err := round()
 	if err != nil {
 		return out, fmt.Errorf("rebalance: %w", err)
 	}
 	status = worse(status, st)
-	out.RebalanceSeconds = since(now, t1)
+	out.RebalanceSeconds, out.RebalanceCPUSeconds = clk.since(t1)
 	out.Seconds = out.PlaceSeconds + out.RebalanceSeconds
+	out.CPUSeconds = out.PlaceCPUSeconds + out.RebalanceCPUSeconds
 	for s, c := range host {
 		if c != before[s] {
 			out.Moves++
+		}
+	}
+	if in.Steady != nil {
+		// The main figures are those after the rebalance: score them now.
+		lb, err := in.lowerBound()
+		if err != nil {
+			return out, err
+		}
+		out.score(in, host, lb)
+		before = append(before[:0], host...)
+		phase(roundSteady)
+		t2 := clk.stamp()
+		setLoads(shards, in.Steady, in.P.NumResources())
+		st, err := round()
+		if err != nil {
+			return out, fmt.Errorf("steady: %w", err)
+		}
+		status = worse(status, st)
+		out.SteadySeconds, out.SteadyCPUSeconds = clk.since(t2)
+		for s, c := range host {
+			if c != before[s] {
+				out.SteadyMoves++
+			}
+		}
+		slb, err := in.lowerBoundOf(in.Steady)
+		if err != nil {
+			return out, err
+		}
+		by, _ := in.maxOverLB(host, slb, in.Steady)
+		for _, v := range by {
+			out.SteadyMaxOverLB = math.Max(out.SteadyMaxOverLB, v)
 		}
 	}
 	out.Status = status.String()
@@ -554,16 +735,26 @@ func twoRounds(now func() time.Time, phase func(string), in *Instance, host []in
 // round runs the global tier, applies its plan, groups the shards by region and
 // runs every region tier.
 func (h *hier) round() (interfaces.Status, error) {
-	t0 := stamp(h.now)
-	st, err := h.globalRound()
+	var rd HierRound
+	t0 := h.clk.stamp()
+	globalRound := h.globalRound
+	if h.gInc != nil {
+		globalRound = h.globalIncRound
+	}
+	st, err := globalRound()
 	if err != nil {
 		return st, err
 	}
-	h.globalS += since(h.now, t0)
-	h.group()
-	t1 := stamp(h.now)
-	st2, err := h.regionRound()
-	h.regionS += since(h.now, t1)
+	var cpu float64
+	rd.Global, cpu = h.clk.since(t0)
+	h.globalCPU += cpu
+	if h.rInc == nil {
+		h.group()
+	}
+	t1 := stamp(h.clk.wall)
+	st2, slowest, err := h.regionRound()
+	rd.Regions, rd.SlowestRegion = since(h.clk.wall, t1), slowest
+	h.rounds = append(h.rounds, rd)
 	return worse(st, st2), err
 }
 
@@ -589,20 +780,25 @@ func planAndApply(ctx context.Context, policy interfaces.Policy, v *interfaces.V
 	if err != nil {
 		return interfaces.StatusOK, err
 	}
+	return plan.Status, applyPlan(plan, N, childPrefix, M, apply)
+}
+
+// applyPlan hands every move of plan to apply as indices (see planAndApply).
+func applyPlan(plan interfaces.Plan, N int, childPrefix string, M int, apply func(s, c int) error) error {
 	for _, m := range plan.Moves {
 		s, err := index(string(m.Shard), "shard-", N)
 		if err != nil {
-			return plan.Status, err
+			return err
 		}
 		c, err := index(string(m.To), childPrefix, M)
 		if err != nil {
-			return plan.Status, err
+			return err
 		}
 		if err := apply(s, c); err != nil {
-			return plan.Status, fmt.Errorf("plan moves %s to %s: %w", m.Shard, m.To, err)
+			return fmt.Errorf("plan moves %s to %s: %w", m.Shard, m.To, err)
 		}
 	}
-	return plan.Status, nil
+	return nil
 }
 
 // group orders the shards by region (counting sort, by shard index within a
@@ -637,8 +833,9 @@ func (h *hier) group() {
 	}
 }
 
-// regionRound plans every region on a pool of workers.
-func (h *hier) regionRound() (interfaces.Status, error) {
+// regionRound plans every region on a pool of workers; slowest is the wall
+// seconds of the slowest region's plan.
+func (h *hier) regionRound() (status interfaces.Status, slowest float64, err error) {
 	Rg := len(h.regions)
 	jobs := make(chan int)
 	type out struct {
@@ -653,9 +850,13 @@ func (h *hier) regionRound() (interfaces.Status, error) {
 		go func() {
 			defer wg.Done()
 			for r := range jobs {
-				t0 := stamp(h.now)
-				st, err := h.regionPlan(r)
-				outs[r] = out{st, err, since(h.now, t0)}
+				t0 := stamp(h.clk.wall)
+				plan := h.regionPlan
+				if h.rInc != nil {
+					plan = h.regionIncPlan
+				}
+				st, err := plan(r)
+				outs[r] = out{st, err, since(h.clk.wall, t0)}
 			}
 		}()
 	}
@@ -664,17 +865,15 @@ func (h *hier) regionRound() (interfaces.Status, error) {
 	}
 	close(jobs)
 	wg.Wait()
-	status := interfaces.StatusOK
-	slowest := 0.0
+	status = interfaces.StatusOK
 	for r, o := range outs {
 		if o.err != nil {
-			return status, fmt.Errorf("region %s: %w", h.regions[r].ID, o.err)
+			return status, 0, fmt.Errorf("region %s: %w", h.regions[r].ID, o.err)
 		}
 		status = worse(status, o.st)
 		slowest = math.Max(slowest, o.seconds)
 	}
-	h.slowestS += slowest
-	return status, nil
+	return status, slowest, nil
 }
 
 // regionView brings region r's view of its shards (members, in shard index
@@ -728,4 +927,111 @@ func (h *hier) regionPlan(r int) (interfaces.Status, error) {
 		h.hostEpoch[s]++
 		return nil
 	})
+}
+
+// changedThisRound lists the shards whose load changed before the current
+// round (none before the place round).
+func (h *hier) changedThisRound() []int32 {
+	switch h.roundNo {
+	case 2:
+		return h.in.ChangedIdx
+	case 3:
+		return h.in.SteadyIdx
+	}
+	return nil
+}
+
+// regionShapes are the capacity shapes the regions report: from each
+// region's kept loads when its policy reports shapes, else from its hosts'
+// capacities alone.
+func (h *hier) regionShapes() map[interfaces.ChildID]tiers.CapacityShape {
+	out := make(map[interfaces.ChildID]tiers.CapacityShape, len(h.regions))
+	for r, rc := range h.regions {
+		if h.rInc != nil && h.roundNo > 1 {
+			if sr, ok := h.rInc[r].(tiers.ShapeReporter); ok {
+				out[rc.ID] = sr.Shape()
+				continue
+			}
+		}
+		out[rc.ID] = tiers.ShapeOf(h.hosts[h.in.HostOff[r]:h.in.HostOff[r+1]], nil)
+	}
+	return out
+}
+
+// globalIncRound feeds the global tier's incremental policy what changed
+// (every shard before the place round; then the shards whose load changed
+// and the regions' shapes) and applies its round's plan. Only the moved
+// shards are looked at after the plan.
+func (h *hier) globalIncRound() (interfaces.Status, error) {
+	ch := tiers.Changes{Children: h.regions, Shapes: h.regionShapes()}
+	if h.roundNo == 1 {
+		ch.Added = h.gshards
+	}
+	for _, s := range h.changedThisRound() {
+		ch.Loads = append(ch.Loads, tiers.ShardLoad{Shard: h.gshards[s].ID, Load: h.gshards[s].Load})
+	}
+	if err := h.gInc.Observe(ch); err != nil {
+		return interfaces.StatusOK, err
+	}
+	plan, err := h.gInc.Round(context.Background(), h.seed)
+	if err != nil {
+		return interfaces.StatusOK, err
+	}
+	for r := range h.arrive {
+		h.arrive[r], h.leave[r] = h.arrive[r][:0], h.leave[r][:0]
+	}
+	err = applyPlan(plan, len(h.regionOf), "region-", len(h.regions), func(s, r int) error {
+		if old := h.regionOf[s]; old >= 0 {
+			h.leave[old] = append(h.leave[old], int32(s))
+		}
+		h.arrive[r] = append(h.arrive[r], int32(s))
+		h.regionOf[s] = int32(r)
+		h.regionEpoch[s]++
+		if c := h.host[s]; c >= 0 && h.hostRegion[c] != int32(r) {
+			h.host[s] = -1
+		}
+		return nil
+	})
+	return plan.Status, err
+}
+
+// regionIncPlan feeds region r's incremental policy what changed at it (the
+// shards that arrived and left, its members whose load changed) and applies
+// its round's plan.
+func (h *hier) regionIncPlan(r int) (interfaces.Status, error) {
+	pol := h.rInc[r]
+	hlo, hhi := h.in.HostOff[r], h.in.HostOff[r+1]
+	var ch tiers.Changes
+	if h.roundNo == 1 {
+		ch.Children = h.hosts[hlo:hhi]
+	}
+	arrived := make(map[int32]bool, len(h.arrive[r]))
+	for _, s := range h.arrive[r] {
+		arrived[s] = true
+		ch.Added = append(ch.Added, h.gshards[s])
+	}
+	for _, s := range h.leave[r] {
+		ch.Removed = append(ch.Removed, h.gshards[s].ID)
+	}
+	for _, s := range h.changedThisRound() {
+		if h.regionOf[s] == int32(r) && !arrived[s] {
+			ch.Loads = append(ch.Loads, tiers.ShardLoad{Shard: h.gshards[s].ID, Load: h.gshards[s].Load})
+		}
+	}
+	if err := pol.Observe(ch); err != nil {
+		return interfaces.StatusOK, err
+	}
+	plan, err := pol.Round(context.Background(), h.seed)
+	if err != nil {
+		return interfaces.StatusOK, err
+	}
+	err = applyPlan(plan, len(h.host), "host-", len(h.hosts), func(s, c int) error {
+		if c < hlo || c >= hhi || h.regionOf[s] != int32(r) {
+			return errors.New("outside the region")
+		}
+		h.host[s] = int32(c)
+		h.hostEpoch[s]++
+		return nil
+	})
+	return plan.Status, err
 }
