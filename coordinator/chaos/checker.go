@@ -237,6 +237,13 @@ const (
 	CauseNoReturn = "stopped, never restarted"
 )
 
+// Handoff is the longest gap between a shard's stop on one host and its start
+// on another, at a newer epoch, that counts as a move: revoke, ack, commit and
+// Assign take tens of milliseconds (a few hundred on a loaded machine), while a
+// fenced host's shards start elsewhere only after its lease, stop budget,
+// drift margin and grace have passed (seconds).
+const Handoff = time.Second
+
 // Failover reports whether a stop cause is one a control-plane fault must not
 // produce.
 func Failover(cause string) bool {
@@ -353,6 +360,13 @@ func Classify(res *ledger.Result, ops []Op, faults []Fault, cutoff time.Time, sl
 				st.Cause = CauseNoReturn
 			case next.Host == iv.Host && next.Epoch == iv.Epoch:
 				st.Cause = CauseResumed
+			case next.Host != iv.Host && next.Epoch > iv.Epoch && next.Start-iv.End <= int64(Handoff):
+				// Started elsewhere at a newer epoch at once: a revoke stopped
+				// it, so a move, even when the same round moved the host's
+				// other shards too. A fence cannot be followed so soon: the
+				// parent re-places a fenced host's shards only after the
+				// host's lease, its stop budget, the drift margin and grace.
+				st.Cause = CauseMoved
 			case fenced(iv):
 				st.Cause = CauseFenced
 			default:

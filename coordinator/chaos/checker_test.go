@@ -54,7 +54,12 @@ func TestClassifyStops(t *testing.T) {
 		// fenced with the host's other shards: h6 stops g/0 and g/1 together, both move.
 		ev("h6", "g/0", 1, "start", 0), ev("h6", "g/1", 1, "start", 0),
 		ev("h6", "g/0", 1, "stop", 50), ev("h6", "g/1", 1, "stop", 50.2),
-		ev("h3", "g/0", 2, "start", 52), ev("h3", "g/1", 2, "start", 52),
+		ev("h3", "g/0", 2, "start", 53), ev("h3", "g/1", 2, "start", 53),
+		// moved together: a round moves both of h9's shards; each starts
+		// elsewhere at once (not a fence, though the host stopped all it ran).
+		ev("h9", "q/0", 1, "start", 0), ev("h9", "q/1", 1, "start", 0),
+		ev("h9", "q/0", 1, "stop", 55), ev("h9", "q/1", 1, "stop", 55.1),
+		ev("h3", "q/0", 2, "start", 55.05), ev("h2", "q/1", 2, "start", 55.3),
 		// moved: h7 gives up one of its two shards, which starts elsewhere.
 		ev("h7", "k/0", 1, "start", 0), ev("h7", "k/1", 1, "start", 0), ev("h7", "k/0", 1, "stop", 60), ev("h3", "k/0", 2, "start", 60.1),
 		// never restarted.
@@ -72,6 +77,7 @@ func TestClassifyStops(t *testing.T) {
 	want := map[string]string{
 		"d/0@h1": CauseDeleted, "m/0@h2": CauseDrained, "p/0@h4": CauseHost, "f/0@h5": CauseResumed,
 		"g/0@h6": CauseFenced, "g/1@h6": CauseFenced, "k/0@h7": CauseMoved, "n/0@h8": CauseNoReturn,
+		"q/0@h9": CauseMoved, "q/1@h9": CauseMoved,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("causes:\n got %v\nwant %v", got, want)

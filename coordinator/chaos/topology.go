@@ -26,7 +26,7 @@ type Shape struct {
 
 // FullShape is the suite's topology: 3 global replicas, 2 regions of 3
 // replicas, 3 hosts per region. Leases and report intervals are the daemons'
-// defaults per tier (a region's hosts 4 s, the global tier's regions 12 s):
+// defaults per tier (a region's hosts 4 s, the global tier's regions 20 s):
 // static stability is judged on what an operator runs, not on leases made
 // short to hurry the test.
 var FullShape = Shape{Replicas: 3, Regions: 2, HostsPerRegion: 3, HostCPU: 16, Driver: "exec",

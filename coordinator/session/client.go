@@ -114,6 +114,8 @@ type Client struct {
 	// silence is the live stream's silence limit (SilenceTimeout or derived
 	// from the last grant), in nanoseconds.
 	silence atomic.Int64
+	// lease is the last grant's TTL, in nanoseconds (Run's fast-retry window).
+	lease atomic.Int64
 }
 
 // sentRing is how many reports' send times the client remembers: a grant
@@ -189,8 +191,11 @@ func (c *Client) SendHint(h *wire.Hint) bool {
 const maxRedirects = 3
 
 // fastRetryWindow is how long after a live session ended Run retries at the
-// shortest backoff instead of a growing one: an election takes well under a
-// second, and the children must find the new leader quickly; a parent tier
+// shortest backoff instead of a growing one, at least: an election takes well
+// under a second, and the children must find the new leader quickly. The
+// window is the last grant's lease when that is longer: while the child may
+// still hold its lease, a parent that comes back (a partition healed) must be
+// found at once, not after a backoff that outlasts the lease. A parent tier
 // that stays unreachable longer gets the exponential backoff.
 const fastRetryWindow = 5 * time.Second
 
@@ -278,7 +283,7 @@ func (c *Client) Run(ctx context.Context) error {
 		if o.err != nil {
 			c.cfg.Logf("session: %s: %v", addr, o.err)
 		}
-		if !liveEnded.IsZero() && time.Since(liveEnded) < fastRetryWindow {
+		if !liveEnded.IsZero() && time.Since(liveEnded) < max(fastRetryWindow, time.Duration(c.lease.Load())) {
 			backoff = c.cfg.BackoffMin // a leader change: find the new one quickly
 		}
 		// Full jitter: sleep uniformly in [backoff/2, backoff).
@@ -569,6 +574,7 @@ func (c *Client) onLease(g *wire.LeaseGrant) {
 		}
 	}
 	c.silence.Store(int64(silence))
+	c.lease.Store(g.GetTtlNanos())
 	from, known := c.sentAtLocked(g.GetReportSeq())
 	c.mu.Unlock()
 	if !known {
