@@ -67,4 +67,3 @@ func (d *Daemon) watchChildren(ctx context.Context) {
 		}()
 	}
 }
-
