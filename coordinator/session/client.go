@@ -80,7 +80,8 @@ type Config struct {
 	// from the parent while the client waits for one) before the client gives
 	// it up and connects to another replica. 0 derives it from each grant:
 	// 1.5 report intervals (a grant answers every report, so a healthy parent
-	// is never silent that long), at most half the lease.
+	// is never silent that long) but at least minSilence, so that a busy
+	// parent's late grant does not cost a reconnect; at most half the lease.
 	SilenceTimeout time.Duration
 	// Keepalive sets the gRPC keepalive pings (default: every 10s, 5s to
 	// answer, with or without a stream); the parent's server must permit them
@@ -185,6 +186,14 @@ func (c *Client) SendHint(h *wire.Hint) bool {
 		return false
 	}
 }
+
+// minSilence is the shortest silence limit derived from grants: with short
+// report intervals (a host's 500 ms), 1.5 intervals is a few hundred
+// milliseconds of slack, which a loaded parent overruns; giving it up costs a
+// reconnect and avoiding it for a while. A parent cut off from its children
+// hands its leadership over only after several silent intervals
+// (tierd, control.step_down_after), so the children lose nothing by waiting.
+const minSilence = time.Second
 
 // maxRedirects is how many redirects in a row Run follows at once before it
 // waits its backoff.
@@ -568,7 +577,7 @@ func (c *Client) onLease(g *wire.LeaseGrant) {
 	}
 	silence := c.cfg.SilenceTimeout
 	if silence <= 0 {
-		silence = c.interval * 3 / 2
+		silence = max(c.interval*3/2, minSilence)
 		if half := time.Duration(g.GetTtlNanos()) / 2; half > 0 && half < silence {
 			silence = half
 		}

@@ -158,6 +158,10 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 		return
 	}
 	sv := dec.Apply(view)
+	// Frozen after the controller's decision: a child it declared failed in
+	// this round is evacuated, not frozen.
+	d.unreachable = slices.DeleteFunc(d.unreachable, func(c interfaces.ChildID) bool { return slices.Contains(dec.DeclareFailed, c) })
+	sv.Constraints = append(sv.Constraints, tiercore.Freeze(sv, d.unreachable)...)
 	plan, err := d.solve(ctx, sv)
 	if err != nil {
 		d.logger.Printf("policy %s failed, keeping the current assignment: %v", d.policy.Name(), err)
@@ -364,7 +368,6 @@ func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, 
 	since, heard := d.leaderSince, maps.Clone(d.lastGrant)
 	d.mu.Unlock()
 	d.unreachable = tiercore.Unreachable(now, since, heard, view.Children, d.cfg.StepDownAfter)
-	view.Constraints = append(view.Constraints, tiercore.Freeze(view, d.unreachable)...)
 	return view, quarantined
 }
 
