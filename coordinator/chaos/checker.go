@@ -356,6 +356,10 @@ func Classify(res *ledger.Result, ops []Op, faults []Fault, cutoff time.Time, sl
 				}
 			}
 			switch {
+			case next == nil && deleted[job] != 0 && deleted[job] <= iv.End+int64(Handoff):
+				// A move under way when the job was deleted: the revoke
+				// stopped it, the delete kept it from starting elsewhere.
+				st.Cause = CauseMoved
 			case next == nil:
 				st.Cause = CauseNoReturn
 			case next.Host == iv.Host && next.Epoch == iv.Epoch:
