@@ -76,7 +76,10 @@ func NewTopology(dir, strataBin, beatBin string, s Shape) (*Topology, error) {
 		nw.Close()
 		return nil, err
 	}
-	spec := e2e.Spec{Replicas: s.Replicas, Regions: s.Regions, HostsPerRegion: s.HostsPerRegion, HostCPU: s.HostCPU, Timing: s.Timing, Net: nw}
+	// Secured as an operator runs it: mutual TLS on every connection (the
+	// cluster's default) and ACL tokens on every tier's Admin API; the
+	// workload and the checker call with the bootstrap token.
+	spec := e2e.Spec{Replicas: s.Replicas, Regions: s.Regions, HostsPerRegion: s.HostsPerRegion, HostCPU: s.HostCPU, Timing: s.Timing, Net: nw, ACL: true}
 	if s.Driver == "exec" {
 		spec.HostDriver = func(string) string {
 			return fmt.Sprintf("{kind: exec, exec: {command: [%q, %q], stop_timeout: 1s}}", beatBin, t.BeatDir)

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -79,6 +81,8 @@ type Proc struct {
 	// (ca.pem, cert.pem, key.pem): what Admin dials with and what the
 	// client commands take as --tls.
 	OperatorTLS string
+	// Token is the ACL token Admin sends (the cluster's, Spec.ACL), or "".
+	Token string
 	// IP is the address the process listens on and dials from (127.0.0.1
 	// unless the cluster runs on a Network).
 	IP string
@@ -186,12 +190,15 @@ type Cluster struct {
 	// cluster's CA: the client commands' --tls. Every connection of the
 	// cluster runs over mutual TLS (docs/security.md).
 	OperatorTLS string
-	ca          *tlsutil.CA
-	Global      []*Proc
-	Regions     map[string][]*Proc
-	Racks       map[string][]*Proc // rack → its replicas (custom rack tier only)
-	Hosts       map[string]*Proc   // host → process
-	HostRegion  map[string]string
+	// Token is the bootstrap ACL token's secret when Spec.ACL is set
+	// (--token / STRATA_TOKEN for the client commands).
+	Token      string
+	ca         *tlsutil.CA
+	Global     []*Proc
+	Regions    map[string][]*Proc
+	Racks      map[string][]*Proc // rack → its replicas (custom rack tier only)
+	Hosts      map[string]*Proc   // host → process
+	HostRegion map[string]string
 }
 
 // Spec shapes a cluster.
@@ -216,6 +223,10 @@ type Spec struct {
 	TierExtra func(tier, instance string) string
 	// RaftAdmin gives every tier replica a listen.admin address.
 	RaftAdmin bool
+	// ACL turns the Admin API's tokens on at every tier (acl.enabled), with
+	// one bootstrap token for the whole tree, whose secret is Cluster.Token;
+	// Admin sends it.
+	ACL bool
 	// Net, when set, gives each process its own address (and a wrapper that
 	// enters its network namespace); nil runs everything on 127.0.0.1 with
 	// free ports.
@@ -277,7 +288,7 @@ func (c *Cluster) tierGroup(dir string, nw Network, tier, instance string, repli
 		if err != nil {
 			return nil, err
 		}
-		p.OperatorTLS = c.OperatorTLS
+		p.OperatorTLS, p.Token = c.OperatorTLS, c.Token
 		if nw == nil {
 			raft[i], p.GRPC = fmt.Sprintf("%s:%d", p.IP, ports[3*i]), fmt.Sprintf("%s:%d", p.IP, ports[3*i+1])
 			if admin {
@@ -368,6 +379,11 @@ func NewCluster(dir, bin string, s Spec) (*Cluster, error) {
 	c.OperatorTLS = filepath.Join(dir, "tls", "operator")
 	if _, err := c.issue(c.OperatorTLS, tlsutil.Named(tlsutil.RoleOperator, "e2e")); err != nil {
 		return nil, err
+	}
+	if s.ACL {
+		if s, err = c.withACL(dir, s); err != nil {
+			return nil, err
+		}
 	}
 	c.Global, err = c.tierGroup(dir, s.Net, "global", "global", s.Replicas, nil, "", s.control(), s.chain()+s.extra("global", "global"), s.RaftAdmin)
 	if err != nil {
@@ -523,7 +539,10 @@ func Admin(p *Proc) (wire.AdminClient, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	tok := adminToken
+	tok := p.Token
+	if tok == "" {
+		tok = adminToken
+	}
 	cc, err := grpc.NewClient(p.GRPC, grpc.WithTransportCredentials(st.ClientCredentials(tlsutil.IsAnyReplica)),
 		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			if tok != "" {
@@ -563,4 +582,28 @@ func Leader(ctx context.Context, group []*Proc) (*Proc, error) {
 		}
 	}
 	return nil, fmt.Errorf("no leader found")
+}
+
+// withACL makes the cluster's bootstrap token (one for every tier, so that a
+// call walking the tree carries one token) and returns s with every tier
+// replica's config turning ACLs on with it.
+func (c *Cluster) withACL(dir string, s Spec) (Spec, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return s, err
+	}
+	c.Token = "strata_e2e-" + hex.EncodeToString(b)
+	path := filepath.Join(dir, "acl-bootstrap-token")
+	if err := os.WriteFile(path, []byte(c.Token+"\n"), 0o600); err != nil {
+		return s, err
+	}
+	line := fmt.Sprintf("acl: {enabled: true, bootstrap_token_file: %q}\n", path)
+	extra := s.TierExtra
+	s.TierExtra = func(tier, instance string) string {
+		if extra == nil {
+			return line
+		}
+		return line + extra(tier, instance)
+	}
+	return s, nil
 }
