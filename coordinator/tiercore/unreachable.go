@@ -43,8 +43,9 @@ func Unreachable(now, leaderSince time.Time, heard map[interfaces.ChildID]time.T
 
 // Freeze returns the constraints that keep a solver's plan off the children
 // in unreachable (sorted): every shard assigned to one stays there (a pin),
-// and every other shard avoids them. Reachable drops whatever a plan still
-// proposes (an avoid is a preference).
+// and every other shard may use only the other children (allowed). When no
+// child is reachable nothing is added (nothing can be placed; Reachable drops
+// whatever a plan proposes).
 func Freeze(v *interfaces.View, unreachable []interfaces.ChildID) []interfaces.Constraint {
 	if len(unreachable) == 0 {
 		return nil
@@ -78,8 +79,16 @@ func Freeze(v *interfaces.View, unreachable []interfaces.ChildID) []interfaces.C
 			others = append(others, s.ID)
 		}
 	}
-	if len(others) > 0 {
-		out = append(out, interfaces.Constraint{Kind: interfaces.ConstraintAvoid, Shards: others, Children: slices.Clone(unreachable), Reason: reason})
+	var reachable []interfaces.ChildID
+	for _, c := range v.Children {
+		if _, ok := slices.BinarySearch(unreachable, c.ID); !ok {
+			reachable = append(reachable, c.ID)
+		}
+	}
+	// A hard rule, not a preference: a solver that ignores an avoid (greedy
+	// does) would plan the same dropped placement every round.
+	if len(others) > 0 && len(reachable) > 0 {
+		out = append(out, interfaces.Constraint{Kind: interfaces.ConstraintAllowed, Shards: others, Children: reachable, Reason: reason})
 	}
 	return out
 }

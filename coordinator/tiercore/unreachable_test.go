@@ -29,19 +29,23 @@ func TestUnreachable(t *testing.T) {
 
 func TestFreezeAndReachable(t *testing.T) {
 	v := &interfaces.View{
+		Children:    []interfaces.Child{{ID: "h1"}, {ID: "h2"}, {ID: "h3"}},
 		Shards:      []interfaces.Shard{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d"}},
 		Assignments: []interfaces.Assignment{{Shard: "a", Child: "h2"}, {Shard: "b", Child: "h1"}, {Shard: "c", Child: "h2"}},
 		InFlight:    []interfaces.Move{{Shard: "c", From: "h2", To: "h1"}},
 	}
 	got := Freeze(v, []interfaces.ChildID{"h2"})
 	if len(got) != 2 {
-		t.Fatalf("Freeze = %+v, want a pin and an avoid", got)
+		t.Fatalf("Freeze = %+v, want a pin and an allowed", got)
 	}
 	if got[0].Kind != interfaces.ConstraintPin || !reflect.DeepEqual(got[0].Shards, []interfaces.ShardID{"a"}) || !reflect.DeepEqual(got[0].Children, []interfaces.ChildID{"h2"}) {
 		t.Errorf("pin = %+v, want a on h2 (c is moving: its move decides)", got[0])
 	}
-	if got[1].Kind != interfaces.ConstraintAvoid || !reflect.DeepEqual(got[1].Shards, []interfaces.ShardID{"b", "d"}) {
-		t.Errorf("avoid = %+v, want b and d to avoid h2", got[1])
+	if got[1].Kind != interfaces.ConstraintAllowed || !reflect.DeepEqual(got[1].Shards, []interfaces.ShardID{"b", "d"}) || !reflect.DeepEqual(got[1].Children, []interfaces.ChildID{"h1", "h3"}) {
+		t.Errorf("allowed = %+v, want b and d allowed on h1 and h3 only", got[1])
+	}
+	if all := Freeze(v, []interfaces.ChildID{"h1", "h2", "h3"}); len(all) != 2 || all[0].Kind != interfaces.ConstraintPin || all[1].Kind != interfaces.ConstraintPin {
+		t.Errorf("nobody reachable: Freeze = %+v, want only the pins", all)
 	}
 	if Freeze(v, nil) != nil {
 		t.Error("Freeze with nobody unreachable returned constraints")

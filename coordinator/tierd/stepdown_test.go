@@ -2,9 +2,11 @@ package tierd
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/internal/testutil"
 )
 
@@ -65,4 +67,51 @@ func groupWithChildren(t *testing.T, n int) ([]*Daemon, *Daemon, []*fakeChild) {
 		return true
 	})
 	return ds, L, kids
+}
+
+// A child that has gone quiet but still holds its lease (a region cut off from
+// the global tier) is left alone by the round: nothing new is placed on it,
+// nothing is moved off it, and its shards stay. Before, the leader placed and
+// moved shards onto the quiet child; the source stopped them and the Assign
+// never arrived (chaos, partition-region-from-global: shards stopped on the
+// reachable region for the rest of the partition).
+func TestQuietChildIsLeftAlone(t *testing.T) {
+	ds := startGroup(t, 1, func(c *Config) {
+		c.Policy, c.LeaseTTL, c.ReportInterval, c.Interval = "greedy", 20*time.Second, 100*time.Millisecond, 100*time.Millisecond
+	})
+	L := leaderOf(t, ds)
+	r1, r2, r1held := twoChildrenWithShards(t, L)
+	r1.report.Store(false)
+	// Past the silence limit: r1 is quiet, its 20 s lease far from over.
+	time.Sleep(3 * L.cfg.StepDownAfter)
+	submit(t, L, "b", 8)
+	testutil.Until(t, "job b placed", 10*time.Second, func() bool {
+		n := 0
+		for _, a := range L.Tier().FSM.Assignments() {
+			if jobOf(a.Shard) == "b" {
+				n++
+			}
+		}
+		return n == 8
+	})
+	for _, a := range L.Tier().FSM.Assignments() {
+		if a.Child == "r1" && jobOf(a.Shard) == "b" {
+			t.Errorf("shard %s of the new job placed on the quiet child r1", a.Shard)
+		}
+	}
+	for s := range r1held {
+		if st, _ := L.Tier().FSM.Shard(interfaces.ShardID(s)); st.Owner != "r1" || st.InFlight != nil {
+			t.Errorf("r1's shard %s: owner %s, in flight %v; want it left on r1", s, st.Owner, st.InFlight)
+		}
+	}
+	if len(r2.heldShards()) == 0 {
+		t.Fatal("r2 holds nothing")
+	}
+}
+
+func jobOf(s interfaces.ShardID) string {
+	if i := strings.LastIndexByte(string(s), '/'); i >= 0 {
+		return string(s[:i])
+	}
+	return string(s)
 }
