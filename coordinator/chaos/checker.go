@@ -95,16 +95,19 @@ func (c *Checker) Poll() (*ledger.Result, error) {
 }
 
 // deadHostOpen reports whether an overlap involves a shard still open in the
-// ledger of a host whose process is down: its workers died with it (the exec
-// driver's parent-death signal), and the ledger's stop is written when it
-// restarts (a "recovered" stop at the lease deadline), so the overlap may not
-// be real. Poll judges it again then.
+// ledger of a host whose process is down or paused: a killed agent's workers
+// are fenced by their supervisors and its ledger's stop is written when it
+// restarts (a "recovered" stop at the lease deadline); a paused agent cannot
+// write the stops its supervisors make at the lease's end until it thaws (then
+// with the time each worker ended). Either way the overlap may not be real:
+// Poll judges it again once the host runs (the workers' heartbeats, checked
+// apart, show any real one at once).
 func (c *Checker) deadHostOpen(v ledger.Violation) bool {
 	if !strings.Contains(v.Detail, "running)") {
 		return false
 	}
 	for _, h := range v.Hosts {
-		if p := c.T.Cluster.Hosts[h]; p != nil && !p.Running() {
+		if p := c.T.Cluster.Hosts[h]; p != nil && (!p.Running() || p.Paused()) {
 			return true
 		}
 	}

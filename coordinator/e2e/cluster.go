@@ -90,8 +90,9 @@ type Proc struct {
 	// exec the binary so that the process id is the daemon's.
 	Wrap []string
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	paused bool // SIGSTOPped by Pause, not yet resumed
 }
 
 // Start starts (or restarts) the process.
@@ -160,13 +161,29 @@ func (p *Proc) Pause() error { return p.sendSignal(syscall.SIGSTOP) }
 // Resume continues a paused process (SIGCONT).
 func (p *Proc) Resume() error { return p.sendSignal(syscall.SIGCONT) }
 
+// Paused reports whether the process is paused (Pause, not yet Resume).
+func (p *Proc) Paused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
+}
+
 func (p *Proc) sendSignal(sig syscall.Signal) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd == nil || p.cmd.Process == nil {
 		return fmt.Errorf("%s is not running", p.Name)
 	}
-	return p.cmd.Process.Signal(sig)
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return err
+	}
+	switch sig {
+	case syscall.SIGSTOP:
+		p.paused = true
+	case syscall.SIGCONT:
+		p.paused = false
+	}
+	return nil
 }
 
 // Running reports whether the process is started and alive.
