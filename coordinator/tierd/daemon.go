@@ -286,6 +286,16 @@ func (d *Daemon) Tier() *raftnode.Tier { return d.tier }
 // IsLeader reports whether this replica leads its group.
 func (d *Daemon) IsLeader() bool { return d.tier.IsLeader() }
 
+// applied reports whether this replica leads in Raft's current term and has
+// applied its log up to its own election (the barrier trackLeadership waits
+// for): only then does its state machine answer for the group.
+func (d *Daemon) applied() bool {
+	term := d.tier.Raft().CurrentTerm()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.leader && d.leaderTerm == term
+}
+
 func (d *Daemon) ready() error {
 	if _, id := d.tier.Raft().LeaderWithID(); id == "" {
 		return errors.New("no Raft leader known")

@@ -1,12 +1,15 @@
 package tierd
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/interfaces/wire"
 	"github.com/strata-sched/strata/internal/testutil"
 )
 
@@ -114,4 +117,35 @@ func jobOf(s interfaces.ShardID) string {
 		return string(s[:i])
 	}
 	return string(s)
+}
+
+// A replica Raft has just made leader answers no Admin call from its state
+// machine until it has applied its log (trackLeadership's barrier): a
+// DeleteJob it answered NotFound from a state that did not hold the job yet
+// was taken for done by the client, and the job's shard ran for good.
+func TestJustElectedLeaderAnswersNothingFromItsState(t *testing.T) {
+	// A control interval of an hour: the loop runs only when poked, so
+	// nothing finishes a barrier behind the test's back.
+	ds := startGroup(t, 1, func(c *Config) { c.Policy, c.Interval = "greedy", time.Hour })
+	testutil.Until(t, "Raft leader", 10*time.Second, func() bool { return ds[0].IsLeader() })
+	ds[0].poke()
+	L := leaderOf(t, ds)
+	submit(t, L, "j", 2)
+	testutil.Until(t, "job j committed", 10*time.Second, func() bool { _, ok := L.Tier().FSM.Shard("j/1"); return ok })
+	time.Sleep(100 * time.Millisecond) // the round submit poked has run
+	// Raft leads; the daemon has not finished its barrier (as in the moments
+	// after an election).
+	L.mu.Lock()
+	L.leader = false
+	L.mu.Unlock()
+	a := wire.NewAdminClient(dial(t, L.GRPCAddr()))
+	_, err := a.DeleteJob(context.Background(), &wire.DeleteJobRequest{Job: "j"})
+	if !errors.Is(wire.FromStatus(err), interfaces.ErrNotLeader) {
+		t.Fatalf("DeleteJob before the barrier: %v, want a not-leader error (retry)", err)
+	}
+	L.poke()
+	testutil.Until(t, "the barrier done", 10*time.Second, func() bool { return L.applied() })
+	if _, err := a.DeleteJob(context.Background(), &wire.DeleteJobRequest{Job: "j"}); err != nil {
+		t.Fatalf("DeleteJob after the barrier: %v", err)
+	}
 }
