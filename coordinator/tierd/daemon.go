@@ -55,9 +55,14 @@ type Daemon struct {
 	// while waiting on the network, only on Raft commits.
 	decide sync.Mutex
 
-	mu          sync.Mutex
-	sessions    map[interfaces.ChildID]*childSession
-	lastGrant   map[interfaces.ChildID]time.Time
+	mu        sync.Mutex
+	sessions  map[interfaces.ChildID]*childSession
+	lastGrant map[interfaces.ChildID]time.Time
+	// heard is when this replica last sent each child a grant, in any of
+	// its terms (the cut-off watch, stepdown.go): unlike lastGrant it
+	// survives a step-down, so a replica cut off from its children that Raft
+	// elects again still knows whom it lost.
+	heard       map[interfaces.ChildID]time.Time
 	reports     map[interfaces.ChildID]interfaces.Report
 	addrs       map[interfaces.ChildID]string // children's admin (gRPC) addresses, from Hello
 	leader      bool
@@ -137,6 +142,7 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		logger:     log.New(logOut, fmt.Sprintf("%s/%s/%s ", cfg.Tier, cfg.Instance, cfg.NodeID), log.LstdFlags|log.Lmicroseconds),
 		sessions:   map[interfaces.ChildID]*childSession{},
 		lastGrant:  map[interfaces.ChildID]time.Time{},
+		heard:      map[interfaces.ChildID]time.Time{},
 		reports:    map[interfaces.ChildID]interfaces.Report{},
 		addrs:      map[interfaces.ChildID]string{},
 		revokeSent: map[interfaces.ShardID]time.Time{},

@@ -17,6 +17,12 @@ import (
 // group's replicas — may still reach. It runs on every replica and acts only
 // while this one leads.
 //
+// The children counted are those this replica heard from in any of its terms
+// (within the window): Raft may elect a cut-off leader again — it still reaches
+// its followers — and in its new term it has heard from nobody. It steps down
+// again once it has led for the silence limit without hearing from them; a
+// failed transfer is retried after twice the limit.
+//
 // A lull of this process (a pause, a stalled machine) silences every child at
 // once as this replica sees it — it sent no grants — without anyone being cut
 // off: a tick that comes late by more than half the silence limit starts the
@@ -43,12 +49,12 @@ func (d *Daemon) watchChildren(ctx context.Context) {
 			settled = now.Add(rule.Silence)
 		}
 		last = now
-		if now.Before(settled) || now.Sub(tried) < 2*d.cfg.LeaseTTL {
+		if now.Before(settled) || now.Sub(tried) < 2*rule.Silence {
 			continue
 		}
 		d.mu.Lock()
 		leading, since, term := d.leader, d.leaderSince, d.leaderTerm
-		heard := maps.Clone(d.lastGrant)
+		heard := maps.Clone(d.heard)
 		d.mu.Unlock()
 		if !leading {
 			continue

@@ -149,3 +149,30 @@ func TestJustElectedLeaderAnswersNothingFromItsState(t *testing.T) {
 		t.Fatalf("DeleteJob after the barrier: %v", err)
 	}
 }
+
+// A leader cut off from its children that Raft elects again (it still reaches
+// its followers) steps down again: in its new term it has heard from nobody,
+// but it remembers whom it lost (chaos soak: global-1 lost its leadership
+// to an election 1 s into the cut-off, won it back and led on, cut off, for
+// the rest of the fault; the regions reached a leader 17 s after it began).
+func TestReelectedCutOffLeaderStepsDownAgain(t *testing.T) {
+	ds, L, kids := groupWithChildren(t, 3)
+	for _, k := range kids {
+		k.report.Store(false)
+	}
+	// As after losing an election: a new term, nothing heard in it.
+	L.stepDown()
+	L.mu.Lock()
+	L.leader, L.leaderSince = true, time.Now()
+	L.mu.Unlock()
+	quiet := time.Now()
+	testutil.Until(t, "another replica leading", 10*time.Second, func() bool {
+		for _, d := range ds {
+			if d != L && d.IsLeader() {
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("leadership moved %v after the new term began", time.Since(quiet).Round(time.Millisecond))
+}
