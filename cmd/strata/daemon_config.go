@@ -132,6 +132,7 @@ type controlFile struct {
 	DriftMargin    duration `yaml:"drift_margin"`
 	SolveTimeout   duration `yaml:"solve_timeout"`
 	ReportInterval duration `yaml:"report_interval"`
+	StepDownAfter  duration `yaml:"step_down_after"`
 	MaxMoves       int      `yaml:"max_moves"`
 }
 
@@ -233,7 +234,7 @@ func (f tierFile) tierConfig(logOut io.Writer) (tierd.Config, error) {
 		Policy: f.Policy.Name, PolicyConfig: f.Policy.Config,
 		Interval: time.Duration(f.Control.Interval), LeaseTTL: time.Duration(f.Control.LeaseTTL),
 		Grace: time.Duration(f.Control.Grace), DriftMargin: time.Duration(f.Control.DriftMargin), SolveTimeout: time.Duration(f.Control.SolveTimeout),
-		ReportInterval: time.Duration(f.Control.ReportInterval), MaxMoves: f.Control.MaxMoves,
+		ReportInterval: time.Duration(f.Control.ReportInterval), StepDownAfter: time.Duration(f.Control.StepDownAfter), MaxMoves: f.Control.MaxMoves,
 		ControlPolicies: f.ControlPolicies, ControlPolicyConfig: f.ControlPolicyConfig,
 	}
 	if c.Instance == "" && c.Tier == interfaces.TierGlobal {

@@ -19,6 +19,7 @@ var (
 	flagMaxHold  = flag.Duration("chaos.max-hold", 10*time.Second, "longest time a fault is held")
 	flagGap      = flag.Duration("chaos.gap", 8*time.Second, "quiet time after each fault (its effects are attributed to it)")
 	flagSettle   = flag.Duration("chaos.settle", 60*time.Second, "longest wait after the faults for every shard to run exactly once")
+	flagKinds    = flag.String("chaos.kinds", "", "comma-separated fault kinds to inject (default every kind; see faults.go), e.g. partition-region-leader-from-children")
 	flagRejudge  = flag.String("chaos.rejudge", "", "TestChaosRejudge: a kept run directory to check again")
 	flagSafety   = flag.Bool("chaos.safety-only", false, "fail only on the safety properties (double owners, lost shards, orphans); report, without failing, the shards that control-plane faults stopped and the workers not beating exactly once at the end (what CI gates on until static stability holds under every fault: docs/reliability.md)")
 )
@@ -52,8 +53,12 @@ func config(t *testing.T, duration time.Duration) Config {
 		os.RemoveAll(dir)
 	})
 	t.Logf("seed %d (rerun with -chaos.seed=%d); data under %s", seed, seed, dir)
+	kinds, err := ParseKinds(*flagKinds)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return Config{Shape: shape, Seed: seed, Duration: duration, MinHold: *flagMinHold, MaxHold: *flagMaxHold, Gap: *flagGap,
-		Settle: *flagSettle, Dir: dir, Logf: t.Logf}
+		Settle: *flagSettle, Kinds: kinds, Dir: dir, Logf: t.Logf}
 }
 
 func runChaos(t *testing.T, cfg Config) {

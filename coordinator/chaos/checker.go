@@ -95,16 +95,19 @@ func (c *Checker) Poll() (*ledger.Result, error) {
 }
 
 // deadHostOpen reports whether an overlap involves a shard still open in the
-// ledger of a host whose process is down: its workers died with it (the exec
-// driver's parent-death signal), and the ledger's stop is written when it
-// restarts (a "recovered" stop at the lease deadline), so the overlap may not
-// be real. Poll judges it again then.
+// ledger of a host whose process is down or paused: a killed agent's workers
+// are fenced by their supervisors and its ledger's stop is written when it
+// restarts (a "recovered" stop at the lease deadline); a paused agent cannot
+// write the stops its supervisors make at the lease's end until it thaws (then
+// with the time each worker ended). Either way the overlap may not be real:
+// Poll judges it again once the host runs (the workers' heartbeats, checked
+// apart, show any real one at once).
 func (c *Checker) deadHostOpen(v ledger.Violation) bool {
 	if !strings.Contains(v.Detail, "running)") {
 		return false
 	}
 	for _, h := range v.Hosts {
-		if p := c.T.Cluster.Hosts[h]; p != nil && !p.Running() {
+		if p := c.T.Cluster.Hosts[h]; p != nil && (!p.Running() || p.Paused()) {
 			return true
 		}
 	}
@@ -237,6 +240,13 @@ const (
 	CauseNoReturn = "stopped, never restarted"
 )
 
+// Handoff is the longest gap between a shard's stop on one host and its start
+// on another, at a newer epoch, that counts as a move: revoke, ack, commit and
+// Assign take tens of milliseconds (a few hundred on a loaded machine), while a
+// fenced host's shards start elsewhere only after its lease, stop budget,
+// drift margin and grace have passed (seconds).
+const Handoff = time.Second
+
 // Failover reports whether a stop cause is one a control-plane fault must not
 // produce.
 func Failover(cause string) bool {
@@ -349,10 +359,21 @@ func Classify(res *ledger.Result, ops []Op, faults []Fault, cutoff time.Time, sl
 				}
 			}
 			switch {
+			case next == nil && deleted[job] != 0 && deleted[job] <= iv.End+int64(Handoff):
+				// A move under way when the job was deleted: the revoke
+				// stopped it, the delete kept it from starting elsewhere.
+				st.Cause = CauseMoved
 			case next == nil:
 				st.Cause = CauseNoReturn
 			case next.Host == iv.Host && next.Epoch == iv.Epoch:
 				st.Cause = CauseResumed
+			case next.Host != iv.Host && next.Epoch > iv.Epoch && next.Start-iv.End <= int64(Handoff):
+				// Started elsewhere at a newer epoch at once: a revoke stopped
+				// it, so a move, even when the same round moved the host's
+				// other shards too. A fence cannot be followed so soon: the
+				// parent re-places a fenced host's shards only after the
+				// host's lease, its stop budget, the drift margin and grace.
+				st.Cause = CauseMoved
 			case fenced(iv):
 				st.Cause = CauseFenced
 			default:

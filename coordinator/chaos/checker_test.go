@@ -54,15 +54,23 @@ func TestClassifyStops(t *testing.T) {
 		// fenced with the host's other shards: h6 stops g/0 and g/1 together, both move.
 		ev("h6", "g/0", 1, "start", 0), ev("h6", "g/1", 1, "start", 0),
 		ev("h6", "g/0", 1, "stop", 50), ev("h6", "g/1", 1, "stop", 50.2),
-		ev("h3", "g/0", 2, "start", 52), ev("h3", "g/1", 2, "start", 52),
+		ev("h3", "g/0", 2, "start", 53), ev("h3", "g/1", 2, "start", 53),
+		// moved together: a round moves both of h9's shards; each starts
+		// elsewhere at once (not a fence, though the host stopped all it ran).
+		ev("h9", "q/0", 1, "start", 0), ev("h9", "q/1", 1, "start", 0),
+		ev("h9", "q/0", 1, "stop", 55), ev("h9", "q/1", 1, "stop", 55.1),
+		ev("h3", "q/0", 2, "start", 55.05), ev("h2", "q/1", 2, "start", 55.3),
 		// moved: h7 gives up one of its two shards, which starts elsewhere.
 		ev("h7", "k/0", 1, "start", 0), ev("h7", "k/1", 1, "start", 0), ev("h7", "k/0", 1, "stop", 60), ev("h3", "k/0", 2, "start", 60.1),
 		// never restarted.
 		ev("h8", "n/0", 1, "start", 0), ev("h8", "n/0", 1, "stop", 70),
+		// moved, then its job deleted before it started elsewhere.
+		ev("h8", "x/0", 1, "start", 0), ev("h8", "x/0", 1, "stop", 80),
 	)
 	ops := []Op{
 		{Kind: OpDelete, Target: "d", Start: time.Unix(0, at(10))},
 		{Kind: OpDrain, Target: "h2", Start: time.Unix(0, at(20))},
+		{Kind: OpDelete, Target: "x", Start: time.Unix(0, at(80.5))},
 	}
 	faults := []Fault{
 		{Kind: PauseHost, Hosts: []string{"h4"}, Start: time.Unix(0, at(30)), End: time.Unix(0, at(35))},
@@ -72,6 +80,7 @@ func TestClassifyStops(t *testing.T) {
 	want := map[string]string{
 		"d/0@h1": CauseDeleted, "m/0@h2": CauseDrained, "p/0@h4": CauseHost, "f/0@h5": CauseResumed,
 		"g/0@h6": CauseFenced, "g/1@h6": CauseFenced, "k/0@h7": CauseMoved, "n/0@h8": CauseNoReturn,
+		"q/0@h9": CauseMoved, "q/1@h9": CauseMoved, "x/0@h8": CauseMoved,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("causes:\n got %v\nwant %v", got, want)

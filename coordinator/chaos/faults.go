@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/strata-sched/strata/coordinator/e2e"
@@ -33,6 +35,23 @@ const (
 // Kinds lists every fault kind in a fixed order.
 var Kinds = []Kind{KillGlobalLeader, KillRegionLeader, KillHost, PauseGlobalLeader, PauseRegionLeader, PauseHost,
 	IsolateGlobalLeader, IsolateRegionLeader, OrphanGlobalChildren, OrphanRegionChildren, PartitionRegionGlobal, PartitionHost, KillAll}
+
+// ParseKinds reads a comma-separated list of fault kinds ("" is none: every
+// kind).
+func ParseKinds(list string) ([]Kind, error) {
+	var out []Kind
+	for _, f := range strings.Split(list, ",") {
+		k := Kind(strings.TrimSpace(f))
+		if k == "" {
+			continue
+		}
+		if !slices.Contains(Kinds, k) {
+			return nil, fmt.Errorf("-chaos.kinds: unknown fault kind %q (the kinds: %v)", k, Kinds)
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
 
 // HostFault reports whether the fault hits hosts themselves, so that their
 // shards stopping is expected; every other kind hits only the control plane,

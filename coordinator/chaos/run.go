@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -24,8 +25,11 @@ type Config struct {
 	MinHold, MaxHold time.Duration // how long a fault is held
 	Gap              time.Duration // quiet time after each fault
 	Settle           time.Duration // the longest wait for every shard to run once after the faults
-	Dir              string
-	Logf             func(format string, args ...any)
+	// Kinds, when set, limits the faults to these kinds (to reproduce one);
+	// the short run then injects each of them once.
+	Kinds []Kind
+	Dir   string
+	Logf  func(format string, args ...any)
 }
 
 // Run builds the topology, runs the workload and the faults, lets the cluster
@@ -85,8 +89,15 @@ func Run(ctx context.Context, cfg Config, strataBin, beatBin string) (*Report, e
 	sleep(ctx, 10*time.Second)
 	in := &Injector{T: t, Logf: logf}
 	steps := Schedule(cfg.Seed, 1<<16, cfg.MinHold, cfg.MaxHold, cfg.Gap)
+	if len(cfg.Kinds) > 0 {
+		steps = slices.DeleteFunc(steps, func(st Step) bool { return !slices.Contains(cfg.Kinds, st.Kind) })
+	}
 	if cfg.Duration == 0 {
-		steps = steps[:len(Kinds)]
+		once := len(Kinds) // one round: every kind once
+		if len(cfg.Kinds) > 0 {
+			once = len(cfg.Kinds)
+		}
+		steps = steps[:once]
 	}
 	faultsUntil := time.Now().Add(cfg.Duration)
 	for i, st := range steps {

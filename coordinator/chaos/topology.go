@@ -26,7 +26,7 @@ type Shape struct {
 
 // FullShape is the suite's topology: 3 global replicas, 2 regions of 3
 // replicas, 3 hosts per region. Leases and report intervals are the daemons'
-// defaults per tier (a region's hosts 4 s, the global tier's regions 12 s):
+// defaults per tier (a region's hosts 4 s, the global tier's regions 20 s):
 // static stability is judged on what an operator runs, not on leases made
 // short to hurry the test.
 var FullShape = Shape{Replicas: 3, Regions: 2, HostsPerRegion: 3, HostCPU: 16, Driver: "exec",
@@ -76,7 +76,10 @@ func NewTopology(dir, strataBin, beatBin string, s Shape) (*Topology, error) {
 		nw.Close()
 		return nil, err
 	}
-	spec := e2e.Spec{Replicas: s.Replicas, Regions: s.Regions, HostsPerRegion: s.HostsPerRegion, HostCPU: s.HostCPU, Timing: s.Timing, Net: nw}
+	// Secured as an operator runs it: mutual TLS on every connection (the
+	// cluster's default) and ACL tokens on every tier's Admin API; the
+	// workload and the checker call with the bootstrap token.
+	spec := e2e.Spec{Replicas: s.Replicas, Regions: s.Regions, HostsPerRegion: s.HostsPerRegion, HostCPU: s.HostCPU, Timing: s.Timing, Net: nw, ACL: true}
 	if s.Driver == "exec" {
 		spec.HostDriver = func(string) string {
 			return fmt.Sprintf("{kind: exec, exec: {command: [%q, %q], stop_timeout: 1s}}", beatBin, t.BeatDir)

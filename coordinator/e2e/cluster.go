@@ -89,8 +89,9 @@ type Proc struct {
 	// exec the binary so that the process id is the daemon's.
 	Wrap []string
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	paused bool // SIGSTOPped by Pause, not yet resumed
 }
 
 // Start starts (or restarts) the process.
@@ -159,13 +160,29 @@ func (p *Proc) Pause() error { return p.sendSignal(syscall.SIGSTOP) }
 // Resume continues a paused process (SIGCONT).
 func (p *Proc) Resume() error { return p.sendSignal(syscall.SIGCONT) }
 
+// Paused reports whether the process is paused (Pause, not yet Resume).
+func (p *Proc) Paused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
+}
+
 func (p *Proc) sendSignal(sig syscall.Signal) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd == nil || p.cmd.Process == nil {
 		return fmt.Errorf("%s is not running", p.Name)
 	}
-	return p.cmd.Process.Signal(sig)
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return err
+	}
+	switch sig {
+	case syscall.SIGSTOP:
+		p.paused = true
+	case syscall.SIGCONT:
+		p.paused = false
+	}
+	return nil
 }
 
 // Running reports whether the process is started and alive.
@@ -289,7 +306,7 @@ func (c *Cluster) tierGroup(dir string, nw Network, tier, instance string, repli
 		if err != nil {
 			return nil, err
 		}
-		p.OperatorTLS = c.OperatorTLS
+		p.OperatorTLS, p.Token = c.OperatorTLS, c.Token
 		if nw == nil {
 			raft[i], p.GRPC = fmt.Sprintf("%s:%d", p.IP, ports[3*i]), fmt.Sprintf("%s:%d", p.IP, ports[3*i+1])
 			if admin {

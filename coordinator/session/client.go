@@ -80,7 +80,8 @@ type Config struct {
 	// from the parent while the client waits for one) before the client gives
 	// it up and connects to another replica. 0 derives it from each grant:
 	// 1.5 report intervals (a grant answers every report, so a healthy parent
-	// is never silent that long), at most half the lease.
+	// is never silent that long) but at least minSilence, so that a busy
+	// parent's late grant does not cost a reconnect; at most half the lease.
 	SilenceTimeout time.Duration
 	// Keepalive sets the gRPC keepalive pings (default: every 10s, 5s to
 	// answer, with or without a stream); the parent's server must permit them
@@ -114,6 +115,8 @@ type Client struct {
 	// silence is the live stream's silence limit (SilenceTimeout or derived
 	// from the last grant), in nanoseconds.
 	silence atomic.Int64
+	// lease is the last grant's TTL, in nanoseconds (Run's fast-retry window).
+	lease atomic.Int64
 }
 
 // sentRing is how many reports' send times the client remembers: a grant
@@ -184,13 +187,24 @@ func (c *Client) SendHint(h *wire.Hint) bool {
 	}
 }
 
+// minSilence is the shortest silence limit derived from grants: with short
+// report intervals (a host's 500 ms), 1.5 intervals is a few hundred
+// milliseconds of slack, which a loaded parent overruns; giving it up costs a
+// reconnect and avoiding it for a while. A parent cut off from its children
+// hands its leadership over only after several silent intervals
+// (tierd, control.step_down_after), so the children lose nothing by waiting.
+const minSilence = time.Second
+
 // maxRedirects is how many redirects in a row Run follows at once before it
 // waits its backoff.
 const maxRedirects = 3
 
 // fastRetryWindow is how long after a live session ended Run retries at the
-// shortest backoff instead of a growing one: an election takes well under a
-// second, and the children must find the new leader quickly; a parent tier
+// shortest backoff instead of a growing one, at least: an election takes well
+// under a second, and the children must find the new leader quickly. The
+// window is the last grant's lease when that is longer: while the child may
+// still hold its lease, a parent that comes back (a partition healed) must be
+// found at once, not after a backoff that outlasts the lease. A parent tier
 // that stays unreachable longer gets the exponential backoff.
 const fastRetryWindow = 5 * time.Second
 
@@ -278,7 +292,7 @@ func (c *Client) Run(ctx context.Context) error {
 		if o.err != nil {
 			c.cfg.Logf("session: %s: %v", addr, o.err)
 		}
-		if !liveEnded.IsZero() && time.Since(liveEnded) < fastRetryWindow {
+		if !liveEnded.IsZero() && time.Since(liveEnded) < max(fastRetryWindow, time.Duration(c.lease.Load())) {
 			backoff = c.cfg.BackoffMin // a leader change: find the new one quickly
 		}
 		// Full jitter: sleep uniformly in [backoff/2, backoff).
@@ -563,12 +577,13 @@ func (c *Client) onLease(g *wire.LeaseGrant) {
 	}
 	silence := c.cfg.SilenceTimeout
 	if silence <= 0 {
-		silence = c.interval * 3 / 2
+		silence = max(c.interval*3/2, minSilence)
 		if half := time.Duration(g.GetTtlNanos()) / 2; half > 0 && half < silence {
 			silence = half
 		}
 	}
 	c.silence.Store(int64(silence))
+	c.lease.Store(g.GetTtlNanos())
 	from, known := c.sentAtLocked(g.GetReportSeq())
 	c.mu.Unlock()
 	if !known {

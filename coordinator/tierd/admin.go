@@ -25,6 +25,14 @@ func isNotFound(err error) bool { return errors.Is(err, interfaces.ErrNotFound) 
 // leader. It returns handled=false when this replica leads.
 func forward[Resp any](ctx context.Context, d *Daemon, fn func(wire.AdminClient) (Resp, error)) (resp Resp, handled bool, err error) {
 	if d.IsLeader() {
+		if !d.applied() {
+			// Raft made this replica leader, but its state machine may not
+			// hold every committed entry yet (trackLeadership's barrier): a
+			// read of it now could say a job does not exist that does — a
+			// DeleteJob answered NotFound, taken for done, left the job's
+			// shard running for good (chaos soak, seed 20261204).
+			return resp, true, wire.ToStatus(fmt.Errorf("%s/%s was just elected and is still applying its log; retry shortly: %w", d.cfg.Tier, d.cfg.Instance, interfaces.ErrNotLeader))
+		}
 		return resp, false, nil
 	}
 	addr, _ := d.leaderGRPC()

@@ -48,6 +48,10 @@ func TestRejectedMoveIsHeldAfterThreeRounds(t *testing.T) {
 		Tier: interfaces.TierRegion, Instance: "r", NodeID: "n1", DataDir: t.TempDir(),
 		RaftAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Bootstrap: true, Parent: []string{"127.0.0.1:1"},
 		Interval: interval, Policy: "test-stubborn",
+		// h1 and h2 are records without sessions: a short silence limit
+		// would leave them alone as unreachable (tiercore.Unreachable)
+		// before the hold ends on the test's clock.
+		LeaseTTL: time.Minute, StepDownAfter: 30 * time.Second,
 	}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -64,6 +64,13 @@ type Config struct {
 	MaxMoves     int
 	// ReportInterval is how often children report (sent in LeaseGrant).
 	ReportInterval time.Duration
+	// StepDownAfter is how long most of the children this leader heard from
+	// may stay silent before it hands leadership to another replica
+	// (control.step_down_after; tiercore.CutOff): a leader cut off from its
+	// children but not from its followers would otherwise lead on while the
+	// children's leases run out. Default 3 report intervals; it must be
+	// shorter than the lease, less the time to elect and reconnect.
+	StepDownAfter time.Duration
 	// ControlPolicies names the control policies (tiers/control registry:
 	// straggler, doctor, autoscale) the leader runs after each round's
 	// controller step; nil means control.DefaultPolicies(), an empty list none.
@@ -161,10 +168,13 @@ func (c Config) Defaults() Config {
 		// gives its parent up when 1.5 intervals pass without one, so the
 		// interval stays short even when the lease is long — shorter for
 		// child tiers, which are few, than for hosts.
-		c.ReportInterval = min(c.LeaseTTL/4, time.Second)
+		c.ReportInterval = min(c.LeaseTTL/8, time.Second)
 		if !hosts {
 			c.ReportInterval = min(c.LeaseTTL/4, 500*time.Millisecond)
 		}
+	}
+	if c.StepDownAfter == 0 {
+		c.StepDownAfter = min(3*c.ReportInterval, c.LeaseTTL/2)
 	}
 	if c.Policy == "" {
 		c.Policy = "local"
@@ -183,7 +193,7 @@ func (c Config) Defaults() Config {
 // (the global tier's regions).
 const (
 	DefaultHostLeaseTTL = 4 * time.Second
-	DefaultTierLeaseTTL = 12 * time.Second
+	DefaultTierLeaseTTL = 20 * time.Second
 )
 
 // DefaultChain is global → region → host.
@@ -289,6 +299,12 @@ func (c Config) Validate() error {
 		return bad("control.drift_margin", "must be ≥ 0")
 	case c.MaxMoves < 0:
 		return bad("control.max_moves", "must be ≥ 0")
+	case c.ReportInterval >= c.LeaseTTL:
+		return bad("control.report_interval", fmt.Sprintf("must be shorter than control.lease_ttl (%v): each report renews the lease", c.LeaseTTL))
+	case c.StepDownAfter <= c.ReportInterval:
+		return bad("control.step_down_after", fmt.Sprintf("must be longer than control.report_interval (%v): one late report is not a cut-off", c.ReportInterval))
+	case c.StepDownAfter >= c.LeaseTTL:
+		return bad("control.step_down_after", fmt.Sprintf("must be shorter than control.lease_ttl (%v): the children must find the new leader before their leases end", c.LeaseTTL))
 	}
 	if _, err := control.NewPolicies(c.ControlPolicies, c.ControlPolicyConfig); err != nil {
 		return err

@@ -55,9 +55,14 @@ type Daemon struct {
 	// while waiting on the network, only on Raft commits.
 	decide sync.Mutex
 
-	mu          sync.Mutex
-	sessions    map[interfaces.ChildID]*childSession
-	lastGrant   map[interfaces.ChildID]time.Time
+	mu        sync.Mutex
+	sessions  map[interfaces.ChildID]*childSession
+	lastGrant map[interfaces.ChildID]time.Time
+	// heard is when this replica last sent each child a grant, in any of
+	// its terms (the cut-off watch, stepdown.go): unlike lastGrant it
+	// survives a step-down, so a replica cut off from its children that Raft
+	// elects again still knows whom it lost.
+	heard       map[interfaces.ChildID]time.Time
 	reports     map[interfaces.ChildID]interfaces.Report
 	addrs       map[interfaces.ChildID]string // children's admin (gRPC) addresses, from Hello
 	leader      bool
@@ -83,6 +88,10 @@ type Daemon struct {
 	// ctl is the leader's controller (tiers/control), made when this replica
 	// becomes leader; only the control-loop goroutine uses it.
 	ctl *control.Controller
+	// unreachable lists the children the round leaves alone (quiet for
+	// control.step_down_after, not yet failed: tiercore.Unreachable); the
+	// control-loop goroutine only.
+	unreachable []interfaces.ChildID
 	// pol holds the control policies (straggler, doctor, autoscale).
 	pol policyState
 
@@ -133,6 +142,7 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		logger:     log.New(logOut, fmt.Sprintf("%s/%s/%s ", cfg.Tier, cfg.Instance, cfg.NodeID), log.LstdFlags|log.Lmicroseconds),
 		sessions:   map[interfaces.ChildID]*childSession{},
 		lastGrant:  map[interfaces.ChildID]time.Time{},
+		heard:      map[interfaces.ChildID]time.Time{},
 		reports:    map[interfaces.ChildID]interfaces.Report{},
 		addrs:      map[interfaces.ChildID]string{},
 		revokeSent: map[interfaces.ShardID]time.Time{},
@@ -233,6 +243,8 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 	d.cancel = cancel
 	d.done.Add(1)
 	go func() { defer d.done.Done(); d.loop(ctx) }()
+	d.done.Add(1)
+	go func() { defer d.done.Done(); d.watchChildren(ctx) }()
 	return d, nil
 }
 
@@ -279,6 +291,16 @@ func (d *Daemon) Tier() *raftnode.Tier { return d.tier }
 
 // IsLeader reports whether this replica leads its group.
 func (d *Daemon) IsLeader() bool { return d.tier.IsLeader() }
+
+// applied reports whether this replica leads in Raft's current term and has
+// applied its log up to its own election (the barrier trackLeadership waits
+// for): only then does its state machine answer for the group.
+func (d *Daemon) applied() bool {
+	term := d.tier.Raft().CurrentTerm()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.leader && d.leaderTerm == term
+}
 
 func (d *Daemon) ready() error {
 	if _, id := d.tier.Raft().LeaderWithID(); id == "" {

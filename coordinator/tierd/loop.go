@@ -11,6 +11,7 @@ import (
 
 	"github.com/strata-sched/strata/balancer"
 	"github.com/strata-sched/strata/coordinator/fsm"
+	"github.com/strata-sched/strata/coordinator/tiercore"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/tiers/control"
 	"github.com/strata-sched/strata/tiers/coop"
@@ -157,6 +158,10 @@ func (d *Daemon) round(ctx context.Context, now time.Time) {
 		return
 	}
 	sv := dec.Apply(view)
+	// Frozen after the controller's decision: a child it declared failed in
+	// this round is evacuated, not frozen.
+	d.unreachable = slices.DeleteFunc(d.unreachable, func(c interfaces.ChildID) bool { return slices.Contains(dec.DeclareFailed, c) })
+	sv.Constraints = append(sv.Constraints, tiercore.Freeze(sv, d.unreachable)...)
 	plan, err := d.solve(ctx, sv)
 	if err != nil {
 		d.logger.Printf("policy %s failed, keeping the current assignment: %v", d.policy.Name(), err)
@@ -357,6 +362,12 @@ func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, 
 
 	view, quarantined := d.baseView(now)
 	view.Constraints = append(view.Constraints, d.cooperate(view)...)
+	// Children gone quiet keep their shards until their leases end; the
+	// round leaves them alone meanwhile (tiercore.Unreachable).
+	d.mu.Lock()
+	since, heard := d.leaderSince, maps.Clone(d.lastGrant)
+	d.mu.Unlock()
+	d.unreachable = tiercore.Unreachable(now, since, heard, view.Children, d.cfg.StepDownAfter)
 	return view, quarantined
 }
 
@@ -395,7 +406,10 @@ func (d *Daemon) baseView(now time.Time) (*interfaces.View, map[interfaces.Shard
 // round then dropped). It returns the moves committed and every rejection
 // (Screen's, then the verification's). Called with d.decide held.
 func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.Plan, dec *control.Decision, evictions map[interfaces.ShardID]control.Eviction) (applied []interfaces.Move, rejections []balancer.Rejection, err error) {
-	moves := plan.Moves
+	moves, frozen := tiercore.Reachable(plan.Moves, d.unreachable)
+	if frozen > 0 {
+		d.scope.Counter("moves_dropped_unreachable").Inc(int64(frozen))
+	}
 	if d.up != nil {
 		moves = d.up.dropRevoking(moves)
 	}

@@ -452,7 +452,8 @@ func (d *Daemon) stampGrant(s *childSession) bool {
 	if !d.leader || d.leaderTerm != s.term || d.sessions[s.id] != s || d.declaring[s.id] {
 		return false
 	}
-	d.lastGrant[s.id] = time.Now()
+	now := time.Now()
+	d.lastGrant[s.id], d.heard[s.id] = now, now
 	return true
 }
 

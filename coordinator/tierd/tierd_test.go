@@ -110,11 +110,17 @@ func TestLeaseDefaultsPerTier(t *testing.T) {
 		lease, interval time.Duration
 	}{
 		{"global (children: regions)", global, DefaultTierLeaseTTL, 500 * time.Millisecond},
-		{"region (children: hosts)", region, DefaultHostLeaseTTL, time.Second},
+		{"region (children: hosts)", region, DefaultHostLeaseTTL, 500 * time.Millisecond},
 		{"region (children: racks)", rack, DefaultTierLeaseTTL, 500 * time.Millisecond},
 	} {
 		if c.got.LeaseTTL != c.lease || c.got.ReportInterval != c.interval {
 			t.Errorf("%s: lease %v, report interval %v; want %v, %v", c.name, c.got.LeaseTTL, c.got.ReportInterval, c.lease, c.interval)
+		}
+		// A leader cut off from its children steps down after 3 silent
+		// report intervals, with more than half the lease left for the
+		// children to find the new one.
+		if want := 3 * c.interval; c.got.StepDownAfter != want || c.got.StepDownAfter > c.lease/2 {
+			t.Errorf("%s: step_down_after %v; want %v, at most half the lease %v", c.name, c.got.StepDownAfter, want, c.lease)
 		}
 	}
 	if DefaultTierLeaseTTL <= 2*DefaultHostLeaseTTL {

@@ -31,8 +31,13 @@
 // cannot overwrite its successor's output.
 //
 // Process groups. The supervisor and the worker each run in their own process
-// group, each with a parent-death signal of SIGKILL: the supervisor dies with
-// the agent and the worker with its supervisor. The kernel signals no one else,
+// group. The worker has a parent-death signal of SIGKILL (it dies with its
+// supervisor, which keeps the forking thread for its life: the signal follows
+// the thread, not the process). The supervisor has none: it fences its worker
+// when the agent's end of the control pipe closes, however the agent dies — a
+// parent-death signal from the agent, whose threads are the Go runtime's,
+// killed healthy supervisors when a thread ended (golang/go#27505). The kernel
+// signals no one else,
 // so New, with Config.Host set, kills every process group whose processes carry
 // STRATA_HOST of this host (a previous run's leftovers; Driver.Reaped counts
 // them): a restarted agent never finds an orphan still running a shard it

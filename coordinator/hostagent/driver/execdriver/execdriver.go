@@ -263,9 +263,16 @@ func (d *Driver) supervise(ctx context.Context, spec interfaces.Shard, epoch int
 		sup.Stdout, sup.Stderr = d.cfg.Output, d.cfg.Output
 	}
 	sup.ExtraFiles = []*os.File{ctrlR, statW} // fds 3 and 4
-	// Its own group, so that signals to the worker's group spare it; it dies
-	// with the agent (and its worker with it).
-	sup.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Its own group, so that signals to the worker's group spare it. It
+	// outlives the agent only until it sees the control pipe close (the
+	// agent's end goes with the agent, however it dies), and then fences its
+	// worker as at its lease's end. No parent-death signal: Linux sends it
+	// when the *thread* that forked the child ends, and a Go program's
+	// threads are the runtime's — one ending (a goroutine that exits while
+	// locked to its thread, in any library) SIGKILLed every supervisor it
+	// had started, with their workers: 9 shards of one chaos host at once,
+	// 13 in the run (golang/go#27505).
+	sup.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = sup.Start()
 	ctrlR.Close()
 	statW.Close()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -100,6 +101,10 @@ func (s *supervisor) report(line string) {
 }
 
 func (s *supervisor) run(argv []string, deadline int64, sigs <-chan os.Signal) int {
+	// The worker's parent-death signal fires when the thread that forks it
+	// ends, not the process: this goroutine keeps its thread for the
+	// supervisor's life, so only the supervisor's death kills the worker.
+	runtime.LockOSThread()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = os.Environ()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
