@@ -593,3 +593,36 @@ func TestCarryOut(t *testing.T) {
 		t.Errorf("applied %v tell %+v failed %d", shards(applied), tell, failed)
 	}
 }
+
+// Advance: a move off a failed child completes; another's revoke is sent
+// again once the resend interval has passed, not before.
+func TestAdvanceInFlight(t *testing.T) {
+	now := t0.Add(time.Minute)
+	moving := []Moving{
+		{Move: mv("s1", "a", "b"), Epoch: 3, SourceFailed: true},
+		{Move: mv("s2", "a", "b"), Epoch: 4, RevokeSent: now.Add(-time.Second)},
+		{Move: mv("s3", "c", "b"), Epoch: 5, RevokeSent: now.Add(-time.Hour)},
+		{Move: mv("s4", "c", "b"), Epoch: 6}, // never sent by this leader
+	}
+	complete, tell := Advance(now, moving, 10*time.Second)
+	if len(complete) != 1 || complete[0].Move.Shard != "s1" {
+		t.Errorf("complete %+v, want s1's", complete)
+	}
+	want := []Tell{{Child: "c", Kind: Revoke, Shard: "s3", Epoch: 5}, {Child: "c", Kind: Revoke, Shard: "s4", Epoch: 6}}
+	if !slices.Equal(tell, want) {
+		t.Errorf("tell %+v, want %+v", tell, want)
+	}
+	due := DueRetries(now, map[interfaces.ShardID]time.Time{"x": now.Add(-time.Hour), "a": now.Add(-time.Minute), "y": now}, 30*time.Second)
+	if !slices.Equal(due, []interfaces.ShardID{"a", "x"}) {
+		t.Errorf("due %v", due)
+	}
+	if _, ok := RetryAssign("x", "", 3, false); ok {
+		t.Error("retried the Assign of an unplaced shard")
+	}
+	if _, ok := RetryAssign("x", "a", 3, true); ok {
+		t.Error("retried the Assign of a moving shard")
+	}
+	if got, ok := RetryAssign("x", "a", 3, false); !ok || got != (Tell{Child: "a", Kind: Assign, Shard: "x", Epoch: 3}) {
+		t.Errorf("retry %+v %v", got, ok)
+	}
+}

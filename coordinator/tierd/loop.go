@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -305,23 +304,22 @@ func (d *Daemon) leaseEnd(c interfaces.Child) time.Time {
 }
 
 // retryRefused sends again, after twice the interval, the Assigns a child tier
-// refused, while the shard is still that child's.
+// refused, while the shard is still that child's (tiercore.DueRetries,
+// tiercore.RetryAssign).
 func (d *Daemon) retryRefused(now time.Time) {
 	d.mu.Lock()
-	var due []interfaces.ShardID
-	for id, at := range d.refused {
-		if now.Sub(at) > 2*d.cfg.Interval {
-			due = append(due, id)
-		}
-	}
+	due := tiercore.DueRetries(now, d.refused, 2*d.cfg.Interval)
 	for _, id := range due {
 		delete(d.refused, id)
 	}
 	d.mu.Unlock()
-	slices.Sort(due)
 	for _, id := range due {
-		if st, ok := d.tier.FSM.Shard(id); ok && st.Owner != "" && st.InFlight == nil {
-			d.sendAssign(st.Owner, id, st.Epoch)
+		st, ok := d.tier.FSM.Shard(id)
+		if !ok {
+			continue
+		}
+		if t, ok := tiercore.RetryAssign(id, st.Owner, st.Epoch, st.InFlight != nil); ok {
+			d.sendAssign(t.Child, t.Shard, t.Epoch)
 		}
 	}
 }
@@ -400,25 +398,24 @@ func (d *Daemon) setAlerts(alerts []control.Alert) {
 // the cooperation rules derived this round) and the quarantined shards left
 // out of it. Called with d.decide held.
 func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, map[interfaces.ShardID]string) {
-	// Move along in-flight moves: a failed source cannot ack, and its lease has
-	// expired, so the move completes; otherwise the revoke is re-sent now and then.
+	// Move along in-flight moves (tiercore.Advance).
+	var moving []tiercore.Moving
 	for _, m := range d.tier.FSM.InFlight() {
 		src, _ := d.tier.FSM.Child(m.From)
 		st, ok := d.tier.FSM.Shard(m.Shard)
 		if !ok {
 			continue
 		}
-		if src.State == interfaces.ChildFailed {
-			d.completeMove(ctx, m.Shard, st.Epoch, m.To)
-			continue
-		}
 		d.mu.Lock()
 		last := d.revokeSent[m.Shard]
 		d.mu.Unlock()
-		if now.Sub(last) > 2*d.cfg.Interval {
-			d.sendRevoke(m.From, m.Shard, st.Epoch)
-		}
+		moving = append(moving, tiercore.Moving{Move: m, Epoch: st.Epoch, SourceFailed: src.State == interfaces.ChildFailed, RevokeSent: last})
 	}
+	complete, tell := tiercore.Advance(now, moving, 2*d.cfg.Interval)
+	for _, m := range complete {
+		d.completeMove(ctx, m.Move.Shard, m.Epoch, m.Move.To)
+	}
+	d.carryOut(tell, 0)
 	if d.up != nil {
 		d.up.resendRevokes(ctx, now)
 	}
@@ -443,9 +440,9 @@ func (d *Daemon) baseView(now time.Time) (*interfaces.View, map[interfaces.Shard
 	view.Seed = int64(d.tier.FSM.AppliedIndex())
 	view.Reports = d.reportsCopy()
 	if d.up != nil {
-		within(view, interfaces.ChildID(d.cfg.Instance))
+		tiercore.Within(view, interfaces.ChildID(d.cfg.Instance))
 	}
-	measured(view)
+	tiercore.Measured(view)
 	if d.up != nil {
 		view = d.up.filterView(view)
 	}
@@ -601,48 +598,6 @@ func (d *Daemon) controlConfig() control.Config {
 	return c
 }
 
-// measured replaces a shard's declared load with the load its owner measured and
-// reported, when the owner reports it: a shard whose real load doubled weighs
-// double in the plan. The view's shards are copied, never changed in place.
-func measured(v *interfaces.View) {
-	loads := ownerLoads(v.Assignments, v.Reports)
-	if len(loads) == 0 {
-		return
-	}
-	shards := make([]interfaces.Shard, len(v.Shards))
-	copy(shards, v.Shards)
-	for i := range shards {
-		if l, ok := loads[shards[i].ID]; ok {
-			// Dimensions the child does not measure keep their declared value.
-			shards[i].Load = shards[i].Load.WithMeasured(l)
-		}
-	}
-	v.Shards = shards
-}
-
-// within replaces each shard's rules with the ones that bind inside this
-// tier instance, self (interfaces.ShardConstraints.Within: a pin to self, or
-// an allowed list naming it, was our parent's to keep). The view's shards
-// are copied when one changes, never changed in place. The commit verifies
-// on the same rules (balancer.PlannedLoads of the planning view).
-func within(v *interfaces.View, self interfaces.ChildID) {
-	var shards []interfaces.Shard
-	for i := range v.Shards {
-		c := &v.Shards[i].Constraints
-		if c.Pinned != self && !slices.Contains(c.Allowed, self) {
-			continue
-		}
-		if shards == nil {
-			shards = make([]interfaces.Shard, len(v.Shards))
-			copy(shards, v.Shards)
-		}
-		shards[i].Constraints = c.Within(self)
-	}
-	if shards != nil {
-		v.Shards = shards
-	}
-}
-
 // reportsCopy is the children's latest reports, copied under d.mu so that the
 // caller works on them without holding the lock every report takes.
 func (d *Daemon) reportsCopy() map[interfaces.ChildID]interfaces.Report {
@@ -651,29 +606,5 @@ func (d *Daemon) reportsCopy() map[interfaces.ChildID]interfaces.Report {
 	return maps.Clone(d.reports) // never nil: made with the daemon
 }
 
-// ownerLoads returns each shard's load as its owner under assignments last
-// reported it (reports of former owners and unusable loads are ignored); nil
-// when there is none.
-func ownerLoads(assignments []interfaces.Assignment, reports map[interfaces.ChildID]interfaces.Report) map[interfaces.ShardID]interfaces.Load {
-	owner := make(map[interfaces.ShardID]interfaces.ChildID, len(assignments))
-	for _, a := range assignments {
-		owner[a.Shard] = a.Child
-	}
-	var loads map[interfaces.ShardID]interfaces.Load
-	for child, r := range reports {
-		for _, sl := range r.Shards {
-			if owner[sl.Shard] != child || !validLoad(sl.Load) {
-				continue // a stale report from a former owner, or nothing usable
-			}
-			if loads == nil {
-				loads = map[interfaces.ShardID]interfaces.Load{}
-			}
-			loads[sl.Shard] = sl.Load
-		}
-	}
-	return loads
-}
-
-func validLoad(l interfaces.Load) bool {
-	return interfaces.ValidateLoad("load", l) == nil
-}
+// ownerLoads is tiercore.OwnerLoads (Explain shows the reported loads too).
+var ownerLoads = tiercore.OwnerLoads
