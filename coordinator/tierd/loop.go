@@ -261,7 +261,7 @@ func (d *Daemon) carryCommand(ctx context.Context, c tiercore.RoundCommand) tier
 	return tiercore.CommandResult{}
 }
 
-// leaving is the shards our parent is taking back (nil below none): the
+// leaving says which shards our parent is taking back (nil at the top tier): the
 // round never moves them.
 func (d *Daemon) leaving() func(interfaces.ShardID) bool {
 	if d.up == nil {
