@@ -21,12 +21,11 @@
 //     a rack tier instance per rack (regions then place onto racks) — building
 //     interfaces.View values, integration modes, and applying accepted moves
 //     with their transfer time.
-//   - control.go: ControlRound, one round of a tier instance's control loop as
-//     the daemons run it — the controller of tiers/control decides (mode,
-//     budget, anti-bounce, grace, mass-failure guard), the policy plans, the
-//     moves refused whatever the plan does are screened out (balancer.Screen),
-//     and the admitted moves are verified as the daemons' commit verifies them
-//     (balancer.VerifyRules with the tier's balancer.CommitRules).
+//   - rounds.go also runs each tier instance's control round: the daemons'
+//     own, coordinator/tiercore.Round (controller, control policies, solve,
+//     screen, admit, verify), with the view as the state it verifies against
+//     and the accepted moves applied with their transfer time; control.go
+//     keeps the failover timing and the resource vector helpers.
 //   - report.go: table, JSON, CSV and a self-contained HTML report with SVG plots.
 //   - live.go: plans against a live cluster ("strata plan --scenario") —
 //     ParsePlan turns a plan file and a LiveState (hosts, shards, assignment)

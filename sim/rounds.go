@@ -2,10 +2,12 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/strata-sched/strata/coordinator/tiercore"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/tiers/control"
 )
@@ -584,18 +586,53 @@ func (e *engine) viewError(v *interfaces.View, t time.Duration) error {
 	return fmt.Errorf("sim: building the view of %s %s at %v: %w", v.Tier, v.Instance, t, e.viewErr)
 }
 
-// round runs one control round of tier instance in (ControlRound: the
-// daemons' controller, the policy, verification) on view v, marks the children
-// it declares failed, and accounts for it.
+// round runs one control round of tier instance in — the daemons' round,
+// tiercore.Round: controller, control policies, solve, screen, admit, verify
+// — on view v, commits the verified moves with apply (which returns those it
+// applied), marks the children it declares failed, and accounts for it.
+//
+// The simulator models no process failures and no job resizes: the
+// quarantines and resizes the control policies ask for are not carried out
+// (their findings are in the round's outcome). The view is the simulator's
+// state, so the moves are screened and verified against it.
 func (e *engine) round(ctx context.Context, t time.Duration, in *tierInstance, v *interfaces.View, silent map[interfaces.ChildID]time.Time, apply func([]interfaces.Move) []interfaces.Move, declare func(interfaces.ChildID)) error {
 	if err := e.viewError(v, t); err != nil {
 		return err
 	}
-	out, err := ControlRoundWith(ctx, in.ctl, in.pols, timed{in.pol, e}, control.Input{Now: v.Now, View: v, Silent: silent, AckMassFailure: in.ack}, apply)
+	p, err := in.round.Start(tiercore.RoundInput{Now: v.Now, View: v, Silent: silent, AckMassFailure: in.ack})
 	if err != nil {
+		return err // it names the instance and the stage
+	}
+	if err := p.PoliciesErr(); err != nil {
 		return err
 	}
+	cmds := p.Commands()
+	res := make([]tiercore.CommandResult, len(cmds))
+	for i, c := range cmds {
+		res[i].Done = c.Kind == tiercore.DeclareFailed // noted below, after the moves
+	}
+	p.Carried(res)
+	p.Solve(ctx)
+	var batch tiercore.Batch
+	if len(p.Plan().Moves) > 0 {
+		st, err := tiercore.ViewState(p.SolveView())
+		if err != nil {
+			return fmt.Errorf("verifying the plan of %s %s: %w", v.Tier, v.Instance, err)
+		}
+		batch = p.Verify(st, nil)
+	}
+	var ops []tiercore.OpResult
+	if len(batch.Moves) > 0 {
+		ops = appliedOps(batch.Moves, apply(batch.Moves))
+	}
+	out := p.End(ops, nil)
+	if out.ObserveErr != nil {
+		return out.ObserveErr
+	}
 	dec := &out.Decision
+	// The declared children are marked after the moves (the views built from
+	// then on see them failed; this round's already did), so that the
+	// rounds they trigger are scheduled after the moves'.
 	for _, id := range dec.DeclareFailed {
 		declare(id)
 	}
@@ -609,9 +646,28 @@ func (e *engine) round(ctx context.Context, t time.Duration, in *tierInstance, v
 	if out.SolveErr != nil {
 		e.sum.SolveFailures++
 	}
-	e.sum.Rejected += len(out.Rejected)
+	e.sum.Rejected += len(out.Refused) + len(out.Rejected)
 	e.noteRound(in, t, dec)
 	return nil
+}
+
+// errBusy is the commit's result for a move apply did not carry out (its
+// shard busy with a move below).
+var errBusy = errors.New("sim: shard busy with a move below; the next round retries")
+
+// appliedOps is the commit's results for moves when apply carried out
+// applied, a subsequence of moves in order.
+func appliedOps(moves, applied []interfaces.Move) []tiercore.OpResult {
+	ops := make([]tiercore.OpResult, len(moves))
+	j := 0
+	for i, m := range moves {
+		if j < len(applied) && applied[j].Shard == m.Shard {
+			j++
+			continue
+		}
+		ops[i].Err = errBusy
+	}
+	return ops
 }
 
 // applyRegionMoves applies the global tier's accepted moves: a first placement
@@ -760,11 +816,9 @@ func (e *engine) nominalHostsCapacity(hosts []int32) interfaces.Load {
 // leader). Its controller is driven with the run's virtual time only.
 type tierInstance struct {
 	name   string
-	pol    interfaces.Policy
-	ctl    *control.Controller
-	pols   *control.Policies // the policy's control policies; nil for none
-	ack    bool              // an operator acknowledged a mass failure: passed on until no child is silent
-	rounds int               // rounds run
+	round  *tiercore.Round // its controller, control policies and policy
+	ack    bool            // an operator acknowledged a mass failure: passed on until no child is silent
+	rounds int             // rounds run
 	// open are the alerts in force after the last round: key → index into
 	// Summary.Alerts (-1 when it was dropped).
 	open map[string]int
@@ -782,7 +836,11 @@ func (e *engine) newInstance(name string, pol interfaces.Policy) (*tierInstance,
 	if err != nil {
 		return nil, fmt.Errorf("tier instance %s: control policies: %w", name, err)
 	}
-	return &tierInstance{name: name, pol: pol, ctl: ctl, pols: pols, open: map[string]int{}}, nil
+	round, err := tiercore.NewRound(tiercore.RoundConfig{Controller: ctl, Policies: pols, Policy: timed{pol, e}, ApplyResizes: name == interfaces.TierGlobal})
+	if err != nil {
+		return nil, fmt.Errorf("tier instance %s: %w", name, err)
+	}
+	return &tierInstance{name: name, round: round, open: map[string]int{}}, nil
 }
 
 // newInstances creates the run's tier instances.

@@ -27,12 +27,31 @@ func planAndAct(t *testing.T, d *Daemon) (interfaces.Plan, []interfaces.Move, in
 	d.mu.Lock()
 	d.lastRejections = nil
 	d.mu.Unlock()
-	dec := control.Decision{Mode: control.ModePeriodic}
-	applied, rejections, err := d.act(context.Background(), sv, plan, &dec, nil)
+	applied, rejections := actPlan(t, d, sv, plan, control.Decision{Mode: control.ModePeriodic})
+	return plan, applied, rejections
+}
+
+// actPlan runs the core round's stages after the solve (screen, admit,
+// verify) on plan, as decided by dec on the view sv, and commits and sends as
+// the daemon's round does (act). Called with d.decide held.
+func actPlan(t *testing.T, d *Daemon, sv *interfaces.View, plan interfaces.Plan, dec control.Decision) ([]interfaces.Move, int) {
+	t.Helper()
+	ctl, err := control.New(d.controlConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return plan, applied, len(rejections)
+	r, err := d.newRound(ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.decide.Unlock() // act takes it
+	out := d.act(context.Background(), r.Planned(dec, sv, plan))
+	d.decide.Lock()
+	if out.CommitErr != nil {
+		t.Fatal(out.CommitErr)
+	}
+	d.noteRejections(out.Rejected, "policy test")
+	return out.Applied, len(out.Rejected)
 }
 
 // Issue 20, item 6 (a livelock): the planner plans on the loads the children

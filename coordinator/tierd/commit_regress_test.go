@@ -202,9 +202,5 @@ func actOn(t *testing.T, d *Daemon, plan interfaces.Plan, dec control.Decision) 
 	d.decide.Lock()
 	defer d.decide.Unlock()
 	sv, _ := d.baseView(time.Now())
-	applied, rejections, err := d.act(context.Background(), sv, plan, &dec, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return applied, len(rejections)
+	return actPlan(t, d, sv, plan, dec)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -116,89 +115,163 @@ func (d *Daemon) stepDown() {
 	}
 }
 
-// round is one pass of observe → detect → decide → act → explain. The decisions
-// (mode, budget, who is lost, the mass-failure guard, anti-bounce) are the pure
-// controller's (tiers/control), followed by the control policies' (stragglers,
-// failing shards, job sizes; see runPolicies); the solve runs without d.decide held (it may take
-// a while, and sessions must not wait for it), and what it returns is verified
-// against the state at commit time, under the lock.
+// round drives one control round of the pure core (tiercore.Round: controller
+// → control policies → solve → screen → admit → verify → commit → send): it
+// builds the round's input from the replicated state and the sessions,
+// commits the commands the core returns through Raft, sends the messages it
+// asks for, and keeps the metrics and the log. The solve runs without
+// d.decide held (it may take a while, and sessions must not wait for it);
+// what it returns is verified against the state at commit time, under the
+// lock.
 func (d *Daemon) round(ctx context.Context, now time.Time) {
 	start := time.Now()
 	defer func() { d.scope.Timer("control_round_seconds").Record(time.Since(start)) }()
-	if d.up != nil && d.up.leaseLeft(now) <= 0 {
-		// Without a lease from our parent our shards may be given away and our
-		// children's leases run out with ours: decide nothing. When the lease
-		// comes back, children get a whole lease before they can be declared lost.
+	r, err := d.newRound(d.ctl)
+	if err != nil {
+		d.logger.Printf("round: %v", err)
+		return
+	}
+	in := tiercore.RoundInput{Now: now, NoParentLease: d.up != nil && d.up.leaseLeft(now) <= 0}
+	if in.NoParentLease {
+		// Nothing is observed either (the core decides nothing): when the
+		// lease comes back, children get a whole lease before they can be
+		// declared lost.
+		p, _ := r.Start(in)
 		d.mu.Lock()
 		d.leaderSince = now
 		d.mu.Unlock()
-		d.record("no-parent-lease", 0, 0, 0, nil)
+		d.record(p.Skipped(), 0, 0, 0, nil)
 		return
 	}
+	d.runRound(ctx, r, now)
+}
+
+// runRound runs round r at now on the replica's state (round, once it knows
+// the parent's lease holds; tests call it with their own controller) and
+// returns what it did.
+func (d *Daemon) runRound(ctx context.Context, r *tiercore.Round, now time.Time) tiercore.RoundOutcome {
 	d.decide.Lock()
-	view, quarantined := d.observe(ctx, now)
-	dec, err := d.ctl.Step(control.Input{Now: now, View: view, Silent: d.silent(now)})
+	in := tiercore.RoundInput{Now: now}
+	in.View, in.Quarantined = d.observe(ctx, now)
+	in.Silent, in.Failures = d.silent(now), d.takeFailures()
+	in.Unreachable = d.unreachable
+	p, err := r.Start(in)
 	if err != nil {
 		d.decide.Unlock()
-		d.logger.Printf("controller: %v", err)
-		return
+		d.logger.Printf("%v", err)
+		return tiercore.RoundOutcome{}
 	}
-	d.declareFailed(ctx, view, dec.DeclareFailed)
-	// The control policies (detect → diagnose → resolve): quarantines and
-	// resizes are committed now; their constraints and evictions join the
-	// decision, their alerts the controller's.
-	evictions := d.runPolicies(ctx, now, view, &dec, quarantined)
+	d.startRound(ctx, p)
 	d.decide.Unlock()
+	dec := p.Decision()
 	d.setAlerts(dec.Alerts)
+	if p.Solves() {
+		sctx, cancel := context.WithTimeout(ctx, d.cfg.SolveTimeout)
+		solveStart := time.Now()
+		p.Solve(sctx)
+		d.scope.Timer("solve_seconds").Record(time.Since(solveStart))
+		cancel()
+	}
+	out := d.act(ctx, p)
+	if out.DroppedUnreachable > 0 {
+		d.scope.Counter("moves_dropped_unreachable").Inc(int64(out.DroppedUnreachable))
+	}
+	if out.ObserveErr != nil {
+		d.logger.Printf("controller: %v", out.ObserveErr)
+	}
 	mode := dec.Mode.String()
-	obs := control.RoundResult{Round: dec.Round, At: now, P99: control.WorstP99(view), MovesActive: len(view.InFlight)}
-	if !dec.Solve() || len(view.Shards) == 0 {
-		d.observeRound(obs)
+	switch {
+	case out.SolveErr != nil:
+		d.logger.Printf("policy %s failed, keeping the current assignment: %v", d.policy.Name(), out.SolveErr)
+		d.record(mode, 0, 0, 0, out.SolveErr)
+	case !out.Solved:
 		d.record(mode, 0, 0, 0, nil)
-		return
+	default:
+		d.noteInfeasible(out.Infeasible)
+		d.noteRejections(out.Rejected, p.DefaultReason())
+		d.notePlacement(now, out.Held)
+		d.record(mode, len(out.Plan.Moves), len(out.Applied), len(out.Rejected), out.CommitErr)
 	}
-	sv := dec.Apply(view)
-	// Frozen after the controller's decision: a child it declared failed in
-	// this round is evacuated, not frozen.
-	d.unreachable = slices.DeleteFunc(d.unreachable, func(c interfaces.ChildID) bool { return slices.Contains(dec.DeclareFailed, c) })
-	sv.Constraints = append(sv.Constraints, tiercore.Freeze(sv, d.unreachable)...)
-	plan, err := d.solve(ctx, sv)
-	if err != nil {
-		d.logger.Printf("policy %s failed, keeping the current assignment: %v", d.policy.Name(), err)
-		obs.SolveErr = err
-		d.observeRound(obs)
-		d.record(mode, 0, 0, 0, err)
-		return
-	}
+	return out
+}
+
+// act runs the core's screen, admit and verify on the latest state, commits
+// the batch in one entry, ends the pass with the results and sends what the
+// committed moves need, all under d.decide.
+func (d *Daemon) act(ctx context.Context, p *tiercore.Pass) tiercore.RoundOutcome {
 	d.decide.Lock()
-	applied, rejections, err := d.act(ctx, sv, plan, &dec, evictions)
-	d.decide.Unlock()
-	// The commit's rejections go back to the controller: a move rejected
-	// for the same reason HoldAfter rounds in a row is held (control.Backoff).
-	obs.Planned, obs.Applied, obs.Rejected = len(plan.Moves), applied, rejections
-	d.observeRound(obs)
-	d.notePlacement(now, d.ctl.Held(now))
-	d.record(mode, len(plan.Moves), len(applied), len(rejections), err)
+	defer d.decide.Unlock()
+	batch := p.Verify(d.tier.FSM, d.leaving())
+	ops, err := d.commitBatch(ctx, nil, batch)
+	out := p.End(ops, err)
+	d.carryOut(out.Tell, out.Failed)
+	return out
 }
 
-// solve runs the tier's policy on the round's view sv within the solve
-// timeout, and keeps the shards its plan places nowhere (noteInfeasible).
-func (d *Daemon) solve(ctx context.Context, sv *interfaces.View) (interfaces.Plan, error) {
-	sctx, cancel := context.WithTimeout(ctx, d.cfg.SolveTimeout)
-	defer cancel()
-	solveStart := time.Now()
-	plan, err := d.policy.Plan(sctx, sv)
-	d.scope.Timer("solve_seconds").Record(time.Since(solveStart))
-	if err == nil {
-		d.noteInfeasible(plan)
-	}
-	return plan, err
+// newRound wires the core round of this replica with controller ctl (made
+// when it became leader; tests pass their own), its control policies and its
+// tier policy.
+func (d *Daemon) newRound(ctl *control.Controller) (*tiercore.Round, error) {
+	return tiercore.NewRound(tiercore.RoundConfig{Controller: ctl, Policies: d.pol.set, Policy: d.policy, ApplyResizes: d.up == nil})
 }
 
-func (d *Daemon) observeRound(r control.RoundResult) {
-	if err := d.ctl.Observe(r); err != nil {
-		d.logger.Printf("controller: %v", err)
+// startRound carries out what the core's first stages decided — the lost
+// children declared failed, quarantines, resizes, committed through Raft —
+// and gives it the results; then it sends what the core asks for and keeps
+// the control policies' findings. Called with d.decide held.
+func (d *Daemon) startRound(ctx context.Context, p *tiercore.Pass) {
+	cmds := p.Commands()
+	results := make([]tiercore.CommandResult, len(cmds))
+	for i, c := range cmds {
+		results[i] = d.carryCommand(ctx, c)
 	}
+	d.carryOut(p.Carried(results), 0)
+	if err := p.PoliciesErr(); err != nil {
+		d.logger.Printf("%v", err)
+		return
+	}
+	if d.pol.set == nil {
+		return
+	}
+	d.pol.mu.Lock()
+	d.pol.findings = p.Findings()
+	d.pol.mu.Unlock()
+	d.scope.Gauge("control_findings").Update(float64(len(p.Findings())))
+}
+
+// carryCommand commits one of the round's commands. Called with d.decide held.
+func (d *Daemon) carryCommand(ctx context.Context, c tiercore.RoundCommand) tiercore.CommandResult {
+	switch c.Kind {
+	case tiercore.DeclareFailed:
+		return tiercore.CommandResult{Done: d.declareFailed(ctx, c.Child)}
+	case tiercore.Quarantine:
+		if _, err := d.commit(ctx, &fsm.Quarantine{Shard: c.Shard, Reason: c.Reason}); err != nil {
+			d.logger.Printf("quarantine %s: %v", c.Shard, err)
+			return tiercore.CommandResult{}
+		}
+		d.scope.Counter("shards_quarantined_total").Inc(1)
+		d.logger.Printf("shard %s quarantined: %s", c.Shard, c.Reason)
+		return tiercore.CommandResult{Done: true}
+	case tiercore.Resize:
+		rz := c.Resize
+		deleted, err := d.resize(ctx, rz)
+		if err != nil {
+			d.logger.Printf("autoscale %s %d → %d: %v", rz.Job, rz.Current, rz.Target, err)
+			return tiercore.CommandResult{Deleted: deleted}
+		}
+		d.logger.Printf("autoscale: job %s resized %d → %d shards (%s)", rz.Job, rz.Current, rz.Target, rz.Reason)
+		return tiercore.CommandResult{Done: true, Deleted: deleted}
+	}
+	return tiercore.CommandResult{}
+}
+
+// leaving says which shards our parent is taking back (nil at the top tier): the
+// round never moves them.
+func (d *Daemon) leaving() func(interfaces.ShardID) bool {
+	if d.up == nil {
+		return nil
+	}
+	return func(id interfaces.ShardID) bool { return len(d.up.dropRevoking([]interfaces.Move{{Shard: id}})) == 0 }
 }
 
 // silent maps each live child whose lease has expired (from this leader's view)
@@ -235,23 +308,22 @@ func (d *Daemon) leaseEnd(c interfaces.Child) time.Time {
 }
 
 // retryRefused sends again, after twice the interval, the Assigns a child tier
-// refused, while the shard is still that child's.
+// refused, while the shard is still that child's (tiercore.DueRetries,
+// tiercore.RetryAssign).
 func (d *Daemon) retryRefused(now time.Time) {
 	d.mu.Lock()
-	var due []interfaces.ShardID
-	for id, at := range d.refused {
-		if now.Sub(at) > 2*d.cfg.Interval {
-			due = append(due, id)
-		}
-	}
+	due := tiercore.DueRetries(now, d.refused, 2*d.cfg.Interval)
 	for _, id := range due {
 		delete(d.refused, id)
 	}
 	d.mu.Unlock()
-	slices.Sort(due)
 	for _, id := range due {
-		if st, ok := d.tier.FSM.Shard(id); ok && st.Owner != "" && st.InFlight == nil {
-			d.sendAssign(st.Owner, id, st.Epoch)
+		st, ok := d.tier.FSM.Shard(id)
+		if !ok {
+			continue
+		}
+		if t, ok := tiercore.RetryAssign(id, st.Owner, st.Epoch, st.InFlight != nil); ok {
+			d.sendAssign(t.Child, t.Shard, t.Epoch)
 		}
 	}
 }
@@ -270,49 +342,43 @@ func (d *Daemon) startDeclaring(c interfaces.Child, now time.Time) bool {
 	return true
 }
 
-// declareFailed commits the children the controller found lost (silent past
-// lease and grace) as failed, drops their sessions, and marks them failed in the
-// view the round plans from. Called with d.decide held.
-func (d *Daemon) declareFailed(ctx context.Context, view *interfaces.View, ids []interfaces.ChildID) {
-	for _, id := range ids {
-		c, ok := d.tier.FSM.Child(id)
-		if !ok || c.State == interfaces.ChildFailed {
-			continue
-		}
-		// The controller decided from silent(), a while ago: a lease granted
-		// since (a report, a reconnect) keeps the child. Checked, and grants
-		// to it stopped, in one step with grants (stampGrant), so that none
-		// slips in before the commit; the round then moves its shards directly.
-		if !d.startDeclaring(c, time.Now()) {
-			continue
-		}
-		c.State = interfaces.ChildFailed
-		if h := testHookDeclare.Load(); h != nil {
-			(*h)(d, id)
-		}
-		_, err := d.exec(ctx, &fsm.PutChild{Child: c})
-		d.mu.Lock()
-		delete(d.declaring, id)
-		if err == nil {
-			delete(d.reports, id) // history now: its shards move
-		}
-		s := d.sessions[id]
-		d.mu.Unlock()
-		if err != nil {
-			d.logger.Printf("marking %s failed: %v", id, err)
-			continue
-		}
-		d.scope.Counter("lease_expiries_total").Inc(1)
-		d.logger.Printf("child %s lost (lease expired, grace passed); its shards will move", id)
-		if s != nil {
-			d.dropSession(s, "lease expired") // it must come back with a Hello
-		}
-		for i := range view.Children {
-			if view.Children[i].ID == id {
-				view.Children[i].State = interfaces.ChildFailed
-			}
-		}
+// declareFailed commits child id as failed (the core found it lost: silent
+// past lease and grace), drops its session, and reports whether it did.
+// Called with d.decide held.
+func (d *Daemon) declareFailed(ctx context.Context, id interfaces.ChildID) bool {
+	c, ok := d.tier.FSM.Child(id)
+	if !ok || c.State == interfaces.ChildFailed {
+		return false
 	}
+	// The controller decided from silent(), a while ago: a lease granted
+	// since (a report, a reconnect) keeps the child. Checked, and grants
+	// to it stopped, in one step with grants (stampGrant), so that none
+	// slips in before the commit; the round then moves its shards directly.
+	if !d.startDeclaring(c, time.Now()) {
+		return false
+	}
+	c.State = interfaces.ChildFailed
+	if h := testHookDeclare.Load(); h != nil {
+		(*h)(d, id)
+	}
+	_, err := d.exec(ctx, &fsm.PutChild{Child: c})
+	d.mu.Lock()
+	delete(d.declaring, id)
+	if err == nil {
+		delete(d.reports, id) // history now: its shards move
+	}
+	s := d.sessions[id]
+	d.mu.Unlock()
+	if err != nil {
+		d.logger.Printf("marking %s failed: %v", id, err)
+		return false
+	}
+	d.scope.Counter("lease_expiries_total").Inc(1)
+	d.logger.Printf("child %s lost (lease expired, grace passed); its shards will move", id)
+	if s != nil {
+		d.dropSession(s, "lease expired") // it must come back with a Hello
+	}
+	return true
 }
 
 func (d *Daemon) setAlerts(alerts []control.Alert) {
@@ -336,25 +402,24 @@ func (d *Daemon) setAlerts(alerts []control.Alert) {
 // the cooperation rules derived this round) and the quarantined shards left
 // out of it. Called with d.decide held.
 func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, map[interfaces.ShardID]string) {
-	// Move along in-flight moves: a failed source cannot ack, and its lease has
-	// expired, so the move completes; otherwise the revoke is re-sent now and then.
+	// Move along in-flight moves (tiercore.Advance).
+	var moving []tiercore.Moving
 	for _, m := range d.tier.FSM.InFlight() {
 		src, _ := d.tier.FSM.Child(m.From)
 		st, ok := d.tier.FSM.Shard(m.Shard)
 		if !ok {
 			continue
 		}
-		if src.State == interfaces.ChildFailed {
-			d.completeMove(ctx, m.Shard, st.Epoch, m.To)
-			continue
-		}
 		d.mu.Lock()
 		last := d.revokeSent[m.Shard]
 		d.mu.Unlock()
-		if now.Sub(last) > 2*d.cfg.Interval {
-			d.sendRevoke(m.From, m.Shard, st.Epoch)
-		}
+		moving = append(moving, tiercore.Moving{Move: m, Epoch: st.Epoch, SourceFailed: src.State == interfaces.ChildFailed, RevokeSent: last})
 	}
+	complete, tell := tiercore.Advance(now, moving, 2*d.cfg.Interval)
+	for _, m := range complete {
+		d.completeMove(ctx, m.Move.Shard, m.Epoch, m.Move.To)
+	}
+	d.carryOut(tell, 0)
 	if d.up != nil {
 		d.up.resendRevokes(ctx, now)
 	}
@@ -385,61 +450,21 @@ func (d *Daemon) baseView(now time.Time) (*interfaces.View, map[interfaces.Shard
 	view.Seed = int64(d.tier.FSM.AppliedIndex())
 	view.Reports = d.reportsCopy()
 	if d.up != nil {
-		within(view, interfaces.ChildID(d.cfg.Instance))
+		tiercore.Within(view, interfaces.ChildID(d.cfg.Instance))
 	}
-	measured(view)
+	tiercore.Measured(view)
 	if d.up != nil {
 		view = d.up.filterView(view)
 	}
 	return view, d.withoutQuarantined(view)
 }
 
-// act carries out the policy's plan: it drops the moves the tier refuses
-// whatever else the plan does (fsm.Screen), admits what the round's decision
-// allows of the rest (dec.Admit: budget, anti-bounce, held moves, emergency scope) — so
-// that refused moves use none of the round's budget — and commits those,
-// verified against the latest state and the tier-level rules the policy was
-// given (sv.Constraints). Capacity and anti-affinity are checked only then, on
-// the admitted moves: whether a move fits depends on the moves before it, and
-// a move admission drops must not keep a later one out (an evacuation off a
-// failed child was refused for the room of a rebalancing move the emergency
-// round then dropped). It returns the moves committed and every rejection
-// (Screen's, then the verification's). Called with d.decide held.
-func (d *Daemon) act(ctx context.Context, sv *interfaces.View, plan interfaces.Plan, dec *control.Decision, evictions map[interfaces.ShardID]control.Eviction) (applied []interfaces.Move, rejections []balancer.Rejection, err error) {
-	moves, frozen := tiercore.Reachable(plan.Moves, d.unreachable)
-	if frozen > 0 {
-		d.scope.Counter("moves_dropped_unreachable").Inc(int64(frozen))
-	}
-	if d.up != nil {
-		moves = d.up.dropRevoking(moves)
-	}
-	var pre []balancer.Rejection
-	if len(moves) == 0 {
-		return nil, nil, nil
-	}
-	reason := "policy " + d.policy.Name()
-	plan.Moves, pre = d.tier.FSM.Screen(moves)
-	admitted, _ := dec.Admit(sv, plan)
-	explainEvictions(admitted, evictions)
-	if len(admitted) == 0 {
-		d.noteRejections(pre, reason)
-		return nil, pre, nil
-	}
-	applied, rejections, err = d.commitVerified(ctx, nil, admitted, sv.Constraints, sv.Shards, reason, pre)
-	return applied, rejections, err
-}
-
-// commitMoves verifies moves against the latest state and the tier-level rules
-// (the hard constraints the moves' policy was given: pin, allowed,
-// anti-affinity, capacity limits) and carries out the accepted ones: a direct commit (then Assign) for first placements and moves off
-// failed children; revoke → ack → commit for moves off live children. The
-// accepted moves go in one entry (fsm.PlanBatch), so a plan is never left half
-// applied because its second entry failed; a move the state machine would refuse
-// is rejected by the verification on its own. Called with d.decide held.
-// earlier are rejections of the same plan made before (noted with these).
-func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string, earlier ...balancer.Rejection) (applied []interfaces.Move, rejected int, err error) {
-	applied, rejections, err := d.commitVerified(ctx, nil, moves, rules, planned, defaultReason, earlier)
-	return applied, len(rejections) - len(earlier), err
+// commitMoves verifies moves against the latest state and the tier-level
+// rules and commits the accepted ones in one entry, then sends what they need
+// (commitVerified). Called with d.decide held.
+func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
+	applied, rejections, err := d.commitVerified(ctx, nil, moves, rules, planned, defaultReason)
+	return applied, len(rejections), err
 }
 
 // commitPlanBatch is commitMoves for an operator's plan that also drains
@@ -448,61 +473,49 @@ func (d *Daemon) commitMoves(ctx context.Context, moves []interfaces.Move, rules
 // reverse. A drain the state machine refuses (a child gone) refuses the whole
 // batch. Called with d.decide held.
 func (d *Daemon) commitPlanBatch(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string) (applied []interfaces.Move, rejected int, err error) {
-	if d.up != nil {
-		// Not the shards our parent is taking back (as act).
-		kept := d.up.dropRevoking(moves)
-		rejected = len(moves) - len(kept)
-		moves = kept
-	}
-	applied, refused, err := d.commitVerified(ctx, drain, moves, rules, planned, defaultReason, nil)
-	return applied, rejected + len(refused), err
+	// Not the shards our parent is taking back (as the round).
+	kept := tiercore.DropLeaving(moves, d.leaving())
+	applied, refused, err := d.commitVerified(ctx, drain, kept, rules, planned, defaultReason)
+	return applied, len(moves) - len(kept) + len(refused), err
 }
 
-// commitVerified verifies moves (verifyMoves) and commits the drains and the
-// accepted moves in one fsm.PlanBatch entry, in plan order. It returns the
-// moves that committed and every rejection (earlier's first). Called with
-// d.decide held.
-func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string, earlier []balancer.Rejection) (applied []interfaces.Move, rejections []balancer.Rejection, err error) {
-	accepted, begin, rejections := d.verifyMoves(moves, rules, planned, defaultReason, earlier)
-	if len(drain) == 0 && len(accepted) == 0 {
-		return nil, rejections, nil
-	}
-	res, err := d.exec(ctx, &fsm.PlanBatch{Tier: d.cfg.Tier, Drain: drain, Moves: accepted, Begin: begin})
+// commitVerified verifies moves (tiercore.VerifyMoves), commits the drains and
+// the accepted moves in one fsm.PlanBatch entry, in plan order, and carries
+// out the sends. It returns the moves that committed and every rejection.
+// Called with d.decide held.
+func (d *Daemon) commitVerified(ctx context.Context, drain []interfaces.ChildID, moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string) (applied []interfaces.Move, rejections []balancer.Rejection, err error) {
+	batch, rejections := tiercore.VerifyMoves(d.tier.FSM, moves, rules, planned, defaultReason, nil)
+	d.noteRejections(rejections, defaultReason)
+	ops, err := d.commitBatch(ctx, drain, batch)
 	if err != nil {
 		return nil, rejections, err
 	}
-	for _, op := range res.Ops[:len(drain)] {
-		if op.Err != nil {
-			return nil, rejections, fmt.Errorf("drain %s: %w (nothing of the plan was applied)", op.ID, op.Err)
-		}
-	}
-	return d.carryOut(accepted, begin, res.Ops[len(drain):]), rejections, nil
+	applied, tell, failed := tiercore.CarryOut(batch, ops)
+	d.carryOut(tell, failed)
+	return applied, rejections, nil
 }
 
-// verifyMoves checks moves against the latest state, on the loads they were
-// planned on (planned: the planning view's shards, balancer.PlannedLoads; nil
-// = the declared ones), and the tier-level rules (fsm.VerifyPlanned; see
-// balancer.CommitRules), counts and logs the rejected ones
-// (with earlier ones of the same plan), and returns them (earlier's first)
-// and the accepted ones in plan order, with defaultReason for those without a
-// reason, and for each whether it is begun (revoke → ack → commit: a move off
-// a live child) or committed directly (a first placement, a move off a failed
-// child).
-func (d *Daemon) verifyMoves(moves []interfaces.Move, rules []interfaces.Constraint, planned []interfaces.Shard, defaultReason string, earlier []balancer.Rejection) (accepted []interfaces.Move, begin []bool, rejections []balancer.Rejection) {
-	verdict := d.tier.FSM.VerifyPlanned(planned, balancer.CommitRules(rules), moves)
-	rejections = append(earlier[:len(earlier):len(earlier)], verdict.Rejected...)
-	d.noteRejections(rejections, defaultReason)
-	accepted = make([]interfaces.Move, 0, len(verdict.Accepted))
-	begin = make([]bool, 0, len(verdict.Accepted))
-	for _, m := range verdict.Accepted {
-		if m.Reason == "" {
-			m.Reason = defaultReason
-		}
-		src, ok := d.tier.FSM.Child(m.From)
-		accepted = append(accepted, m)
-		begin = append(begin, m.From != "" && ok && src.State != interfaces.ChildFailed)
+// commitBatch commits the drains and the batch's moves in one fsm.PlanBatch
+// entry and returns the moves' results (nothing to commit: none). A drain the
+// state machine refuses refuses the whole batch.
+func (d *Daemon) commitBatch(ctx context.Context, drain []interfaces.ChildID, b tiercore.Batch) ([]tiercore.OpResult, error) {
+	if len(drain) == 0 && len(b.Moves) == 0 {
+		return nil, nil
 	}
-	return accepted, begin, rejections
+	res, err := d.exec(ctx, &fsm.PlanBatch{Tier: d.cfg.Tier, Drain: drain, Moves: b.Moves, Begin: b.Begin})
+	if err != nil {
+		return nil, err
+	}
+	for _, op := range res.Ops[:len(drain)] {
+		if op.Err != nil {
+			return nil, fmt.Errorf("drain %s: %w (nothing of the plan was applied)", op.ID, op.Err)
+		}
+	}
+	ops := make([]tiercore.OpResult, 0, len(b.Moves))
+	for _, op := range res.Ops[len(drain):] {
+		ops = append(ops, tiercore.OpResult{Epoch: op.Epoch, Err: op.Err})
+	}
+	return ops, nil
 }
 
 // noteRejections counts and logs the moves a verification rejected and keeps
@@ -524,25 +537,22 @@ func (d *Daemon) noteRejections(rejected []balancer.Rejection, defaultReason str
 	d.mu.Unlock()
 }
 
-// carryOut follows up committed moves (ops are their results, in order): an
-// Assign to the new owner of a direct move, a Revoke to the old owner of a
-// begun one (begun[i]). It returns the moves that committed.
-func (d *Daemon) carryOut(moves []interfaces.Move, begun []bool, ops []fsm.OpResult) []interfaces.Move {
-	var applied []interfaces.Move
-	for i, op := range ops {
-		if op.Err != nil {
-			d.scope.Counter("moves_failed_total").Inc(1)
-			continue
-		}
-		applied = append(applied, moves[i])
-		if begun[i] {
-			d.sendRevoke(moves[i].From, moves[i].Shard, moves[i].Epoch)
-			continue
-		}
-		d.scope.Counter("moves_committed_total").Inc(1)
-		d.sendAssign(moves[i].To, moves[i].Shard, op.Epoch)
+// carryOut sends what the core asks for (an Assign to the new owner of a
+// direct move, a Revoke to the old owner of a begun one or of a quarantined
+// shard) and counts the moves whose commit failed.
+func (d *Daemon) carryOut(tell []tiercore.Tell, failed int) {
+	if failed > 0 {
+		d.scope.Counter("moves_failed_total").Inc(int64(failed))
 	}
-	return applied
+	for _, t := range tell {
+		switch t.Kind {
+		case tiercore.Revoke:
+			d.sendRevoke(t.Child, t.Shard, t.Epoch)
+		case tiercore.Assign:
+			d.scope.Counter("moves_committed_total").Inc(1)
+			d.sendAssign(t.Child, t.Shard, t.Epoch)
+		}
+	}
 }
 
 // record logs a round that did something and updates the tier's gauges; the
@@ -598,48 +608,6 @@ func (d *Daemon) controlConfig() control.Config {
 	return c
 }
 
-// measured replaces a shard's declared load with the load its owner measured and
-// reported, when the owner reports it: a shard whose real load doubled weighs
-// double in the plan. The view's shards are copied, never changed in place.
-func measured(v *interfaces.View) {
-	loads := ownerLoads(v.Assignments, v.Reports)
-	if len(loads) == 0 {
-		return
-	}
-	shards := make([]interfaces.Shard, len(v.Shards))
-	copy(shards, v.Shards)
-	for i := range shards {
-		if l, ok := loads[shards[i].ID]; ok {
-			// Dimensions the child does not measure keep their declared value.
-			shards[i].Load = shards[i].Load.WithMeasured(l)
-		}
-	}
-	v.Shards = shards
-}
-
-// within replaces each shard's rules with the ones that bind inside this
-// tier instance, self (interfaces.ShardConstraints.Within: a pin to self, or
-// an allowed list naming it, was our parent's to keep). The view's shards
-// are copied when one changes, never changed in place. The commit verifies
-// on the same rules (balancer.PlannedLoads of the planning view).
-func within(v *interfaces.View, self interfaces.ChildID) {
-	var shards []interfaces.Shard
-	for i := range v.Shards {
-		c := &v.Shards[i].Constraints
-		if c.Pinned != self && !slices.Contains(c.Allowed, self) {
-			continue
-		}
-		if shards == nil {
-			shards = make([]interfaces.Shard, len(v.Shards))
-			copy(shards, v.Shards)
-		}
-		shards[i].Constraints = c.Within(self)
-	}
-	if shards != nil {
-		v.Shards = shards
-	}
-}
-
 // reportsCopy is the children's latest reports, copied under d.mu so that the
 // caller works on them without holding the lock every report takes.
 func (d *Daemon) reportsCopy() map[interfaces.ChildID]interfaces.Report {
@@ -648,29 +616,5 @@ func (d *Daemon) reportsCopy() map[interfaces.ChildID]interfaces.Report {
 	return maps.Clone(d.reports) // never nil: made with the daemon
 }
 
-// ownerLoads returns each shard's load as its owner under assignments last
-// reported it (reports of former owners and unusable loads are ignored); nil
-// when there is none.
-func ownerLoads(assignments []interfaces.Assignment, reports map[interfaces.ChildID]interfaces.Report) map[interfaces.ShardID]interfaces.Load {
-	owner := make(map[interfaces.ShardID]interfaces.ChildID, len(assignments))
-	for _, a := range assignments {
-		owner[a.Shard] = a.Child
-	}
-	var loads map[interfaces.ShardID]interfaces.Load
-	for child, r := range reports {
-		for _, sl := range r.Shards {
-			if owner[sl.Shard] != child || !validLoad(sl.Load) {
-				continue // a stale report from a former owner, or nothing usable
-			}
-			if loads == nil {
-				loads = map[interfaces.ShardID]interfaces.Load{}
-			}
-			loads[sl.Shard] = sl.Load
-		}
-	}
-	return loads
-}
-
-func validLoad(l interfaces.Load) bool {
-	return interfaces.ValidateLoad("load", l) == nil
-}
+// ownerLoads is tiercore.OwnerLoads (Explain shows the reported loads too).
+var ownerLoads = tiercore.OwnerLoads

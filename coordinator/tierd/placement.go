@@ -3,7 +3,6 @@ package tierd
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -57,53 +56,25 @@ func (d *Daemon) notePlacement(now time.Time, held []control.Held) {
 }
 
 // noteInfeasible keeps the shards the round's plan could place nowhere, with
-// why, and logs when their number changes.
-func (d *Daemon) noteInfeasible(plan interfaces.Plan) {
-	var inf map[interfaces.ShardID]string
-	for _, x := range plan.Infeasible {
-		if inf == nil {
-			inf = make(map[interfaces.ShardID]string, len(plan.Infeasible))
-		}
-		inf[x.Shard] = infeasibleWhy(x)
-	}
+// why (tiercore.Infeasible), and logs when their number changes.
+func (d *Daemon) noteInfeasible(inf map[interfaces.ShardID]string) {
 	d.place.mu.Lock()
 	before := len(d.place.infeasible)
 	d.place.infeasible = inf
 	d.place.mu.Unlock()
 	d.scope.Gauge("shards_infeasible").Update(float64(len(inf)))
-	if len(inf) != before && len(plan.Infeasible) > 0 {
-		x := plan.Infeasible[0]
-		d.logger.Printf("%d shards fit no child (e.g. %s: %s)", len(inf), x.Shard, inf[x.Shard])
-	} else if len(inf) != before {
+	switch {
+	case len(inf) != before && len(inf) > 0:
+		ids := make([]string, 0, len(inf))
+		for id := range inf {
+			ids = append(ids, string(id))
+		}
+		sort.Strings(ids)
+		x := interfaces.ShardID(ids[0])
+		d.logger.Printf("%d shards fit no child (e.g. %s: %s)", len(inf), x, inf[x])
+	case len(inf) != before:
 		d.logger.Printf("every shard fits a child again")
 	}
-}
-
-// infeasibleWhy says why no child takes x: the one reason when every child
-// gives the same (a pin to a missing child), else each child's, sorted.
-func infeasibleWhy(x interfaces.Infeasible) string {
-	ids := make([]string, 0, len(x.Excluded))
-	same, first := true, ""
-	for id, why := range x.Excluded {
-		ids = append(ids, string(id))
-		if first == "" {
-			first = why
-		} else if why != first {
-			same = false
-		}
-	}
-	if len(ids) == 0 {
-		return "no child to place it on"
-	}
-	if same {
-		return first
-	}
-	sort.Strings(ids)
-	parts := make([]string, len(ids))
-	for i, id := range ids {
-		parts[i] = id + ": " + x.Excluded[interfaces.ChildID(id)]
-	}
-	return strings.Join(parts, "; ")
 }
 
 // placementFindings explains, for Explain, why the last round left shard

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-sched/strata/coordinator/fsm"
+	"github.com/strata-sched/strata/coordinator/tiercore"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
 	"github.com/strata-sched/strata/tiers/control"
@@ -75,153 +76,8 @@ func (d *Daemon) withoutQuarantined(v *interfaces.View) map[interfaces.ShardID]s
 	return q
 }
 
-// dropShards removes the shards for which gone is true from v (shards,
-// assignments, in-flight moves and the shard lists of constraints; a
-// constraint left without shards is dropped). The slices are copied.
-func dropShards(v *interfaces.View, gone func(interfaces.ShardID) bool) {
-	shards := make([]interfaces.Shard, 0, len(v.Shards))
-	for _, s := range v.Shards {
-		if !gone(s.ID) {
-			shards = append(shards, s)
-		}
-	}
-	v.Shards = shards
-	as := make([]interfaces.Assignment, 0, len(v.Assignments))
-	for _, a := range v.Assignments {
-		if !gone(a.Shard) {
-			as = append(as, a)
-		}
-	}
-	v.Assignments = as
-	var fl []interfaces.Move
-	for _, m := range v.InFlight {
-		if !gone(m.Shard) {
-			fl = append(fl, m)
-		}
-	}
-	v.InFlight = fl
-	v.Constraints = dropFromConstraints(v.Constraints, gone)
-}
-
-func dropFromConstraints(cs []interfaces.Constraint, gone func(interfaces.ShardID) bool) []interfaces.Constraint {
-	out := make([]interfaces.Constraint, 0, len(cs))
-	for _, c := range cs {
-		if len(c.Shards) == 0 {
-			out = append(out, c)
-			continue
-		}
-		keep := make([]interfaces.ShardID, 0, len(c.Shards))
-		for _, id := range c.Shards {
-			if !gone(id) {
-				keep = append(keep, id)
-			}
-		}
-		if len(keep) == 0 {
-			continue
-		}
-		c.Shards = keep
-		out = append(out, c)
-	}
-	return out
-}
-
-// runPolicies runs the control policies on the round's view after the
-// controller's step: quarantines are committed now (the shard leaves the view
-// and its owner is told to stop it), resizes in mode apply are committed (top
-// tier only), and the rest — constraints for the solve, shards to evict, alerts
-// — is merged into the decision. It returns the evictions by shard, whose moves
-// carry the evidence as their reason. Called with d.decide held.
-func (d *Daemon) runPolicies(ctx context.Context, now time.Time, view *interfaces.View, dec *control.Decision, quarantined map[interfaces.ShardID]string) map[interfaces.ShardID]control.Eviction {
-	if d.pol.set == nil {
-		return nil
-	}
-	out, err := d.pol.set.Run(control.PolicyInput{Now: now, View: view, Failures: d.takeFailures(), Quarantined: quarantined})
-	if err != nil {
-		d.logger.Printf("control policies: %v", err)
-		return nil
-	}
-	gone := map[interfaces.ShardID]bool{}
-	held := len(quarantined) // quarantined here, before and by this round
-	for _, a := range out.Actions.Quarantine {
-		st, ok := d.tier.FSM.Shard(a.Shard)
-		if !ok || st.Quarantined != "" || st.InFlight != nil {
-			continue
-		}
-		if _, err := d.commit(ctx, &fsm.Quarantine{Shard: a.Shard, Reason: a.Reason}); err != nil {
-			d.logger.Printf("quarantine %s: %v", a.Shard, err)
-			continue
-		}
-		gone[a.Shard] = true
-		held++
-		d.scope.Counter("shards_quarantined_total").Inc(1)
-		d.logger.Printf("shard %s quarantined: %s", a.Shard, a.Reason)
-		if st.Owner != "" {
-			d.sendRevoke(st.Owner, a.Shard, st.Epoch) // it may still run there
-		}
-	}
-	if d.up == nil {
-		for _, r := range out.Actions.Resize {
-			if !r.Apply || r.Target == r.Current {
-				continue
-			}
-			deleted, err := d.resize(ctx, r)
-			for _, id := range deleted {
-				gone[id] = true // deleted even when a later step failed
-			}
-			if err != nil {
-				d.logger.Printf("autoscale %s %d → %d: %v", r.Job, r.Current, r.Target, err)
-				continue
-			}
-			d.logger.Printf("autoscale: job %s resized %d → %d shards (%s)", r.Job, r.Current, r.Target, r.Reason)
-		}
-	}
-	// Quarantined shards stay an operator's business until released: one
-	// alert while any is.
-	if held > 0 {
-		out.Actions.Alerts = append(out.Actions.Alerts, control.Alert{Code: control.AlertQuarantine,
-			Message: fmt.Sprintf("%d shards quarantined at %s/%s (strata shards; release with strata shards release SHARD)", held, d.cfg.Tier, d.cfg.Instance)})
-	}
-	isGone := func(id interfaces.ShardID) bool { return gone[id] }
-	if len(gone) > 0 {
-		dropShards(view, isGone)
-		out.Actions.Constraints = dropFromConstraints(out.Actions.Constraints, isGone)
-		keep := out.Actions.Evict[:0]
-		for _, e := range out.Actions.Evict {
-			if !gone[e.Shard] {
-				keep = append(keep, e)
-			}
-		}
-		out.Actions.Evict = keep
-	}
-	d.ctl.Merge(dec, &out)
-	d.pol.mu.Lock()
-	d.pol.findings = out.Findings
-	d.pol.mu.Unlock()
-	d.scope.Gauge("control_findings").Update(float64(len(out.Findings)))
-	if len(out.Actions.Evict) == 0 {
-		return nil
-	}
-	ev := make(map[interfaces.ShardID]control.Eviction, len(out.Actions.Evict))
-	for _, e := range out.Actions.Evict {
-		ev[e.Shard] = e
-	}
-	return ev
-}
-
-// explainEvictions gives the moves of evicted shards the policy's evidence as
-// their reason (what strata explain shows) and the policy as their goal.
-func explainEvictions(moves []interfaces.Move, ev map[interfaces.ShardID]control.Eviction) {
-	for i := range moves {
-		e, ok := ev[moves[i].Shard]
-		if !ok || moves[i].From != e.From {
-			continue
-		}
-		moves[i].Reason = e.Reason
-		if p, _, ok := strings.Cut(e.Reason, ":"); ok {
-			moves[i].Goal = p
-		}
-	}
-}
+// dropShards is tiercore.DropShards (the uplink's view filter uses it too).
+var dropShards = tiercore.DropShards
 
 // resize changes a job's shard count to r.Target (autoscale in mode apply):
 // new shards "<job>/<n>" copy the spec of the job's last shard; removed shards

@@ -12,44 +12,23 @@ import (
 	"github.com/strata-sched/strata/tiers/control"
 )
 
-// controlRound runs one round at now as round does — observe, the
-// controller's step (ctl, the test's own), declaring the lost, solve, act,
-// the result back to the controller — with no child silent. The background loop decides nothing here (the region
-// has no lease from its parent).
+// controlRound runs one round at now as round does (runRound: the core round
+// on the replica's state) with the test's own controller ctl. The background
+// loop decides nothing here (the region has no lease from its parent).
 func controlRound(t *testing.T, d *Daemon, ctl *control.Controller, now time.Time) (control.Decision, interfaces.Plan, int) {
 	t.Helper()
-	ctx := context.Background()
-	d.decide.Lock()
-	view, _ := d.observe(ctx, now)
-	dec, err := ctl.Step(control.Input{Now: now, View: view})
-	if err != nil {
-		d.decide.Unlock()
-		t.Fatal(err)
-	}
-	d.declareFailed(ctx, view, dec.DeclareFailed)
-	d.decide.Unlock()
-	if !dec.Solve() {
-		if err := ctl.Observe(control.RoundResult{Round: dec.Round, At: now}); err != nil {
-			t.Fatal(err)
-		}
-		return dec, interfaces.Plan{}, 0
-	}
-	sv := dec.Apply(view)
-	plan, err := d.solve(ctx, sv)
-	if err != nil {
-		t.Fatalf("round (%s): the solve failed: %v", dec.Mode, err)
-	}
-	d.decide.Lock()
-	defer d.decide.Unlock()
-	applied, rejections, err := d.act(ctx, sv, plan, &dec, nil)
+	r, err := d.newRound(ctl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ctl.Observe(control.RoundResult{Round: dec.Round, At: now, Planned: len(plan.Moves), Applied: applied, Rejected: rejections}); err != nil {
-		t.Fatal(err)
+	out := d.runRound(context.Background(), r, now)
+	if out.SolveErr != nil {
+		t.Fatalf("round (%s): the solve failed: %v", out.Decision.Mode, out.SolveErr)
 	}
-	d.notePlacement(now, ctl.Held(now))
-	return dec, plan, len(rejections)
+	if out.CommitErr != nil || out.ObserveErr != nil {
+		t.Fatalf("round (%s): commit %v, controller %v", out.Decision.Mode, out.CommitErr, out.ObserveErr)
+	}
+	return out.Decision, out.Plan, len(out.Rejected)
 }
 
 // Issue 20, item 5: a shard pinned to a child the tier does not have — the

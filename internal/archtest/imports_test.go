@@ -72,6 +72,9 @@ func TestImportRules(t *testing.T) {
 func violations(p pkg) []string {
 	var out []string
 	for _, d := range p.Deps {
+		if isPure(d) {
+			continue // a pure package under coordinator (the tier core): checked itself
+		}
 		for prefix, why := range forbidden {
 			if d == prefix || strings.HasPrefix(d, prefix+"/") {
 				out = append(out, p.ImportPath+" depends on "+d+": "+why)
@@ -79,6 +82,18 @@ func violations(p pkg) []string {
 		}
 	}
 	return out
+}
+
+// isPure reports whether import path d is one of the pure packages (or a
+// subpackage): those checked by the rule themselves, such as
+// coordinator/tiercore, which the simulator runs.
+func isPure(d string) bool {
+	for _, p := range pure {
+		if d == module+"/"+p || strings.HasPrefix(d, module+"/"+p+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // TestRuleCatchesViolation proves the rule can fail: a pure package that reached
@@ -90,7 +105,7 @@ func TestRuleCatchesViolation(t *testing.T) {
 			t.Errorf("dependency on %s: got %d violations, want 1", bad, len(v))
 		}
 	}
-	ok := pkg{ImportPath: module + "/balancer", Deps: []string{"fmt", module + "/interfaces", "gonum.org/v1/gonum/optimize", "github.com/hashicorp/raftish"}}
+	ok := pkg{ImportPath: module + "/sim", Deps: []string{"fmt", module + "/interfaces", "gonum.org/v1/gonum/optimize", "github.com/hashicorp/raftish", module + "/coordinator/tiercore"}}
 	if v := violations(ok); len(v) != 0 {
 		t.Errorf("clean package flagged: %v", v)
 	}
