@@ -1,0 +1,402 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/sdk/worker"
+)
+
+// Operator is a shard's processing logic and state.
+type Operator interface {
+	// Process applies one record. It emits outputs through emit, each with
+	// a sequence strictly above the shard's previous one, computed from the
+	// records alone, so that a replay from a checkpoint emits the same
+	// outputs under the same sequences (the sink keeps one copy).
+	Process(r Record, emit func(seq uint64, data []byte)) error
+	// Snapshot returns the state to checkpoint.
+	Snapshot() ([]byte, error)
+}
+
+// Factory makes a shard's operator from its checkpointed state (nil: none).
+type Factory func(shard interfaces.ShardID, state []byte) (Operator, error)
+
+// Event is something a shard's task did, for measurements (Config.OnEvent).
+type Event struct {
+	Shard interfaces.ShardID
+	Epoch interfaces.Epoch
+	// Kind: "restored" (the checkpoint is loaded and the operator made:
+	// Offset, StateBytes, Took), "first" (the first record processed under
+	// this epoch: At, Offset), "stopped" (the task ended and its final
+	// checkpoint is written: At is the last record's processing time,
+	// Offset), "fenced" (a newer owner wrote: the task stopped without a
+	// checkpoint).
+	Kind       string
+	At         time.Time
+	Offset     uint64
+	StateBytes int
+	Took       time.Duration
+	Err        error
+}
+
+// Config configures a Runner.
+type Config struct {
+	JS    jetstream.JetStream
+	Names Names
+	New   Factory
+	// CheckpointEvery is how often a task checkpoints (default 500ms); it
+	// also checkpoints when it stops.
+	CheckpointEvery time.Duration
+	// Batch is how many records a task fetches at once (default 256).
+	Batch int
+	// LatencyWindow is how many recent event-time latencies a shard's p99
+	// is taken over (default 1024).
+	LatencyWindow int
+	Logf          func(format string, args ...any)
+	OnEvent       func(Event)
+}
+
+// Runner runs a job's shards on JetStream; it is the worker.Handler a
+// stream worker gives worker.Connect, and Load its Options.Load.
+type Runner struct {
+	cfg   Config
+	ckpts *Checkpoints
+	sink  *Sink
+
+	mu    sync.Mutex
+	tasks map[interfaces.ShardID]*task
+}
+
+var _ worker.Handler = (*Runner)(nil)
+
+// NewRunner opens the job's input stream, checkpoint store and sink.
+func NewRunner(ctx context.Context, cfg Config) (*Runner, error) {
+	if cfg.JS == nil {
+		return nil, &interfaces.FieldError{Field: "js", Rule: "is required"}
+	}
+	if cfg.New == nil {
+		return nil, &interfaces.FieldError{Field: "new", Rule: "is required (the operator factory)"}
+	}
+	if cfg.CheckpointEvery < 0 || cfg.Batch < 0 || cfg.LatencyWindow < 0 {
+		return nil, &interfaces.FieldError{Field: "checkpoint_every, batch, latency_window", Rule: "must be ≥ 0"}
+	}
+	if cfg.CheckpointEvery == 0 {
+		cfg.CheckpointEvery = 500 * time.Millisecond
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = 256
+	}
+	if cfg.LatencyWindow == 0 {
+		cfg.LatencyWindow = 1024
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.OnEvent == nil {
+		cfg.OnEvent = func(Event) {}
+	}
+	if _, err := OpenInput(ctx, cfg.JS, cfg.Names); err != nil {
+		return nil, err
+	}
+	ck, err := OpenCheckpoints(ctx, cfg.JS, cfg.Names)
+	if err != nil {
+		return nil, err
+	}
+	sink, err := OpenSink(ctx, cfg.JS, cfg.Names)
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{cfg: cfg, ckpts: ck, sink: sink, tasks: map[interfaces.ShardID]*task{}}, nil
+}
+
+// Sink returns the runner's fenced sink.
+func (r *Runner) Sink() *Sink { return r.sink }
+
+// Checkpoints returns the runner's checkpoint store.
+func (r *Runner) Checkpoints() *Checkpoints { return r.ckpts }
+
+// task is one running shard.
+type task struct {
+	r      *Runner
+	id     interfaces.ShardID
+	p      int
+	epoch  interfaces.Epoch
+	op     Operator
+	cons   jetstream.Consumer
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// offset is the last processed record's (the loop's goroutine; read
+	// by stop after done).
+	offset uint64
+	fenced bool
+	// dirty: the operator took a record whose outputs did not all reach
+	// the sink (stopped meanwhile); its state must not be checkpointed.
+	dirty bool
+	last  time.Time
+
+	mu        sync.Mutex
+	st        stats
+	stateSize int
+}
+
+// OnAdd restores shard from its checkpoint and starts consuming its
+// partition from the checkpoint's offset. It first fences the sink under
+// epoch, so an older owner that runs on can write nothing more, and refuses
+// a checkpoint written under a newer epoch.
+func (r *Runner) OnAdd(ctx context.Context, spec interfaces.Shard, epoch interfaces.Epoch) error {
+	p, err := r.cfg.Names.Partition(spec.ID)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := r.sink.Fence(ctx, p, epoch); err != nil {
+		return fmt.Errorf("add %s@%d: %w", spec.ID, epoch, err)
+	}
+	ck, _, err := r.ckpts.Load(ctx, p)
+	if err != nil {
+		return fmt.Errorf("add %s@%d: %w", spec.ID, epoch, err)
+	}
+	if ck.Epoch > epoch {
+		return fmt.Errorf("add %s: %w: checkpoint of epoch %d, got %d", spec.ID, interfaces.ErrStaleEpoch, ck.Epoch, epoch)
+	}
+	op, err := r.cfg.New(spec.ID, ck.State)
+	if err != nil {
+		return fmt.Errorf("add %s@%d: restore: %w", spec.ID, epoch, err)
+	}
+	st, err := r.cfg.JS.Stream(ctx, r.cfg.Names.InputStream())
+	if err != nil {
+		return fmt.Errorf("add %s@%d: %w", spec.ID, epoch, err)
+	}
+	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Name:              fmt.Sprintf("%s-p%d-e%d", r.cfg.Names.Job, p, epoch),
+		FilterSubject:     r.cfg.Names.Subject(p),
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       ck.Offset + 1,
+		AckPolicy:         jetstream.AckExplicitPolicy,
+		MaxAckPending:     4 * r.cfg.Batch,
+		InactiveThreshold: 30 * time.Second,
+	})
+	if err != nil {
+		return fmt.Errorf("add %s@%d: consumer: %w", spec.ID, epoch, err)
+	}
+	tctx, cancel := context.WithCancel(context.Background())
+	t := &task{r: r, id: spec.ID, p: p, epoch: epoch, op: op, cons: cons, cancel: cancel, done: make(chan struct{}), offset: ck.Offset, stateSize: len(ck.State)}
+	t.st.init(r.cfg.LatencyWindow, time.Now())
+	r.cfg.OnEvent(Event{Shard: spec.ID, Epoch: epoch, Kind: "restored", At: time.Now(), Offset: ck.Offset, StateBytes: len(ck.State), Took: time.Since(start)})
+	r.mu.Lock()
+	if old := r.tasks[spec.ID]; old != nil {
+		r.mu.Unlock()
+		old.stop(ctx)
+		r.mu.Lock()
+	}
+	r.tasks[spec.ID] = t
+	r.mu.Unlock()
+	go t.run(tctx)
+	return nil
+}
+
+// OnDrop stops the shard's task at the record it is on and writes its final
+// checkpoint: the next owner resumes exactly after it.
+func (r *Runner) OnDrop(ctx context.Context, id interfaces.ShardID, epoch interfaces.Epoch) error {
+	r.mu.Lock()
+	t := r.tasks[id]
+	delete(r.tasks, id)
+	r.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	return t.stop(ctx)
+}
+
+// Close stops every task (with its final checkpoint).
+func (r *Runner) Close() error {
+	r.mu.Lock()
+	ts := r.tasks
+	r.tasks = map[interfaces.ShardID]*task{}
+	r.mu.Unlock()
+	var errs []error
+	for _, t := range ts {
+		errs = append(errs, t.stop(context.Background()))
+	}
+	return errors.Join(errs...)
+}
+
+func (t *task) stop(ctx context.Context) error {
+	t.cancel()
+	<-t.done
+	defer func() { _ = t.r.cfg.JS.DeleteConsumer(context.Background(), t.r.cfg.Names.InputStream(), t.cons.CachedInfo().Name) }()
+	if t.fenced || t.dirty {
+		return nil
+	}
+	if err := t.checkpoint(ctx); err != nil {
+		return fmt.Errorf("drop %s@%d: final checkpoint: %w", t.id, t.epoch, err)
+	}
+	t.r.cfg.OnEvent(Event{Shard: t.id, Epoch: t.epoch, Kind: "stopped", At: t.last, Offset: t.offset})
+	return nil
+}
+
+func (t *task) checkpoint(ctx context.Context) error {
+	state, err := t.op.Snapshot()
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.stateSize = len(state)
+	t.mu.Unlock()
+	return t.r.ckpts.Save(ctx, t.p, Checkpoint{Epoch: t.epoch, Offset: t.offset, State: state})
+}
+
+type output struct {
+	seq  uint64
+	data []byte
+}
+
+// run consumes the partition until ctx ends or the sink fences the task.
+// Outputs reach the sink before the record is acknowledged and before any
+// checkpoint covers it: a checkpoint at offset X never runs ahead of the
+// sink, so a replay from it re-emits only outputs the sink already holds or
+// has not seen.
+func (t *task) run(ctx context.Context) {
+	defer close(t.done)
+	cfg := t.r.cfg
+	lastCkpt := time.Now()
+	var outs []output
+	emit := func(seq uint64, data []byte) { outs = append(outs, output{seq, data}) }
+	first := true
+	for ctx.Err() == nil {
+		batch, err := t.cons.Fetch(cfg.Batch, jetstream.FetchMaxWait(100*time.Millisecond))
+		if err != nil {
+			if ctx.Err() == nil {
+				cfg.Logf("stream: %s@%d: fetch: %v", t.id, t.epoch, err)
+				time.Sleep(50 * time.Millisecond)
+			}
+			continue
+		}
+		for m := range batch.Messages() {
+			if ctx.Err() != nil {
+				break // not acknowledged: the next owner replays it
+			}
+			if !t.process(ctx, m, &outs, emit) {
+				return
+			}
+			if first {
+				first = false
+				cfg.OnEvent(Event{Shard: t.id, Epoch: t.epoch, Kind: "first", At: t.last, Offset: t.offset})
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
+			cfg.Logf("stream: %s@%d: fetch: %v", t.id, t.epoch, err)
+		}
+		if time.Since(lastCkpt) >= cfg.CheckpointEvery && ctx.Err() == nil {
+			if err := t.checkpoint(ctx); errors.Is(err, ErrFenced) {
+				t.fence(err)
+				return
+			} else if err != nil {
+				cfg.Logf("stream: %s@%d: checkpoint: %v", t.id, t.epoch, err)
+			}
+			lastCkpt = time.Now()
+		}
+	}
+}
+
+// process handles one message; false stops the task (fenced).
+func (t *task) process(ctx context.Context, m jetstream.Msg, outs *[]output, emit func(uint64, []byte)) bool {
+	md, err := m.Metadata()
+	if err != nil {
+		t.r.cfg.Logf("stream: %s@%d: metadata: %v", t.id, t.epoch, err)
+		return true
+	}
+	rec, err := recordOf(md.Sequence.Stream, m.Headers(), m.Data())
+	t0 := time.Now()
+	*outs = (*outs)[:0]
+	if err == nil {
+		err = t.op.Process(rec, emit)
+	}
+	if err != nil {
+		// A record the operator cannot take is skipped and counted; it must
+		// not stop the partition.
+		t.r.cfg.Logf("stream: %s@%d: record %d: %v", t.id, t.epoch, md.Sequence.Stream, err)
+	}
+	for _, o := range *outs {
+		werr := t.r.sink.Write(ctx, t.p, t.epoch, o.seq, o.data)
+		if errors.Is(werr, ErrFenced) {
+			t.fence(werr)
+			return false
+		}
+		for werr != nil && !errors.Is(werr, ErrDuplicate) {
+			if ctx.Err() != nil {
+				t.dirty = true // stopped mid-record: the next owner replays it
+				return false
+			}
+			t.r.cfg.Logf("stream: %s@%d: sink: %v (retrying)", t.id, t.epoch, werr)
+			time.Sleep(50 * time.Millisecond)
+			werr = t.r.sink.Write(ctx, t.p, t.epoch, o.seq, o.data)
+			if errors.Is(werr, ErrFenced) {
+				t.fence(werr)
+				return false
+			}
+		}
+	}
+	now := time.Now()
+	t.offset, t.last = rec.Offset, now
+	_ = m.Ack()
+	t.mu.Lock()
+	t.st.record(now.Sub(t0), now.Sub(rec.EventTime), md.NumPending, !rec.EventTime.IsZero())
+	t.mu.Unlock()
+	return true
+}
+
+func (t *task) fence(err error) {
+	t.fenced = true
+	t.r.cfg.Logf("stream: %s@%d: %v; stopping", t.id, t.epoch, err)
+	t.r.cfg.OnEvent(Event{Shard: t.id, Epoch: t.epoch, Kind: "fenced", At: time.Now(), Offset: t.offset, Err: err})
+}
+
+// Load returns every running shard's measured load since the previous call
+// (the worker.Options.Load of a stream worker): cpu is busy time over wall
+// time, Rate the true processing rate (records per busy second, DS2's),
+// InputRate the arrival rate (processed + growth of the backlog, per wall
+// second), LatencyP99 the p99 event-time latency of the recent records, and
+// mem the size of the last checkpointed state.
+func (r *Runner) Load() []interfaces.ShardLoad {
+	r.mu.Lock()
+	ts := make([]*task, 0, len(r.tasks))
+	for _, t := range r.tasks {
+		ts = append(ts, t)
+	}
+	r.mu.Unlock()
+	now := time.Now()
+	out := make([]interfaces.ShardLoad, 0, len(ts))
+	for _, t := range ts {
+		t.mu.Lock()
+		s := t.st.take(now)
+		mem := t.stateSize
+		t.mu.Unlock()
+		out = append(out, interfaces.ShardLoad{Shard: t.id, Load: interfaces.Load{CPU: s.CPU, Mem: float64(mem), Tasks: 1},
+			Rate: s.TrueRate, InputRate: s.InputRate, LatencyP99: s.LatencyP99})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Shard < out[j].Shard })
+	return out
+}
+
+// Stats returns every running shard's counters (not reset).
+func (r *Runner) Stats() map[interfaces.ShardID]Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[interfaces.ShardID]Stats, len(r.tasks))
+	for id, t := range r.tasks {
+		t.mu.Lock()
+		out[id] = t.st.peek()
+		t.mu.Unlock()
+	}
+	return out
+}
