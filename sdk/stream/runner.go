@@ -233,7 +233,9 @@ func (r *Runner) Close() error {
 func (t *task) stop(ctx context.Context) error {
 	t.cancel()
 	<-t.done
-	defer func() { _ = t.r.cfg.JS.DeleteConsumer(context.Background(), t.r.cfg.Names.InputStream(), t.cons.CachedInfo().Name) }()
+	defer func() {
+		_ = t.r.cfg.JS.DeleteConsumer(context.Background(), t.r.cfg.Names.InputStream(), t.cons.CachedInfo().Name)
+	}()
 	if t.fenced || t.dirty {
 		return nil
 	}
