@@ -92,70 +92,104 @@ func decodeEntry(key string, b []byte) (entry, error) {
 
 func ckptKey(p int) string { return fmt.Sprintf("p%d", p) }
 
+// objectName names the object of a state too large to keep inline.
+func objectName(p int, ck Checkpoint) string {
+	return fmt.Sprintf("%s/%d/%d", ckptKey(p), ck.Epoch, ck.Offset)
+}
+
 // Load returns partition p's checkpoint; ok is false when it has none.
 func (c *Checkpoints) Load(ctx context.Context, p int) (ck Checkpoint, ok bool, err error) {
+	ck, rev, err := c.load(ctx, p)
+	return ck, rev != 0, err
+}
+
+// load returns partition p's checkpoint and its entry's revision (0: none).
+func (c *Checkpoints) load(ctx context.Context, p int) (ck Checkpoint, rev uint64, err error) {
 	key := ckptKey(p)
 	kve, err := c.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return Checkpoint{}, false, nil
+		return Checkpoint{}, 0, nil
 	}
 	if err != nil {
-		return Checkpoint{}, false, fmt.Errorf("checkpoint %s: %w", key, err)
+		return Checkpoint{}, 0, fmt.Errorf("checkpoint %s: %w", key, err)
 	}
 	e, err := decodeEntry(key, kve.Value())
 	if err != nil {
-		return Checkpoint{}, false, err
+		return Checkpoint{}, 0, err
 	}
 	ck = Checkpoint{Epoch: e.epoch, Offset: e.offset, State: e.state}
 	if e.object != "" {
 		if ck.State, err = c.obj.GetBytes(ctx, e.object); err != nil {
-			return Checkpoint{}, false, fmt.Errorf("checkpoint %s: object %s: %w", key, e.object, err)
+			return Checkpoint{}, 0, fmt.Errorf("checkpoint %s: object %s: %w", key, e.object, err)
 		}
 	}
-	return ck, true, nil
+	return ck, kve.Revision(), nil
 }
 
 // Save writes partition p's checkpoint under ck.Epoch, unless the stored one
 // has a newer epoch (ErrFenced). The check and the write are one step: the
 // entry is replaced only at the revision that was read.
 func (c *Checkpoints) Save(ctx context.Context, p int, ck Checkpoint) error {
+	_, err := c.save(ctx, p, ck, 0, "")
+	return err
+}
+
+// save is Save that first tries the entry at revision rev (its writer's
+// last, whose object was prev): one round trip when nobody else wrote. It
+// returns the new revision.
+func (c *Checkpoints) save(ctx context.Context, p int, ck Checkpoint, rev uint64, prev string) (uint64, error) {
 	key := ckptKey(p)
 	object := ""
 	if len(ck.State) > InlineMax {
-		object = fmt.Sprintf("%s/%d/%d", key, ck.Epoch, ck.Offset)
+		object = objectName(p, ck)
 		if _, err := c.obj.PutBytes(ctx, object, ck.State); err != nil {
-			return fmt.Errorf("checkpoint %s: put object: %w", key, err)
+			return 0, fmt.Errorf("checkpoint %s: put object: %w", key, err)
 		}
 	}
 	val := encodeEntry(ck.Epoch, ck.Offset, object, ck.State)
+	if rev != 0 {
+		n, err := c.kv.Update(ctx, key, val, rev)
+		if err == nil {
+			if prev != object {
+				c.dropObject(ctx, prev)
+			}
+			return n, nil
+		}
+		if !isConflict(err) {
+			c.dropObject(ctx, object)
+			return 0, fmt.Errorf("checkpoint %s: %w", key, err)
+		}
+	}
 	for {
 		kve, err := c.kv.Get(ctx, key)
 		var old entry
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
-			_, err = c.kv.Create(ctx, key, val)
+			rev, err = c.kv.Create(ctx, key, val)
 		case err != nil:
-			return fmt.Errorf("checkpoint %s: %w", key, err)
+			c.dropObject(ctx, object)
+			return 0, fmt.Errorf("checkpoint %s: %w", key, err)
 		default:
 			if old, err = decodeEntry(key, kve.Value()); err != nil {
-				return err
+				return 0, err
 			}
 			if old.epoch > ck.Epoch {
 				c.dropObject(ctx, object)
-				return fmt.Errorf("checkpoint %s@%d: %w (%d)", key, ck.Epoch, ErrFenced, old.epoch)
+				return 0, fmt.Errorf("checkpoint %s@%d: %w (%d)", key, ck.Epoch, ErrFenced, old.epoch)
 			}
-			_, err = c.kv.Update(ctx, key, val, kve.Revision())
+			rev, err = c.kv.Update(ctx, key, val, kve.Revision())
 		}
 		if isConflict(err) {
 			continue // written meanwhile: read again
 		}
 		if err != nil {
-			return fmt.Errorf("checkpoint %s: %w", key, err)
+			c.dropObject(ctx, object)
+			return 0, fmt.Errorf("checkpoint %s: %w", key, err)
 		}
 		if old.object != "" && old.object != object {
 			c.dropObject(ctx, old.object)
 		}
-		return nil
+		return rev, nil
 	}
 }
 

@@ -36,8 +36,8 @@ type Event struct {
 	// Kind: "restored" (the checkpoint is loaded and the operator made:
 	// Offset, StateBytes, Took), "first" (the first record processed under
 	// this epoch: At, Offset), "stopped" (the task ended and its final
-	// checkpoint is written: At is the last record's processing time,
-	// Offset), "fenced" (a newer owner wrote: the task stopped without a
+	// checkpoint is written: At is the last record's processing time, or
+	// the stop's when it processed none; Offset), "fenced" (a newer owner wrote: the task stopped without a
 	// checkpoint).
 	Kind       string
 	At         time.Time
@@ -125,12 +125,18 @@ func (r *Runner) Checkpoints() *Checkpoints { return r.ckpts }
 
 // task is one running shard.
 type task struct {
-	r      *Runner
-	id     interfaces.ShardID
-	p      int
-	epoch  interfaces.Epoch
-	op     Operator
-	cons   jetstream.Consumer
+	r     *Runner
+	id    interfaces.ShardID
+	p     int
+	epoch interfaces.Epoch
+	op    Operator
+	cons  jetstream.Consumer
+	w     *Writer
+	// rev is the checkpoint entry's revision as this task last wrote or
+	// read it; object its state's object ("" inline).
+	rev    uint64
+	object string
+	saved  uint64 // the offset of the last checkpoint written
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -140,8 +146,9 @@ type task struct {
 	fenced bool
 	// dirty: the operator took a record whose outputs did not all reach
 	// the sink (stopped meanwhile); its state must not be checkpointed.
-	dirty bool
-	last  time.Time
+	dirty  bool
+	caught bool
+	last   time.Time
 
 	mu        sync.Mutex
 	st        stats
@@ -158,10 +165,11 @@ func (r *Runner) OnAdd(ctx context.Context, spec interfaces.Shard, epoch interfa
 		return err
 	}
 	start := time.Now()
-	if err := r.sink.Fence(ctx, p, epoch); err != nil {
+	w := r.sink.Writer(p, epoch)
+	if _, err := w.fence(ctx); err != nil {
 		return fmt.Errorf("add %s@%d: %w", spec.ID, epoch, err)
 	}
-	ck, _, err := r.ckpts.Load(ctx, p)
+	ck, rev, err := r.ckpts.load(ctx, p)
 	if err != nil {
 		return fmt.Errorf("add %s@%d: %w", spec.ID, epoch, err)
 	}
@@ -189,7 +197,7 @@ func (r *Runner) OnAdd(ctx context.Context, spec interfaces.Shard, epoch interfa
 		return fmt.Errorf("add %s@%d: consumer: %w", spec.ID, epoch, err)
 	}
 	tctx, cancel := context.WithCancel(context.Background())
-	t := &task{r: r, id: spec.ID, p: p, epoch: epoch, op: op, cons: cons, cancel: cancel, done: make(chan struct{}), offset: ck.Offset, stateSize: len(ck.State)}
+	t := &task{r: r, id: spec.ID, p: p, epoch: epoch, op: op, cons: cons, w: w, rev: rev, cancel: cancel, done: make(chan struct{}), offset: ck.Offset, saved: ck.Offset, stateSize: len(ck.State)}
 	t.st.init(r.cfg.LatencyWindow, time.Now())
 	r.cfg.OnEvent(Event{Shard: spec.ID, Epoch: epoch, Kind: "restored", At: time.Now(), Offset: ck.Offset, StateBytes: len(ck.State), Took: time.Since(start)})
 	r.mu.Lock()
@@ -242,11 +250,18 @@ func (t *task) stop(ctx context.Context) error {
 	if err := t.checkpoint(ctx); err != nil {
 		return fmt.Errorf("drop %s@%d: final checkpoint: %w", t.id, t.epoch, err)
 	}
-	t.r.cfg.OnEvent(Event{Shard: t.id, Epoch: t.epoch, Kind: "stopped", At: t.last, Offset: t.offset})
+	at := t.last
+	if at.IsZero() {
+		at = time.Now() // processed nothing
+	}
+	t.r.cfg.OnEvent(Event{Shard: t.id, Epoch: t.epoch, Kind: "stopped", At: at, Offset: t.offset})
 	return nil
 }
 
 func (t *task) checkpoint(ctx context.Context) error {
+	if t.rev != 0 && t.offset == t.saved {
+		return nil // nothing processed since the last one
+	}
 	state, err := t.op.Snapshot()
 	if err != nil {
 		return err
@@ -254,7 +269,16 @@ func (t *task) checkpoint(ctx context.Context) error {
 	t.mu.Lock()
 	t.stateSize = len(state)
 	t.mu.Unlock()
-	return t.r.ckpts.Save(ctx, t.p, Checkpoint{Epoch: t.epoch, Offset: t.offset, State: state})
+	ck := Checkpoint{Epoch: t.epoch, Offset: t.offset, State: state}
+	rev, err := t.r.ckpts.save(ctx, t.p, ck, t.rev, t.object)
+	if err != nil {
+		return err
+	}
+	t.rev, t.object, t.saved = rev, "", t.offset
+	if len(state) > InlineMax {
+		t.object = objectName(t.p, ck)
+	}
+	return nil
 }
 
 type output struct {
@@ -299,7 +323,7 @@ func (t *task) run(ctx context.Context) {
 			cfg.Logf("stream: %s@%d: fetch: %v", t.id, t.epoch, err)
 		}
 		if time.Since(lastCkpt) >= cfg.CheckpointEvery && ctx.Err() == nil {
-			if err := t.checkpoint(ctx); errors.Is(err, ErrFenced) {
+			if err := t.checkpoint(context.Background()); errors.Is(err, ErrFenced) {
 				t.fence(err)
 				return
 			} else if err != nil {
@@ -329,7 +353,7 @@ func (t *task) process(ctx context.Context, m jetstream.Msg, outs *[]output, emi
 		t.r.cfg.Logf("stream: %s@%d: record %d: %v", t.id, t.epoch, md.Sequence.Stream, err)
 	}
 	for _, o := range *outs {
-		werr := t.r.sink.Write(ctx, t.p, t.epoch, o.seq, o.data)
+		werr := t.w.Write(ctx, o.seq, o.data)
 		if errors.Is(werr, ErrFenced) {
 			t.fence(werr)
 			return false
@@ -341,7 +365,7 @@ func (t *task) process(ctx context.Context, m jetstream.Msg, outs *[]output, emi
 			}
 			t.r.cfg.Logf("stream: %s@%d: sink: %v (retrying)", t.id, t.epoch, werr)
 			time.Sleep(50 * time.Millisecond)
-			werr = t.r.sink.Write(ctx, t.p, t.epoch, o.seq, o.data)
+			werr = t.w.Write(ctx, o.seq, o.data)
 			if errors.Is(werr, ErrFenced) {
 				t.fence(werr)
 				return false
@@ -354,6 +378,10 @@ func (t *task) process(ctx context.Context, m jetstream.Msg, outs *[]output, emi
 	t.mu.Lock()
 	t.st.record(now.Sub(t0), now.Sub(rec.EventTime), md.NumPending, !rec.EventTime.IsZero())
 	t.mu.Unlock()
+	if md.NumPending < uint64(t.r.cfg.Batch) && !t.caught {
+		t.caught = true
+		t.r.cfg.OnEvent(Event{Shard: t.id, Epoch: t.epoch, Kind: "caughtup", At: now, Offset: t.offset})
+	}
 	return true
 }
 

@@ -109,52 +109,110 @@ func (s *Sink) Last(ctx context.Context, p int) (seq uint64, epoch interfaces.Ep
 // Fence appends a marker under epoch: from now on an owner with an older
 // epoch is refused, even before this owner's first output.
 func (s *Sink) Fence(ctx context.Context, p int, epoch interfaces.Epoch) error {
-	return s.write(ctx, p, epoch, 0, nil)
+	_, err := s.Writer(p, epoch).fence(ctx)
+	return err
 }
-
-// write appends output seq, or a fence marker when seq is 0.
 
 // Write appends output seq of partition p under epoch (see Sink).
 func (s *Sink) Write(ctx context.Context, p int, epoch interfaces.Epoch, seq uint64, data []byte) error {
+	return s.Writer(p, epoch).Write(ctx, seq, data)
+}
+
+// Writer returns a writer of partition p's outputs under epoch. It keeps
+// the partition's last entry as it last saw it, so an output at or below
+// the last sequence is skipped without asking the broker (the sink only
+// grows) and an append costs one round trip; when another writer appended
+// meanwhile, the append fails on the expected sequence and the writer reads
+// the last entry again. A Writer is not safe for concurrent use.
+func (s *Sink) Writer(p int, epoch interfaces.Epoch) *Writer {
+	return &Writer{s: s, p: p, epoch: epoch}
+}
+
+// Writer appends one partition's outputs under one epoch (Sink.Writer).
+type Writer struct {
+	s     *Sink
+	p     int
+	epoch interfaces.Epoch
+	last  SinkEntry
+	known bool
+}
+
+func (w *Writer) refresh(ctx context.Context) error {
+	last, err := w.s.last(ctx, w.p)
+	if err != nil {
+		return err
+	}
+	w.last, w.known = last, true
+	if last.Epoch > w.epoch {
+		return fmt.Errorf("sink %d@%d: %w (%d)", w.p, w.epoch, ErrFenced, last.Epoch)
+	}
+	return nil
+}
+
+// fence appends a marker under the writer's epoch unless the last entry
+// already has it; it returns the last output sequence.
+func (w *Writer) fence(ctx context.Context) (uint64, error) {
+	if err := w.refresh(ctx); err != nil {
+		return 0, err
+	}
+	for w.last.Epoch != w.epoch || w.last.StreamSeq == 0 {
+		if err := w.append(ctx, 0, nil); !isConflict(err) {
+			return w.last.Seq, err
+		}
+		if err := w.refresh(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return w.last.Seq, nil
+}
+
+// Write appends output seq (≥ 1): ErrDuplicate when the sink holds it,
+// ErrFenced when a newer epoch has written.
+func (w *Writer) Write(ctx context.Context, seq uint64, data []byte) error {
 	if seq == 0 {
 		return &interfaces.FieldError{Field: "seq", Rule: "must be ≥ 1 (0 marks a fence)"}
 	}
-	return s.write(ctx, p, epoch, seq, data)
-}
-
-func (s *Sink) write(ctx context.Context, p int, epoch interfaces.Epoch, seq uint64, data []byte) error {
-	for {
-		last, err := s.last(ctx, p)
-		if err != nil {
+	if !w.known {
+		if err := w.refresh(ctx); err != nil {
 			return err
 		}
-		if last.Epoch > epoch {
-			return fmt.Errorf("sink %d@%d: %w (%d)", p, epoch, ErrFenced, last.Epoch)
-		}
-		m := nats.NewMsg(s.n.SinkSubject(p))
-		m.Header.Set(HeaderEpoch, strconv.FormatUint(uint64(epoch), 10))
-		if seq == 0 {
-			if last.Epoch == epoch && last.StreamSeq != 0 {
-				return nil // fenced already
-			}
-			m.Header.Set(HeaderFence, "1")
-			m.Header.Set(HeaderSeq, strconv.FormatUint(last.Seq, 10))
-		} else {
-			if seq <= last.Seq {
-				return fmt.Errorf("sink %d seq %d (last %d): %w", p, seq, last.Seq, ErrDuplicate)
-			}
-			m.Header.Set(HeaderSeq, strconv.FormatUint(seq, 10))
-			m.Data = data
-		}
-		_, err = s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(last.StreamSeq))
-		if isConflict(err) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("sink %d: %w", p, err)
-		}
-		return nil
 	}
+	for {
+		if seq <= w.last.Seq {
+			return fmt.Errorf("sink %d seq %d (last %d): %w", w.p, seq, w.last.Seq, ErrDuplicate)
+		}
+		err := w.append(ctx, seq, data)
+		if !isConflict(err) {
+			return err
+		}
+		if err := w.refresh(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// append publishes an entry after w.last (seq 0: a fence marker).
+func (w *Writer) append(ctx context.Context, seq uint64, data []byte) error {
+	m := nats.NewMsg(w.s.n.SinkSubject(w.p))
+	m.Header.Set(HeaderEpoch, strconv.FormatUint(uint64(w.epoch), 10))
+	e := SinkEntry{Partition: w.p, Epoch: w.epoch, Seq: seq, Data: data}
+	if seq == 0 {
+		m.Header.Set(HeaderFence, "1")
+		e.Seq, e.Fence = w.last.Seq, true
+	} else {
+		m.Data = data
+	}
+	m.Header.Set(HeaderSeq, strconv.FormatUint(e.Seq, 10))
+	ack, err := w.s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(w.last.StreamSeq))
+	if isConflict(err) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("sink %d: %w", w.p, err)
+	}
+	e.StreamSeq = ack.Sequence
+	w.last = e
+	return nil
 }
 
 // ReadAll returns every entry of partitions 0..n-1 in stream order, fence
