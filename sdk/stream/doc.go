@@ -33,7 +33,8 @@
 // processing rate DS2 uses), InputRate = arrivals per second (records
 // processed plus the growth of the broker's pending count), LatencyP99 =
 // p99 event-time latency (processing time − the record's event time), mem =
-// the last checkpointed state's size; Stats adds the lag (pending records).
+// the last checkpointed state's size, Lag = the broker's pending count for
+// the shard's consumer.
 //
 // Goroutines: one task per running shard (fetch, process, write, ack,
 // checkpoint); OnAdd, OnDrop and Load may be called from any goroutine.

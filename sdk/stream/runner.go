@@ -396,7 +396,8 @@ func (t *task) fence(err error) {
 // time, Rate the true processing rate (records per busy second, DS2's),
 // InputRate the arrival rate (processed + growth of the backlog, per wall
 // second), LatencyP99 the p99 event-time latency of the recent records, and
-// mem the size of the last checkpointed state.
+// mem the size of the last checkpointed state, Lag the broker's pending
+// count.
 func (r *Runner) Load() []interfaces.ShardLoad {
 	r.mu.Lock()
 	ts := make([]*task, 0, len(r.tasks))
@@ -412,7 +413,7 @@ func (r *Runner) Load() []interfaces.ShardLoad {
 		mem := t.stateSize
 		t.mu.Unlock()
 		out = append(out, interfaces.ShardLoad{Shard: t.id, Load: interfaces.Load{CPU: s.CPU, Mem: float64(mem), Tasks: 1},
-			Rate: s.TrueRate, InputRate: s.InputRate, LatencyP99: s.LatencyP99})
+			Rate: s.TrueRate, InputRate: s.InputRate, LatencyP99: s.LatencyP99, Lag: float64(s.Lag)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Shard < out[j].Shard })
 	return out
