@@ -104,26 +104,36 @@ func (c *Checkpoints) Load(ctx context.Context, p int) (ck Checkpoint, ok bool, 
 }
 
 // load returns partition p's checkpoint and its entry's revision (0: none).
+// An object the entry names can be replaced (and removed) by its owner's
+// next checkpoint between the two reads: then the entry is read again.
 func (c *Checkpoints) load(ctx context.Context, p int) (ck Checkpoint, rev uint64, err error) {
 	key := ckptKey(p)
-	kve, err := c.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return Checkpoint{}, 0, nil
-	}
-	if err != nil {
-		return Checkpoint{}, 0, fmt.Errorf("checkpoint %s: %w", key, err)
-	}
-	e, err := decodeEntry(key, kve.Value())
-	if err != nil {
-		return Checkpoint{}, 0, err
-	}
-	ck = Checkpoint{Epoch: e.epoch, Offset: e.offset, State: e.state}
-	if e.object != "" {
-		if ck.State, err = c.obj.GetBytes(ctx, e.object); err != nil {
+	for attempt := 0; ; attempt++ {
+		kve, err := c.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return Checkpoint{}, 0, nil
+		}
+		if err != nil {
+			return Checkpoint{}, 0, fmt.Errorf("checkpoint %s: %w", key, err)
+		}
+		e, err := decodeEntry(key, kve.Value())
+		if err != nil {
+			return Checkpoint{}, 0, err
+		}
+		ck = Checkpoint{Epoch: e.epoch, Offset: e.offset, State: e.state}
+		if e.object == "" {
+			return ck, kve.Revision(), nil
+		}
+		if ck.State, err = c.obj.GetBytes(ctx, e.object); err == nil {
+			return ck, kve.Revision(), nil
+		}
+		if attempt == 4 {
+			return Checkpoint{}, 0, fmt.Errorf("checkpoint %s: object %s: %w", key, e.object, err)
+		}
+		if now, gerr := c.kv.Get(ctx, key); gerr == nil && now.Revision() == kve.Revision() {
 			return Checkpoint{}, 0, fmt.Errorf("checkpoint %s: object %s: %w", key, e.object, err)
 		}
 	}
-	return ck, kve.Revision(), nil
 }
 
 // Save writes partition p's checkpoint under ck.Epoch, unless the stored one

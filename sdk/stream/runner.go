@@ -35,16 +35,19 @@ type Event struct {
 	Epoch interfaces.Epoch
 	// Kind: "restored" (the checkpoint is loaded and the operator made:
 	// Offset, StateBytes, Took), "first" (the first record processed under
-	// this epoch: At, Offset), "stopped" (the task ended and its final
-	// checkpoint is written: At is the last record's processing time, or
-	// the stop's when it processed none; Offset), "fenced" (a newer owner wrote: the task stopped without a
+	// this epoch: At, Offset), "stopped" (the task ended at a drop, with its
+	// final checkpoint unless the state is above FinalCheckpointMax or a
+	// record was cut short: At is the last record's processing time, or the
+	// stop's when it processed none; Offset), "fenced" (a newer owner wrote: the task stopped without a
 	// checkpoint).
 	Kind       string
 	At         time.Time
 	Offset     uint64
 	StateBytes int
 	Took       time.Duration
-	Err        error
+	// Prepared: the restore used a Prepare (Took excludes its load).
+	Prepared bool
+	Err      error
 }
 
 // Config configures a Runner.
@@ -62,6 +65,12 @@ type Config struct {
 	LatencyWindow int
 	Logf          func(format string, args ...any)
 	OnEvent       func(Event)
+	// FinalCheckpointMax, when > 0, skips the checkpoint at a drop for a
+	// state larger than this many bytes: the next owner restores from the
+	// last periodic checkpoint (or from what it prepared) and replays the
+	// records since, instead of waiting for the upload. Exactly once holds
+	// either way (the sink skips what a replay re-emits).
+	FinalCheckpointMax int
 }
 
 // Runner runs a job's shards on JetStream; it is the worker.Handler a
@@ -73,6 +82,17 @@ type Runner struct {
 
 	mu    sync.Mutex
 	tasks map[interfaces.ShardID]*task
+	// warm holds the shards prepared for an add (Prepare).
+	warm map[interfaces.ShardID]*warmShard
+}
+
+// warmShard is a shard restored ahead of its add.
+type warmShard struct {
+	op     Operator
+	ck     Checkpoint
+	rev    uint64
+	object string
+	took   time.Duration
 }
 
 var _ worker.Handler = (*Runner)(nil)
@@ -114,7 +134,7 @@ func NewRunner(ctx context.Context, cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{cfg: cfg, ckpts: ck, sink: sink, tasks: map[interfaces.ShardID]*task{}}, nil
+	return &Runner{cfg: cfg, ckpts: ck, sink: sink, tasks: map[interfaces.ShardID]*task{}, warm: map[interfaces.ShardID]*warmShard{}}, nil
 }
 
 // Sink returns the runner's fenced sink.
@@ -169,16 +189,33 @@ func (r *Runner) OnAdd(ctx context.Context, spec interfaces.Shard, epoch interfa
 	if _, err := w.fence(ctx); err != nil {
 		return fmt.Errorf("add %s@%d: %w", spec.ID, epoch, err)
 	}
-	ck, rev, err := r.ckpts.load(ctx, p)
-	if err != nil {
-		return fmt.Errorf("add %s@%d: %w", spec.ID, epoch, err)
+	r.mu.Lock()
+	warm := r.warm[spec.ID]
+	delete(r.warm, spec.ID)
+	r.mu.Unlock()
+	var (
+		ck     Checkpoint
+		rev    uint64
+		object string
+		op     Operator
+	)
+	if warm != nil {
+		// Prepared: restore from that checkpoint and replay what came
+		// after it; a newer one the old owner wrote since is not needed.
+		ck, rev, object, op = warm.ck, warm.rev, warm.object, warm.op
+	} else {
+		if ck, rev, err = r.ckpts.load(ctx, p); err != nil {
+			return fmt.Errorf("add %s@%d: %w", spec.ID, epoch, err)
+		}
+		if len(ck.State) > InlineMax {
+			object = objectName(p, ck)
+		}
+		if op, err = r.cfg.New(spec.ID, ck.State); err != nil {
+			return fmt.Errorf("add %s@%d: restore: %w", spec.ID, epoch, err)
+		}
 	}
 	if ck.Epoch > epoch {
 		return fmt.Errorf("add %s: %w: checkpoint of epoch %d, got %d", spec.ID, interfaces.ErrStaleEpoch, ck.Epoch, epoch)
-	}
-	op, err := r.cfg.New(spec.ID, ck.State)
-	if err != nil {
-		return fmt.Errorf("add %s@%d: restore: %w", spec.ID, epoch, err)
 	}
 	st, err := r.cfg.JS.Stream(ctx, r.cfg.Names.InputStream())
 	if err != nil {
@@ -197,9 +234,9 @@ func (r *Runner) OnAdd(ctx context.Context, spec interfaces.Shard, epoch interfa
 		return fmt.Errorf("add %s@%d: consumer: %w", spec.ID, epoch, err)
 	}
 	tctx, cancel := context.WithCancel(context.Background())
-	t := &task{r: r, id: spec.ID, p: p, epoch: epoch, op: op, cons: cons, w: w, rev: rev, cancel: cancel, done: make(chan struct{}), offset: ck.Offset, saved: ck.Offset, stateSize: len(ck.State)}
+	t := &task{r: r, id: spec.ID, p: p, epoch: epoch, op: op, cons: cons, w: w, rev: rev, object: object, cancel: cancel, done: make(chan struct{}), offset: ck.Offset, saved: ck.Offset, stateSize: len(ck.State)}
 	t.st.init(r.cfg.LatencyWindow, time.Now())
-	r.cfg.OnEvent(Event{Shard: spec.ID, Epoch: epoch, Kind: "restored", At: time.Now(), Offset: ck.Offset, StateBytes: len(ck.State), Took: time.Since(start)})
+	r.cfg.OnEvent(Event{Shard: spec.ID, Epoch: epoch, Kind: "restored", At: time.Now(), Offset: ck.Offset, StateBytes: len(ck.State), Took: time.Since(start), Prepared: warm != nil})
 	r.mu.Lock()
 	if old := r.tasks[spec.ID]; old != nil {
 		r.mu.Unlock()
@@ -209,6 +246,41 @@ func (r *Runner) OnAdd(ctx context.Context, spec interfaces.Shard, epoch interfa
 	r.tasks[spec.ID] = t
 	r.mu.Unlock()
 	go t.run(tctx)
+	return nil
+}
+
+// Prepare restores shard from its latest checkpoint ahead of an add, while
+// its current owner keeps running: the warm-up phase of a move. The OnAdd
+// that follows (any epoch) starts from the prepared state and replays the
+// records after it, so the state's transfer is off the move's critical
+// path. A shard already running here is not prepared again.
+func (r *Runner) Prepare(ctx context.Context, shard interfaces.ShardID) error {
+	p, err := r.cfg.Names.Partition(shard)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	_, running := r.tasks[shard]
+	r.mu.Unlock()
+	if running {
+		return nil
+	}
+	start := time.Now()
+	ck, rev, err := r.ckpts.load(ctx, p)
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", shard, err)
+	}
+	op, err := r.cfg.New(shard, ck.State)
+	if err != nil {
+		return fmt.Errorf("prepare %s: restore: %w", shard, err)
+	}
+	w := &warmShard{op: op, ck: ck, rev: rev, took: time.Since(start)}
+	if len(ck.State) > InlineMax {
+		w.object = objectName(p, ck)
+	}
+	r.mu.Lock()
+	r.warm[shard] = w
+	r.mu.Unlock()
 	return nil
 }
 
@@ -244,39 +316,78 @@ func (t *task) stop(ctx context.Context) error {
 	defer func() {
 		_ = t.r.cfg.JS.DeleteConsumer(context.Background(), t.r.cfg.Names.InputStream(), t.cons.CachedInfo().Name)
 	}()
-	if t.fenced || t.dirty {
+	if t.fenced {
 		return nil
-	}
-	if err := t.checkpoint(ctx); err != nil {
-		return fmt.Errorf("drop %s@%d: final checkpoint: %w", t.id, t.epoch, err)
 	}
 	at := t.last
 	if at.IsZero() {
 		at = time.Now() // processed nothing
 	}
+	t.mu.Lock()
+	big := t.r.cfg.FinalCheckpointMax > 0 && t.stateSize > t.r.cfg.FinalCheckpointMax
+	t.mu.Unlock()
+	if !big && !t.dirty {
+		if err := t.checkpoint(ctx); err != nil {
+			return fmt.Errorf("drop %s@%d: final checkpoint: %w", t.id, t.epoch, err)
+		}
+	}
 	t.r.cfg.OnEvent(Event{Shard: t.id, Epoch: t.epoch, Kind: "stopped", At: at, Offset: t.offset})
 	return nil
 }
 
+// checkpoint writes the task's checkpoint now (nothing when no record was
+// processed since the last one).
 func (t *task) checkpoint(ctx context.Context) error {
+	job, ok, err := t.snapshot()
+	if !ok || err != nil {
+		return err
+	}
+	return t.applySave(job.save(ctx))
+}
+
+// ckptJob is a checkpoint being written: the state taken at offset, the
+// entry's revision and object it replaces.
+type ckptJob struct {
+	t      *task
+	ck     Checkpoint
+	rev    uint64
+	object string
+	// result
+	newRev uint64
+	err    error
+}
+
+// snapshot takes the operator's state at the current offset (the task's
+// goroutine); ok is false when nothing was processed since the last
+// checkpoint.
+func (t *task) snapshot() (*ckptJob, bool, error) {
 	if t.rev != 0 && t.offset == t.saved {
-		return nil // nothing processed since the last one
+		return nil, false, nil
 	}
 	state, err := t.op.Snapshot()
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	t.mu.Lock()
 	t.stateSize = len(state)
 	t.mu.Unlock()
-	ck := Checkpoint{Epoch: t.epoch, Offset: t.offset, State: state}
-	rev, err := t.r.ckpts.save(ctx, t.p, ck, t.rev, t.object)
-	if err != nil {
-		return err
+	return &ckptJob{t: t, ck: Checkpoint{Epoch: t.epoch, Offset: t.offset, State: state}, rev: t.rev, object: t.object}, true, nil
+}
+
+// save writes the job's checkpoint (any goroutine).
+func (j *ckptJob) save(ctx context.Context) *ckptJob {
+	j.newRev, j.err = j.t.r.ckpts.save(ctx, j.t.p, j.ck, j.rev, j.object)
+	return j
+}
+
+// applySave records a written checkpoint (the task's goroutine).
+func (t *task) applySave(j *ckptJob) error {
+	if j.err != nil {
+		return j.err
 	}
-	t.rev, t.object, t.saved = rev, "", t.offset
-	if len(state) > InlineMax {
-		t.object = objectName(t.p, ck)
+	t.rev, t.object, t.saved = j.newRev, "", j.ck.Offset
+	if len(j.ck.State) > InlineMax {
+		t.object = objectName(t.p, j.ck)
 	}
 	return nil
 }
@@ -291,10 +402,20 @@ type output struct {
 // checkpoint covers it: a checkpoint at offset X never runs ahead of the
 // sink, so a replay from it re-emits only outputs the sink already holds or
 // has not seen.
+//
+// Periodic checkpoints are written in the background: the state is taken
+// between records, and the task processes on while it uploads (one at a
+// time), so a large state does not pause its own shard.
 func (t *task) run(ctx context.Context) {
 	defer close(t.done)
 	cfg := t.r.cfg
 	lastCkpt := time.Now()
+	var inflight chan *ckptJob
+	defer func() {
+		if inflight != nil {
+			t.finish(<-inflight)
+		}
+	}()
 	var outs []output
 	emit := func(seq uint64, data []byte) { outs = append(outs, output{seq, data}) }
 	first := true
@@ -322,16 +443,40 @@ func (t *task) run(ctx context.Context) {
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
 			cfg.Logf("stream: %s@%d: fetch: %v", t.id, t.epoch, err)
 		}
-		if time.Since(lastCkpt) >= cfg.CheckpointEvery && ctx.Err() == nil {
-			if err := t.checkpoint(context.Background()); errors.Is(err, ErrFenced) {
-				t.fence(err)
-				return
-			} else if err != nil {
-				cfg.Logf("stream: %s@%d: checkpoint: %v", t.id, t.epoch, err)
+		if inflight != nil {
+			select {
+			case j := <-inflight:
+				inflight = nil
+				if !t.finish(j) {
+					return
+				}
+			default:
 			}
+		}
+		if inflight == nil && time.Since(lastCkpt) >= cfg.CheckpointEvery && ctx.Err() == nil {
 			lastCkpt = time.Now()
+			j, ok, err := t.snapshot()
+			if err != nil {
+				cfg.Logf("stream: %s@%d: snapshot: %v", t.id, t.epoch, err)
+			} else if ok {
+				inflight = make(chan *ckptJob, 1)
+				go func(ch chan<- *ckptJob) { ch <- j.save(context.Background()) }(inflight)
+			}
 		}
 	}
+}
+
+// finish records a background checkpoint's result; false: fenced, stop.
+func (t *task) finish(j *ckptJob) bool {
+	err := t.applySave(j)
+	if errors.Is(err, ErrFenced) {
+		t.fence(err)
+		return false
+	}
+	if err != nil {
+		t.r.cfg.Logf("stream: %s@%d: checkpoint: %v", t.id, t.epoch, err)
+	}
+	return true
 }
 
 // process handles one message; false stops the task (fenced).
