@@ -107,7 +107,7 @@ func benchMove(b *testing.B, size int, prepared bool) {
 		b.Fatal(err)
 	}
 	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js, _ := jetstream.New(nc, jetstream.WithDefaultTimeout(30*time.Second)) // a 64 MiB object on a loaded machine
 	ctx := context.Background()
 	n := stream.Names{Job: "mv"}
 	clk := &clock{at: map[interfaces.ShardID][]time.Time{}}
@@ -167,7 +167,9 @@ func benchMove(b *testing.B, size int, prepared bool) {
 		}
 	}()
 	defer func() { close(stop); pwg.Wait() }()
-	shard := func(p int) interfaces.Shard { return interfaces.Shard{ID: interfaces.ShardID(fmt.Sprintf("mv/%d", p)), Job: "mv"} }
+	shard := func(p int) interfaces.Shard {
+		return interfaces.Shard{ID: interfaces.ShardID(fmt.Sprintf("mv/%d", p)), Job: "mv"}
+	}
 	for p, r := range []int{0, 0, 0, 1} {
 		if err := rs[r].OnAdd(ctx, shard(p), 1); err != nil {
 			b.Fatal(err)

@@ -412,26 +412,39 @@ func (t *task) run(ctx context.Context) {
 	lastCkpt := time.Now()
 	var inflight chan *ckptJob
 	defer func() {
-		if inflight != nil {
-			t.finish(<-inflight)
+		if inflight == nil {
+			return
 		}
+		t.mu.Lock()
+		big := cfg.FinalCheckpointMax > 0 && t.stateSize > cfg.FinalCheckpointMax
+		t.mu.Unlock()
+		if big {
+			// Not waited for: the next owner does not need it. It lands
+			// (consistent: it never runs ahead of the sink) or meets the
+			// next owner's newer epoch and is refused.
+			t.dirty = true
+			return
+		}
+		t.finish(<-inflight)
 	}()
 	var outs []output
 	emit := func(seq uint64, data []byte) { outs = append(outs, output{seq, data}) }
 	first := true
+	// A continuous pull (the client keeps up to Batch records requested,
+	// with heartbeats) rather than one Fetch after another: an expired
+	// fetch whose end the server does not report holds the client for its
+	// wait + 1s.
+	it, err := t.cons.Messages(jetstream.PullMaxMessages(cfg.Batch))
+	if err != nil {
+		cfg.Logf("stream: %s@%d: consume: %v", t.id, t.epoch, err)
+		t.dirty = true
+		return
+	}
+	defer it.Stop()
 	for ctx.Err() == nil {
-		batch, err := t.cons.Fetch(cfg.Batch, jetstream.FetchMaxWait(100*time.Millisecond))
-		if err != nil {
-			if ctx.Err() == nil {
-				cfg.Logf("stream: %s@%d: fetch: %v", t.id, t.epoch, err)
-				time.Sleep(50 * time.Millisecond)
-			}
-			continue
-		}
-		for m := range batch.Messages() {
-			if ctx.Err() != nil {
-				break // not acknowledged: the next owner replays it
-			}
+		m, err := it.Next(jetstream.NextMaxWait(100 * time.Millisecond))
+		switch {
+		case err == nil:
 			if !t.process(ctx, m, &outs, emit) {
 				return
 			}
@@ -439,9 +452,14 @@ func (t *task) run(ctx context.Context) {
 				first = false
 				cfg.OnEvent(Event{Shard: t.id, Epoch: t.epoch, Kind: "first", At: t.last, Offset: t.offset})
 			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
-			cfg.Logf("stream: %s@%d: fetch: %v", t.id, t.epoch, err)
+		case errors.Is(err, nats.ErrTimeout):
+		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+			return
+		default:
+			if ctx.Err() == nil {
+				cfg.Logf("stream: %s@%d: next: %v", t.id, t.epoch, err)
+				time.Sleep(50 * time.Millisecond)
+			}
 		}
 		if inflight != nil {
 			select {

@@ -151,7 +151,8 @@ func connect(url string) (jetstream.JetStream, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("--nats %s: %w", url, err)
 	}
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(30*time.Second)) // large checkpoints
+
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
