@@ -289,6 +289,36 @@ func TestStreamingExactlyOnce(t *testing.T) {
 		}
 		startWorker(h)
 	}
+	// The regions' balancers plan the rebalancing onto the new hosts and
+	// the plans are applied at once (a periodic round would do the same,
+	// at its own pace).
+	eventually(t, "rebalancing plans applied", 30*time.Second, func() error {
+		for name, group := range c.Regions {
+			l, err := Leader(ctx, group)
+			if err != nil {
+				return err
+			}
+			a, done, err := Admin(l)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if _, err := regionChildren(ctx, group); err != nil {
+				return err
+			}
+			pl, err := a.Plan(ctx, &wire.AdminPlanRequest{})
+			if err != nil {
+				return fmt.Errorf("%s: plan: %w", name, err)
+			}
+			if len(pl.GetPlan().GetMoves()) == 0 {
+				return fmt.Errorf("%s: the plan has no move yet", name)
+			}
+			if _, err := a.ApplyPlan(ctx, &wire.ApplyPlanRequest{Token: pl.GetToken()}); err != nil {
+				return fmt.Errorf("%s: apply: %w", name, err)
+			}
+		}
+		return nil
+	})
 	eventually(t, "shards moved onto the new hosts", 30*time.Second, func() error {
 		p, err := placement(ctx, c)
 		if err != nil {
@@ -338,6 +368,7 @@ func TestStreamingExactlyOnce(t *testing.T) {
 
 	// The producer stops (closing every window); the sink must come to hold
 	// exactly the input's counts.
+	tEnd := time.Now()
 	stopProducer()
 	pwg.Wait()
 	if perr != nil {
@@ -458,7 +489,7 @@ func TestStreamingExactlyOnce(t *testing.T) {
 	}
 	sm, sl := through(tSteady, tRebalance)
 	rm, rl := through(tRebalance, tRebalanced)
-	dm, dl := through(tDrain, time.Now())
+	dm, dl := through(tDrain, tEnd)
 	t.Logf("throughput (records/s, per-second buckets: mean, lowest): steady %.0f, %d; rebalancing %.0f, %d; drain %.0f, %d (input %.0f/s)", sm, sl, rm, rl, dm, dl, rate)
 }
 
