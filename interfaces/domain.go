@@ -236,6 +236,9 @@ type ShardLoad struct {
 	Rate       float64
 	InputRate  float64
 	LatencyP99 time.Duration
+	// Lag is the records waiting for the shard (a broker's pending count);
+	// 0 when the worker does not say.
+	Lag float64
 }
 
 // Report is what a child tells its parent every interval.

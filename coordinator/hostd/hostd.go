@@ -223,6 +223,19 @@ func (d *Daemon) report() *wire.Report {
 	for name, v := range r.Used.Extra {
 		s.Tagged(map[string]string{"resource": name}).Gauge("host_extra_load").Update(v)
 	}
+	// What the workers measure (the synthetic driver's model, or a stream
+	// worker's broker and clock, sdk/stream): the shards' rates summed (a
+	// stream worker's is records per busy second), their input rates, the
+	// worst shard's p99 latency and the records waiting.
+	var input, lag float64
+	for _, sl := range r.Shards {
+		input += sl.InputRate
+		lag += sl.Lag
+	}
+	s.Gauge("host_rate_records_per_second").Update(r.Throughput)
+	s.Gauge("host_input_records_per_second").Update(input)
+	s.Gauge("host_latency_p99_seconds").Update(r.LatencyP99.Seconds())
+	s.Gauge("host_lag_records").Update(lag)
 	return wire.ReportToWire(r)
 }
 

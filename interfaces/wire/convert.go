@@ -691,6 +691,7 @@ func ShardLoadToWire(s interfaces.ShardLoad) *ShardLoad {
 		Rate:            s.Rate,
 		InputRate:       s.InputRate,
 		LatencyP99Nanos: int64(s.LatencyP99),
+		Lag:             s.Lag,
 	}
 }
 
@@ -714,12 +715,16 @@ func ShardLoadFromWire(m *ShardLoad) (interfaces.ShardLoad, error) {
 	if err != nil {
 		return interfaces.ShardLoad{}, err
 	}
+	if err := checkNonNeg(field+".lag", m.GetLag()); err != nil {
+		return interfaces.ShardLoad{}, err
+	}
 	return interfaces.ShardLoad{
 		Shard:      interfaces.ShardID(m.GetShard()),
 		Load:       l,
 		Rate:       m.GetRate(),
 		InputRate:  m.GetInputRate(),
 		LatencyP99: p99,
+		Lag:        m.GetLag(),
 	}, nil
 }
 

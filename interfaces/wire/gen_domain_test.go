@@ -175,6 +175,7 @@ var genShardLoad = rapid.Custom(func(t *rapid.T) interfaces.ShardLoad {
 		Rate:       genNonNeg.Draw(t, "rate"),
 		InputRate:  genNonNeg.Draw(t, "input_rate"),
 		LatencyP99: genLatency.Draw(t, "p99"),
+		Lag:        genNonNeg.Draw(t, "lag"),
 	}
 })
 

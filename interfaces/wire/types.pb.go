@@ -957,6 +957,7 @@ type ShardLoad struct {
 	Rate            float64                `protobuf:"fixed64,3,opt,name=rate,proto3" json:"rate,omitempty"`                            // records processed per second
 	InputRate       float64                `protobuf:"fixed64,4,opt,name=input_rate,json=inputRate,proto3" json:"input_rate,omitempty"` // records arriving per second
 	LatencyP99Nanos int64                  `protobuf:"varint,5,opt,name=latency_p99_nanos,json=latencyP99Nanos,proto3" json:"latency_p99_nanos,omitempty"`
+	Lag             float64                `protobuf:"fixed64,6,opt,name=lag,proto3" json:"lag,omitempty"` // records waiting (a broker's pending count)
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1022,6 +1023,13 @@ func (x *ShardLoad) GetInputRate() float64 {
 func (x *ShardLoad) GetLatencyP99Nanos() int64 {
 	if x != nil {
 		return x.LatencyP99Nanos
+	}
+	return 0
+}
+
+func (x *ShardLoad) GetLag() float64 {
+	if x != nil {
+		return x.Lag
 	}
 	return 0
 }
@@ -1569,14 +1577,15 @@ const file_types_proto_rawDesc = "" +
 	"\n" +
 	"infeasible\x18\x04 \x03(\v2\x15.strata.v1.InfeasibleR\n" +
 	"infeasible\x12,\n" +
-	"\asummary\x18\x05 \x01(\v2\x12.strata.v1.SummaryR\asummary\"\xa5\x01\n" +
+	"\asummary\x18\x05 \x01(\v2\x12.strata.v1.SummaryR\asummary\"\xb7\x01\n" +
 	"\tShardLoad\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\tR\x05shard\x12#\n" +
 	"\x04load\x18\x02 \x01(\v2\x0f.strata.v1.LoadR\x04load\x12\x12\n" +
 	"\x04rate\x18\x03 \x01(\x01R\x04rate\x12\x1d\n" +
 	"\n" +
 	"input_rate\x18\x04 \x01(\x01R\tinputRate\x12*\n" +
-	"\x11latency_p99_nanos\x18\x05 \x01(\x03R\x0flatencyP99Nanos\"\x80\x03\n" +
+	"\x11latency_p99_nanos\x18\x05 \x01(\x03R\x0flatencyP99Nanos\x12\x10\n" +
+	"\x03lag\x18\x06 \x01(\x01R\x03lag\"\x80\x03\n" +
 	"\x06Report\x12\x14\n" +
 	"\x05child\x18\x01 \x01(\tR\x05child\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12+\n" +
