@@ -113,3 +113,12 @@ chaos:
 
 chaos-soak:
 	STRATA_CHAOS=1 $(GO) test -count=1 -v -timeout 0 -run '^TestChaosSoak$$' ./coordinator/chaos -chaos.duration=$(CHAOS_DURATION) $(CHAOS_FLAGS)
+
+.PHONY: dst-soak
+# The deterministic simulation's soak (coordinator/dst): seed after seed of the
+# whole hierarchy under faults, until DST_STEPS steps (default 10M); a
+# progress bar on a terminal; exits 1 on any violation. docs/reliability.md
+# ("Deterministic simulation") has the figures.
+DST_STEPS ?= 10000000
+dst-soak:
+	$(GO) run ./coordinator/dst/soak -steps $(DST_STEPS)
