@@ -99,15 +99,24 @@ func (l *Leases) SessionLost(child interfaces.ChildID, now time.Time) {
 // (its lease is timed from its send of the message the grant answered, which
 // preceded the grant's send) and has had its stop budget to stop its shards.
 func (l *Leases) LeaseEnd(child interfaces.ChildID, stopBudget time.Duration) time.Time {
-	from := l.lastGrant[child]
-	if from.Before(l.since) {
-		from = l.since
-	}
-	end := from.Add(l.cfg.TTL + stopBudget + l.cfg.DriftMargin)
+	end := LeaseEnd(l.lastGrant[child], l.since, l.cfg.TTL+stopBudget+l.cfg.DriftMargin)
 	if d, ok := l.dropped[child]; ok && l.cfg.Mutations.ReplaceOnSessionLoss && d.Before(end) {
 		end = d
 	}
 	return end
+}
+
+// LeaseEnd is the rule Leases.LeaseEnd applies: a child's lease, as its
+// parent's leader counts it, ends wait (TTL + the child's stop budget + the
+// drift margin) after its last grant, or after the leader's election (since)
+// if that is later. tierd's loop (leaseEnd) applies the same rule to the
+// state it keeps itself.
+func LeaseEnd(lastGrant, since time.Time, wait time.Duration) time.Time {
+	from := lastGrant
+	if from.Before(since) {
+		from = since
+	}
+	return from.Add(wait)
 }
 
 // Silent reports whether child's lease has ended at now (from this leader's
