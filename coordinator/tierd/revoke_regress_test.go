@@ -98,7 +98,7 @@ func TestStaleRevokeAckDoesNotCompleteANewerMove(t *testing.T) {
 	}
 }
 
-// P2: childRevoked finishes the parent's revoke on an ack from a child that is
+// P2: the revoke ack (tiercore.RevokeAcked) finishes the parent's revoke on an ack from a child that is
 // not the owner (a duplicate ack from the old source of a completed move).
 func TestParentRevokeFinishesOnlyOnTheOwnersAck(t *testing.T) {
 	d, h := revokeRegion(t, "h1", "h2")

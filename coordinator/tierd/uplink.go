@@ -440,7 +440,7 @@ func (h uplinkHandler) OnRevoke(r *wire.Revoke) *wire.Ack {
 		return u.finishRevoke(context.Background(), shard)
 	}
 	d.sendRevoke(st.Owner, shard, st.Epoch)
-	return nil // acked when the child acks (childRevoked)
+	return nil // acked when the child acks (finishAcked)
 }
 
 // ownerGone reports whether no child runs shard st for us: it has no owner,
