@@ -129,3 +129,12 @@ compose-smoke: compose-deps image
 
 compose-chaos: compose-deps image
 	STRATA_IMAGE=$(IMAGE) deploy/compose/chaos.sh
+
+.PHONY: dst-soak
+# The deterministic simulation's soak (coordinator/dst): seed after seed of the
+# whole hierarchy under faults, until DST_STEPS steps (default 10M); a
+# progress bar on a terminal; exits 1 on any violation. docs/reliability.md
+# ("Deterministic simulation") has the figures.
+DST_STEPS ?= 10000000
+dst-soak:
+	$(GO) run ./coordinator/dst/soak -steps $(DST_STEPS)

@@ -47,6 +47,27 @@
 // tombstone). docs/reliability.md ("Guarantees and bounds") gives the lifetime
 // and why it is long enough.
 //
+// # The session core
+//
+// The bookkeeping of a tier replica's sessions, as state machines that take
+// the time as an argument and return decisions (the driver commits and sends
+// what they say; coordinator/tierd and the deterministic simulation
+// coordinator/dst are the two drivers):
+//
+//	Uplink     the child side of the session with the parent: the parent's
+//	           epochs (wire epochs composed from them, Compose), the parent's
+//	           pending revokes, their tombstones, and the lease from the parent
+//	Leases     the parent side of its children's leases: when each was last
+//	           granted, since when this replica leads, who is being declared
+//	           lost; LeaseEnd is never before the child's own count ends
+//	Assigns    the last Assign sent per shard and its ack: when a report
+//	           makes it due again
+//	RevokeAcked what a child's revoke ack means: complete the move, finish
+//	           the parent's revoke, or nothing
+//
+// Mutations are test-only switches that put issue 20's failure modes back, so
+// that the simulation can show it catches them; production never sets them.
+//
 // # Group terms (AdmitHello)
 //
 // A child that is a Raft group states in its Hello the term its sending replica

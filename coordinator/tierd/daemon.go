@@ -24,6 +24,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/raftnode"
 	"github.com/strata-sched/strata/coordinator/session"
 	"github.com/strata-sched/strata/coordinator/telemetry"
+	"github.com/strata-sched/strata/coordinator/tiercore"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
 	"github.com/strata-sched/strata/internal/tlsutil"
@@ -73,8 +74,8 @@ type Daemon struct {
 	// declaring holds the children being declared failed (declareFailed):
 	// no lease is granted to them meanwhile.
 	declaring  map[interfaces.ChildID]bool
-	revokeSent map[interfaces.ShardID]time.Time   // in-flight moves: when Revoke was last sent
-	assignSent map[interfaces.ShardID]assignState // the last Assign sent per shard, and its ack
+	revokeSent map[interfaces.ShardID]time.Time // in-flight moves: when Revoke was last sent
+	assignSent tiercore.Assigns                 // the last Assign sent per shard, and its ack
 	// refused holds the Assigns a child tier refused (e.g. a region without
 	// a lease from us yet), to send again (retryRefused): unlike a host's, a
 	// tier's reports do not list its shards, so nothing else would.
@@ -114,14 +115,6 @@ type Daemon struct {
 	done   sync.WaitGroup
 }
 
-// assignState tracks the last Assign sent for a shard: when, at which wire
-// epoch, and whether the child acked it.
-type assignState struct {
-	at    time.Time
-	epoch uint64
-	acked bool
-}
-
 // Start opens the replica's Raft state, starts its servers and its control loop.
 // logOut receives the daemon's log; nil discards it.
 func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
@@ -146,7 +139,6 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		reports:    map[interfaces.ChildID]interfaces.Report{},
 		addrs:      map[interfaces.ChildID]string{},
 		revokeSent: map[interfaces.ShardID]time.Time{},
-		assignSent: map[interfaces.ShardID]assignState{},
 		refused:    map[interfaces.ShardID]time.Time{},
 		deleted:    map[interfaces.ShardID]uint64{},
 		declaring:  map[interfaces.ChildID]bool{},

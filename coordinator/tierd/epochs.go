@@ -1,6 +1,9 @@
 package tierd
 
-import "github.com/strata-sched/strata/interfaces"
+import (
+	"github.com/strata-sched/strata/coordinator/tiercore"
+	"github.com/strata-sched/strata/interfaces"
+)
 
 // Epochs on the wire.
 //
@@ -21,12 +24,12 @@ import "github.com/strata-sched/strata/interfaces"
 //
 // A tier that does not know its parent's epoch for a shard (a new leader, before
 // its parent re-sent the shard's Assign) sends nothing about that shard.
-const localBits = 16
+const localBits = tiercore.LocalBits
 
-const localMask = 1<<localBits - 1
+const localMask = tiercore.LocalMask
 
 // wireEpoch returns the epoch to send a child for shard at local epoch e, and
-// whether it is known.
+// whether it is known (tiercore.Uplink.WireEpoch).
 func (d *Daemon) wireEpoch(shard interfaces.ShardID, e interfaces.Epoch) (uint64, bool) {
 	if d.up == nil {
 		return uint64(e), true
@@ -36,30 +39,21 @@ func (d *Daemon) wireEpoch(shard interfaces.ShardID, e interfaces.Epoch) (uint64
 		return 0, false
 	}
 	d.up.mu.Lock()
-	g := d.up.epochs[shard]
-	d.up.mu.Unlock()
-	return compose(g, e)
-}
-
-// compose is the wire epoch of parent epoch g and local epoch e; unknown
-// when g is (0).
-func compose(g, e interfaces.Epoch) (uint64, bool) {
-	if g == 0 {
-		return 0, false
-	}
-	return uint64(g)<<localBits | uint64(e), true
+	defer d.up.mu.Unlock()
+	return d.up.core.WireEpoch(shard, uint64(e))
 }
 
 // revokeEpoch is wireEpoch for a revoke: when the parent's epoch for the shard
 // is not known now (forgotten at a reconnect, not confirmed again yet), the
-// last one known composes it. A revoke may name an epoch the child does not
-// hold yet; an assign may not, which is why wireEpoch does not fall back.
+// last one known composes it (tiercore.Uplink.RevokeEpoch).
 func (d *Daemon) revokeEpoch(shard interfaces.ShardID, e interfaces.Epoch) (uint64, bool) {
-	if we, ok := d.wireEpoch(shard, e); ok || d.up == nil || e > localMask {
-		return we, ok
+	if d.up == nil {
+		return uint64(e), true
+	}
+	if e > localMask {
+		return 0, false
 	}
 	d.up.mu.Lock()
-	g := d.up.lastKnown[shard]
-	d.up.mu.Unlock()
-	return compose(g, e)
+	defer d.up.mu.Unlock()
+	return d.up.core.RevokeEpoch(shard, uint64(e))
 }

@@ -98,7 +98,7 @@ func TestStaleRevokeAckDoesNotCompleteANewerMove(t *testing.T) {
 	}
 }
 
-// P2: childRevoked finishes the parent's revoke on an ack from a child that is
+// P2: the revoke ack (tiercore.RevokeAcked) finishes the parent's revoke on an ack from a child that is
 // not the owner (a duplicate ack from the old source of a completed move).
 func TestParentRevokeFinishesOnlyOnTheOwnersAck(t *testing.T) {
 	d, h := revokeRegion(t, "h1", "h2")
@@ -139,7 +139,7 @@ func TestParentRevokeIsResentToAReconnectedOwner(t *testing.T) {
 		}
 	}
 	st, ok := d.Tier().FSM.Shard("j/0")
-	t.Errorf("h1 runs j/0 which the parent revoked; no Revoke sent to h1 (shard %v %+v, hidden from view: %v)", ok, st, len(d.up.revoking))
+	t.Errorf("h1 runs j/0 which the parent revoked; no Revoke sent to h1 (shard %v %+v, hidden from view: %v)", ok, st, d.up.core.PendingCount())
 }
 
 // P4: after the uplink reconnects (epochs forgotten) the parent's Hello
@@ -181,7 +181,7 @@ func TestOperatorPlanLeavesRevokingShards(t *testing.T) {
 	d.onAck(ctx, s1, revokeAck("j/0", w(5, 1))) // h1 acks the parent's revoke
 	st, ok := d.Tier().FSM.Shard("j/0")
 	if msgs := drain(s2); ok && st.Owner == "h2" {
-		t.Errorf("shard being revoked by the parent started on h2 (%v); parent revoke still pending: %v", msgs, d.up.revoking)
+		t.Errorf("shard being revoked by the parent started on h2 (%v); parent revoke still pending: %v", msgs, d.up.core.Pending())
 	}
 }
 
@@ -291,7 +291,7 @@ func TestGrantCappedAsItLeaves(t *testing.T) {
 		t.Fatal("a grant left a region that holds no lease from its parent")
 	}
 	d.up.mu.Lock()
-	d.up.leaseUntil = time.Now().Add(time.Second)
+	d.up.core.OnLease(time.Now(), time.Second*4/3)
 	d.up.mu.Unlock()
 	if !d.capGrant(g) || time.Duration(g.GetTtlNanos()) > time.Second {
 		t.Fatalf("grant ttl %v with 1s of the region's lease left", time.Duration(g.GetTtlNanos()))

@@ -529,12 +529,9 @@ func (d *Daemon) goneEpoch(id interfaces.ShardID) uint64 {
 	if d.up == nil {
 		return max(e, uint64(d.tier.FSM.EpochFloor()))
 	}
-	if g, ok := d.up.tombstone(id); ok {
-		if we, ok := compose(interfaces.Epoch(g), localMask); ok {
-			e = max(e, we)
-		}
-	}
-	return e
+	d.up.mu.Lock()
+	defer d.up.mu.Unlock()
+	return max(e, d.up.core.GoneEpoch(id))
 }
 
 // sendReconciled sends what tiercore.Reconcile decided, with send; Assigns
@@ -549,7 +546,7 @@ func (d *Daemon) sendReconciled(msgs []tiercore.Msg, send func(*wire.ParentMessa
 			}
 			if send(wire.AssignToWire(st.Spec, interfaces.Epoch(m.Epoch))) {
 				d.mu.Lock()
-				d.assignSent[m.Shard] = assignState{at: time.Now(), epoch: m.Epoch}
+				d.assignSent.Sent(m.Shard, m.Epoch, time.Now())
 				d.mu.Unlock()
 			}
 		case tiercore.Revoke:
@@ -584,7 +581,7 @@ func (d *Daemon) assignOn(s *childSession, shard interfaces.ShardID, epoch inter
 	}
 	if send(wire.AssignToWire(st.Spec, interfaces.Epoch(we))) {
 		d.mu.Lock()
-		d.assignSent[shard] = assignState{at: time.Now(), epoch: we}
+		d.assignSent.Sent(shard, we, time.Now())
 		d.mu.Unlock()
 		return true
 	}
@@ -703,14 +700,8 @@ func (d *Daemon) reconcileReport(s *childSession, r interfaces.Report) {
 			continue
 		}
 		// Re-send when the child acked it and still does not run it (it fenced
-		// or lost it), or when no ack came for a long while; a child busy with
-		// a burst of assigns is not flooded with copies.
-		last := d.assignSent[a.ID]
-		wait := 2 * d.cfg.ReportInterval
-		if !last.acked {
-			wait = 4 * d.cfg.LeaseTTL
-		}
-		if now.Sub(last.at) > wait {
+		// or lost it), or when no ack came for a long while (tiercore.Assigns).
+		if d.assignSent.Due(a.ID, now, d.cfg.ReportInterval, d.cfg.LeaseTTL) {
 			due[a.ID] = true
 		}
 	}
@@ -733,19 +724,15 @@ func (d *Daemon) onAck(ctx context.Context, s *childSession, ack *wire.Ack) {
 	shard := interfaces.ShardID(ack.GetShard())
 	if ack.GetKind() == wire.AckKind_ACK_KIND_ASSIGN {
 		d.mu.Lock()
-		if st, ok := d.assignSent[shard]; ok && st.epoch == ack.GetEpoch() {
+		// A refusal (e.g. no lease yet) is due again at the next report.
+		if d.assignSent.Acked(shard, ack.GetEpoch(), ack.GetOk()) {
 			if ack.GetOk() {
-				st.acked = true
 				delete(d.refused, shard)
-			} else {
-				st.at = time.Time{} // refused (e.g. no lease yet): try again at the next report
+			} else if d.cfg.ChildTier != interfaces.TierHost && !strings.Contains(ack.GetError(), interfaces.ErrStaleEpoch.Error()) {
 				// A child tier's refusal other than a stale epoch (which
 				// the same Assign would meet again) is retried.
-				if d.cfg.ChildTier != interfaces.TierHost && !strings.Contains(ack.GetError(), interfaces.ErrStaleEpoch.Error()) {
-					d.refused[shard] = time.Now()
-				}
+				d.refused[shard] = time.Now()
 			}
-			d.assignSent[shard] = st
 		}
 		d.mu.Unlock()
 	}
@@ -769,17 +756,18 @@ func (d *Daemon) onAck(ctx context.Context, s *childSession, ack *wire.Ack) {
 	d.decide.Lock()
 	defer d.decide.Unlock()
 	st, ok := d.tier.FSM.Shard(shard)
-	if ok && st.InFlight != nil && st.InFlight.From == s.id {
-		// Only an ack of the revoke sent for this move: a late duplicate of
-		// an earlier move's revoke (the loop re-sends them) must not complete
-		// it while the source still runs the shard.
-		if d.ackCovers(shard, st.Epoch, ack.GetEpoch()) {
-			d.completeMove(ctx, shard, st.Epoch, st.InFlight.To)
-		}
-		return
+	var cs tiercore.Shard
+	if ok {
+		cs = d.coreShardOf(st)
 	}
-	if d.up != nil {
-		d.up.childRevoked(ctx, shard, s.id, ack.GetEpoch())
+	// Only an ack of the revoke sent now counts (tiercore.RevokeAcked): a
+	// late duplicate of an earlier move's revoke (the loop re-sends them)
+	// must not complete a move while the source still runs the shard.
+	switch tiercore.RevokeAcked(cs, ok, s.id, ack.GetEpoch(), d.up != nil && d.up.leaving(shard)) {
+	case tiercore.AckCompleteMove:
+		d.completeMove(ctx, shard, st.Epoch, st.InFlight.To)
+	case tiercore.AckFinishRevoke:
+		d.up.finishAcked(ctx, shard)
 	}
 }
 
@@ -803,13 +791,6 @@ func (d *Daemon) unassignRevoked(ctx context.Context, s *childSession, shard int
 		return
 	}
 	d.poke()
-}
-
-// ackCovers reports whether a child's revoke ack at wire epoch ack is for the
-// shard's local epoch e or a later one (the revoke this tier sends at e).
-func (d *Daemon) ackCovers(shard interfaces.ShardID, e interfaces.Epoch, ack uint64) bool {
-	we, known := d.revokeEpoch(shard, e)
-	return known && ack >= we
 }
 
 // completeMove commits an in-flight move and assigns the shard to its new owner.

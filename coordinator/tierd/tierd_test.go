@@ -284,13 +284,13 @@ func TestWireEpochs(t *testing.T) {
 	if _, ok := d.wireEpoch("s", 1); ok {
 		t.Error("wire epoch known without the parent's epoch")
 	}
-	d.up.epochs["s"] = 3
+	d.up.core.Assigned("s", 3)
 	w, ok := d.wireEpoch("s", 2)
 	if !ok || w != 3<<16|2 {
 		t.Errorf("wire epoch = %d %v, want %d", w, ok, 3<<16|2)
 	}
 	// A later stay (parent epoch 4) starts above anything of the earlier one.
-	d.up.epochs["s"] = 4
+	d.up.core.Assigned("s", 4)
 	if w2, _ := d.wireEpoch("s", 1); w2 <= w {
 		t.Errorf("epoch went down across stays: %d then %d", w, w2)
 	}

@@ -2,8 +2,6 @@ package tierd
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -23,18 +21,12 @@ type uplink struct {
 	d      *Daemon
 	client *session.Client
 
-	mu         sync.Mutex
-	leaseUntil time.Time
-	epochs     map[interfaces.ShardID]interfaces.Epoch // the parent's epoch per shard
-	// lastKnown is the parent's epoch per shard as last known, kept when a
-	// reconnect forgets epochs: it composes revokes (never assigns) for a
-	// shard the parent has not confirmed again (revokeEpoch).
-	lastKnown map[interfaces.ShardID]interfaces.Epoch
-	revoking  map[interfaces.ShardID]interfaces.Epoch // revokes asked by the parent, not yet acked
-	// tombs are the parent epochs the parent revoked shards at: an Assign at
-	// or below one is refused (a late or re-sent Assign must not bring the
-	// shard back). Kept across reconnects; docs/reliability.md gives the bound.
-	tombs  tiercore.Tombstones
+	mu sync.Mutex
+	// core is the uplink's state and decisions (the parent's epochs, pending
+	// revokes, tombstones, the lease): tiercore.Uplink, under mu. Its
+	// tombstones are kept across reconnects; docs/reliability.md gives the
+	// bound.
+	core   *tiercore.Uplink
 	cancel context.CancelFunc
 	done   chan struct{}
 	// term is the Raft term this replica leads in while the uplink runs: its
@@ -46,7 +38,7 @@ type uplink struct {
 type uplinkHandler struct{ u *uplink }
 
 func newUplink(d *Daemon) *uplink {
-	u := &uplink{d: d, epochs: map[interfaces.ShardID]interfaces.Epoch{}, lastKnown: map[interfaces.ShardID]interfaces.Epoch{}, revoking: map[interfaces.ShardID]interfaces.Epoch{}}
+	u := &uplink{d: d, core: tiercore.NewUplink(tiercore.Mutations{})}
 	c, err := session.NewClient(session.Config{
 		Parents:        d.cfg.Parent,
 		Hello:          u.hello,
@@ -116,22 +108,21 @@ func (u *uplink) watchLeadership(ctx context.Context, cancel context.CancelFunc,
 func (u *uplink) leaving(shard interfaces.ShardID) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	_, ok := u.revoking[shard]
-	return ok
+	return u.core.Leaving(shard)
 }
 
 // tombstone is the parent epoch the parent last revoked shard at, if any.
 func (u *uplink) tombstone(shard interfaces.ShardID) (uint64, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.tombs.Epoch(shard)
+	return u.core.Tombstone(shard)
 }
 
 func (u *uplink) stop() {
 	u.mu.Lock()
 	cancel, done := u.cancel, u.done
 	u.cancel, u.done = nil, nil
-	u.leaseUntil = time.Time{}
+	u.core.EndLease()
 	u.mu.Unlock()
 	if cancel != nil {
 		cancel()
@@ -143,7 +134,7 @@ func (u *uplink) stop() {
 func (u *uplink) leaseLeft(now time.Time) time.Duration {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.leaseUntil.Sub(now)
+	return u.core.LeaseLeft(now)
 }
 
 // capacity is this instance's capacity as its parent sees it: the sum of its
@@ -167,7 +158,7 @@ func (u *uplink) hello() *wire.Hello {
 	held := map[string]uint64{}
 	u.mu.Lock()
 	for _, a := range d.tier.FSM.Assignments() {
-		held[string(a.Shard)] = uint64(u.epochs[a.Shard])
+		held[string(a.Shard)] = u.core.Epoch(a.Shard)
 	}
 	u.mu.Unlock()
 	// Unplaced shards are held too: the parent gave them to us.
@@ -175,7 +166,7 @@ func (u *uplink) hello() *wire.Hello {
 	u.mu.Lock()
 	for _, s := range view.Shards {
 		if _, ok := held[string(s.ID)]; !ok {
-			held[string(s.ID)] = uint64(u.epochs[s.ID])
+			held[string(s.ID)] = u.core.Epoch(s.ID)
 		}
 	}
 	term := u.term
@@ -297,7 +288,7 @@ const restateEvery = 30
 func (u *uplink) filterView(v *interfaces.View) *interfaces.View {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if len(u.revoking) == 0 {
+	if u.core.PendingCount() == 0 {
 		return v
 	}
 	moving := map[interfaces.ShardID]bool{}
@@ -312,7 +303,7 @@ func (u *uplink) filterView(v *interfaces.View) *interfaces.View {
 	var pins []interfaces.Constraint
 	on := map[interfaces.ChildID]int{} // pins index by child
 	for _, a := range v.Assignments {
-		if _, gone := u.revoking[a.Shard]; !gone || moving[a.Shard] || !active[a.Child] {
+		if !u.core.Leaving(a.Shard) || moving[a.Shard] || !active[a.Child] {
 			continue
 		}
 		held[a.Shard] = true
@@ -325,7 +316,7 @@ func (u *uplink) filterView(v *interfaces.View) *interfaces.View {
 		}
 		pins[i].Shards = append(pins[i].Shards, a.Shard)
 	}
-	dropShards(v, func(id interfaces.ShardID) bool { _, gone := u.revoking[id]; return gone && !held[id] })
+	dropShards(v, func(id interfaces.ShardID) bool { return u.core.Leaving(id) && !held[id] })
 	v.Constraints = append(v.Constraints, pins...)
 	return v
 }
@@ -335,12 +326,12 @@ func (u *uplink) filterView(v *interfaces.View) *interfaces.View {
 func (u *uplink) dropRevoking(moves []interfaces.Move) []interfaces.Move {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if len(u.revoking) == 0 {
+	if u.core.PendingCount() == 0 {
 		return moves
 	}
 	out := moves[:0:0]
 	for _, m := range moves {
-		if _, gone := u.revoking[m.Shard]; !gone {
+		if !u.core.Leaving(m.Shard) {
 			out = append(out, m)
 		}
 	}
@@ -348,16 +339,13 @@ func (u *uplink) dropRevoking(moves []interfaces.Move) []interfaces.Move {
 }
 
 // OnLease: the lease runs from from, our own send of the report (or Hello)
-// the grant answers, minus a quarter as the safety margin. A grant never
-// shortens the lease an earlier one gave (each is the parent's promise on its
-// own); a short or late one simply renews nothing.
+// the grant answers, minus a quarter as the safety margin
+// (tiercore.Uplink.OnLease). A grant never shortens the lease an earlier one
+// gave (each is the parent's promise on its own); a short or late one simply
+// renews nothing.
 func (h uplinkHandler) OnLease(g *wire.LeaseGrant, from time.Time) {
-	ttl := time.Duration(g.GetTtlNanos())
-	margin := ttl / 4
 	h.u.mu.Lock()
-	if until := from.Add(ttl - margin); until.After(h.u.leaseUntil) {
-		h.u.leaseUntil = until
-	}
+	h.u.core.OnLease(from, time.Duration(g.GetTtlNanos()))
 	h.u.mu.Unlock()
 }
 
@@ -382,19 +370,15 @@ func (h uplinkHandler) OnAssigns(as []*wire.Assign) []*wire.Ack {
 		}
 		epoch := interfaces.Epoch(a.GetEpoch())
 		u.mu.Lock()
-		held := u.epochs[spec.ID]
-		tomb, revoked := u.tombs.Refuse(spec.ID, uint64(epoch))
+		tomb, refused := u.core.CheckAssign(spec.ID, uint64(epoch))
 		u.mu.Unlock()
-		if revoked != nil {
-			// Revoked at this epoch or a later one: a late or re-sent Assign.
-			// RevokedAt tells the parent to place it again under a new epoch
-			// if it still counts it ours (unassignRevoked).
-			acks[i] = wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, spec.ID, epoch, revoked).GetAck()
+		if refused != nil {
+			// Revoked at this epoch or a later one (a late or re-sent Assign),
+			// or older than the epoch held. RevokedAt (when revoked) tells the
+			// parent to place it again under a new epoch if it still counts it
+			// ours (unassignRevoked).
+			acks[i] = wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, spec.ID, epoch, refused).GetAck()
 			acks[i].RevokedAt = tomb
-			continue
-		}
-		if epoch < held {
-			acks[i] = wire.AckToWire(wire.AckKind_ACK_KIND_ASSIGN, spec.ID, interfaces.Epoch(a.GetEpoch()), fmt.Errorf("shard %s: epoch %d is older than the %d held: %w", spec.ID, epoch, held, interfaces.ErrStaleEpoch)).GetAck()
 			continue
 		}
 		if st, ok := d.tier.FSM.Shard(spec.ID); !ok || !st.Spec.Equal(spec) {
@@ -418,11 +402,7 @@ func (h uplinkHandler) OnAssigns(as []*wire.Assign) []*wire.Ack {
 	u.mu.Lock()
 	for i, a := range as {
 		if acks[i].GetOk() {
-			id := interfaces.ShardID(a.GetShard().GetId())
-			u.epochs[id] = interfaces.Epoch(a.GetEpoch())
-			u.lastKnown[id] = interfaces.Epoch(a.GetEpoch())
-			u.tombs.Assigned(id, a.GetEpoch())
-			delete(u.revoking, id)
+			u.core.Assigned(interfaces.ShardID(a.GetShard().GetId()), a.GetEpoch())
 		}
 	}
 	u.mu.Unlock()
@@ -436,32 +416,15 @@ func (h uplinkHandler) OnRevoke(r *wire.Revoke) *wire.Ack {
 	defer d.decide.Unlock()
 	shard := interfaces.ShardID(r.GetShard())
 	epoch := interfaces.Epoch(r.GetEpoch())
-	u.mu.Lock()
-	held := u.epochs[shard]
-	u.mu.Unlock()
-	if epoch < held {
-		return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, interfaces.ShardID(r.GetShard()), interfaces.Epoch(r.GetEpoch()), fmt.Errorf("shard %s: revoke epoch %d is older than the %d held: %w", shard, epoch, held, interfaces.ErrStaleEpoch)).GetAck()
-	}
-	// From here on no Assign at or below epoch is taken: it is older than
-	// this revoke (the parent sends a shard back only at a newer epoch).
-	u.mu.Lock()
-	u.tombs.Revoked(shard, uint64(epoch))
-	u.mu.Unlock()
 	st, ok := d.tier.FSM.Shard(shard)
-	if !ok {
-		return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, interfaces.ShardID(r.GetShard()), interfaces.Epoch(r.GetEpoch()), nil).GetAck() // not here: done
-	}
+	// From here on no Assign at or below epoch is taken (the tombstone), and
+	// a shard we have is pending until its child stopped it.
 	u.mu.Lock()
-	u.revoking[shard] = epoch
-	if epoch > u.lastKnown[shard] {
-		// The revoke's epoch is at least the one we were given the shard at, so
-		// the child's revoke composed from it is never older than what the child
-		// holds — even when we forgot the parent's epoch after a reconnect.
-		// Revokes only (revokeEpoch): an Assign composed from it would start
-		// the shard under the epoch its new owner runs it at.
-		u.lastKnown[shard] = epoch
-	}
+	err := u.core.OnRevoke(shard, uint64(epoch), ok)
 	u.mu.Unlock()
+	if err != nil || !ok {
+		return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, shard, epoch, err).GetAck() // stale, or not here: done
+	}
 	if st.InFlight != nil {
 		// A move between our children is under way: abort it (the source keeps
 		// the shard), then revoke from the source. Completing it instead would
@@ -477,7 +440,7 @@ func (h uplinkHandler) OnRevoke(r *wire.Revoke) *wire.Ack {
 		return u.finishRevoke(context.Background(), shard)
 	}
 	d.sendRevoke(st.Owner, shard, st.Epoch)
-	return nil // acked when the child acks (childRevoked)
+	return nil // acked when the child acks (finishAcked)
 }
 
 // ownerGone reports whether no child runs shard st for us: it has no owner,
@@ -490,23 +453,11 @@ func (u *uplink) ownerGone(st fsm.ShardState) bool {
 	return ok && c.State == interfaces.ChildFailed
 }
 
-// childRevoked is called (with d.decide held) when a child acked a revoke that
-// no in-flight move explains: if our parent asked for that shard back, finish
-// the revoke.
-//
-// Only the owner's ack of a revoke at the shard's current epoch counts: a late
-// ack from a child the shard has left, or of an older revoke, must not delete
-// the shard here (and tell the parent it stopped) while its owner runs it.
-func (u *uplink) childRevoked(ctx context.Context, shard interfaces.ShardID, child interfaces.ChildID, ack uint64) {
-	u.mu.Lock()
-	_, ok := u.revoking[shard]
-	u.mu.Unlock()
-	if !ok {
-		return
-	}
-	if st, ok := u.d.tier.FSM.Shard(shard); ok && st.Owner != "" && (st.Owner != child || !u.d.ackCovers(shard, st.Epoch, ack)) {
-		return
-	}
+// finishAcked finishes the parent's revoke of shard once the child that ran
+// it acked (tiercore.RevokeAcked decided it may: only the owner's ack of a
+// revoke at the shard's current epoch counts) and acks to the parent. Called
+// with d.decide held.
+func (u *uplink) finishAcked(ctx context.Context, shard interfaces.ShardID) {
 	if a := u.finishRevoke(ctx, shard); a != nil {
 		u.client.SendAck(a)
 	}
@@ -517,8 +468,9 @@ func (u *uplink) childRevoked(ctx context.Context, shard interfaces.ShardID, chi
 func (u *uplink) finishRevoke(ctx context.Context, shard interfaces.ShardID) *wire.Ack {
 	d := u.d
 	u.mu.Lock()
-	epoch := u.revoking[shard]
+	e, _ := u.core.Revoking(shard)
 	u.mu.Unlock()
+	epoch := interfaces.Epoch(e)
 	if st, ok := d.tier.FSM.Shard(shard); ok {
 		if we, known := d.revokeEpoch(shard, st.Epoch); known {
 			d.mu.Lock()
@@ -537,10 +489,7 @@ func (u *uplink) finishRevoke(ctx context.Context, shard interfaces.ShardID) *wi
 		return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, shard, epoch, err).GetAck()
 	}
 	u.mu.Lock()
-	u.tombs.Revoked(shard, uint64(epoch)) // kept: goneEpoch and OnAssigns read it
-	delete(u.revoking, shard)
-	delete(u.epochs, shard)
-	delete(u.lastKnown, shard)
+	u.core.Finished(shard) // its tombstone is kept: goneEpoch and OnAssigns read it
 	u.mu.Unlock()
 	return wire.AckToWire(wire.AckKind_ACK_KIND_REVOKE, shard, epoch, nil).GetAck()
 }
@@ -555,7 +504,7 @@ func (h uplinkHandler) OnConstraints(c *wire.Constraints) { h.u.d.fromParent(c) 
 func (h uplinkHandler) OnDisconnect(err error) {
 	h.u.d.logger.Printf("uplink: session with the parent ended: %v", err)
 	h.u.mu.Lock()
-	h.u.epochs = map[interfaces.ShardID]interfaces.Epoch{}
+	h.u.core.Disconnected()
 	h.u.mu.Unlock()
 	h.u.d.forgetParent()
 }
@@ -567,12 +516,8 @@ func (h uplinkHandler) OnDisconnect(err error) {
 func (u *uplink) resendRevokes(ctx context.Context, now time.Time) {
 	d := u.d
 	u.mu.Lock()
-	pending := make([]interfaces.ShardID, 0, len(u.revoking))
-	for id := range u.revoking {
-		pending = append(pending, id)
-	}
+	pending := u.core.Pending()
 	u.mu.Unlock()
-	slices.Sort(pending)
 	for _, id := range pending {
 		st, ok := d.tier.FSM.Shard(id)
 		if ok && st.InFlight != nil {
