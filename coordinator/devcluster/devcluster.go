@@ -249,3 +249,35 @@ func (c *Cluster) Settle(quiet, timeout time.Duration) error {
 	}
 	return nil
 }
+
+// Endpoint is one daemon of the cluster and where it listens.
+type Endpoint struct {
+	// Name is "global", a region's or a host's name; Tier is its tier.
+	Name, Tier string
+	// GRPC is the Admin (and session) address of a tier replica, "" for a
+	// host; HTTP serves /healthz, /readyz, /metrics (and a tier's dashboard).
+	GRPC, HTTP string
+}
+
+// Endpoints lists every daemon: the global tier, the regions, then the hosts,
+// each group sorted by name.
+func (c *Cluster) Endpoints() []Endpoint {
+	out := []Endpoint{{Name: "global", Tier: interfaces.TierGlobal, GRPC: c.Global.GRPCAddr(), HTTP: c.Global.HTTPAddr()}}
+	for _, name := range sortedKeys(c.Regions) {
+		d := c.Regions[name]
+		out = append(out, Endpoint{Name: name, Tier: interfaces.TierRegion, GRPC: d.GRPCAddr(), HTTP: d.HTTPAddr()})
+	}
+	for _, name := range sortedKeys(c.Hosts) {
+		out = append(out, Endpoint{Name: name, Tier: interfaces.TierHost, HTTP: c.Hosts[name].HTTPAddr()})
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -155,7 +155,7 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		d.agent.Close()
 		return nil, err
 	}
-	d.metrics = telemetry.NewMetrics(map[string]string{"tier": interfaces.TierHost, "host": string(cfg.Host)}, time.Second)
+	d.metrics = telemetry.NewMetrics(map[string]string{"tier": interfaces.TierHost, "host": string(cfg.Host)})
 	if cfg.HTTPAddr != "" {
 		d.http, err = telemetry.Listen(cfg.HTTPAddr, d.ready, d.metrics, nil)
 		if err != nil {
@@ -223,6 +223,21 @@ func (d *Daemon) report() *wire.Report {
 	for name, v := range r.Used.Extra {
 		s.Tagged(map[string]string{"resource": name}).Gauge("host_extra_load").Update(v)
 	}
+	for name, v := range map[string]float64{"cpu": r.Capacity.CPU, "mem": r.Capacity.Mem, "net": r.Capacity.Net, "tasks": r.Capacity.Tasks} {
+		s.Tagged(map[string]string{"resource": name}).Gauge("host_capacity").Update(v)
+	}
+	var in, done, growth float64
+	for _, sl := range r.Shards {
+		in += sl.InputRate
+		done += sl.Rate
+		if sl.InputRate > sl.Rate {
+			growth += sl.InputRate - sl.Rate
+		}
+	}
+	s.Gauge("host_input_records_per_second").Update(in)
+	s.Gauge("host_processed_records_per_second").Update(done)
+	s.Gauge("host_lag_growth_records_per_second").Update(growth)
+	s.Gauge("host_latency_p99_seconds").Update(r.LatencyP99.Seconds())
 	return wire.ReportToWire(r)
 }
 

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/uber-go/tally/v4"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -43,7 +42,7 @@ type Daemon struct {
 	grpc    *grpc.Server
 	lis     net.Listener
 	metrics *telemetry.Metrics
-	scope   tally.Scope
+	scope   *telemetry.Scope
 	http    *telemetry.Server
 	logger  *log.Logger
 
@@ -190,8 +189,7 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	d.metrics = telemetry.NewMetrics(map[string]string{"tier": cfg.Tier, "instance": cfg.Instance, "node": cfg.NodeID}, time.Second)
-	d.scope = d.metrics.Scope
+	d.newMetrics()
 	d.lis, err = net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
 		d.tier.Shutdown()
