@@ -180,6 +180,8 @@ func TestPrometheusScrapesEveryDaemon(t *testing.T) {
 	if got := query(`count by (tier) (strata_control_round_seconds_bucket{le="+Inf"})`, "tier"); got["global"] != 1 || got["region"] != 2 {
 		t.Errorf("control round histograms by tier: %s", promtest.Format(got))
 	}
+	// The dashboard and the alert rules of deploy/ query what exists.
+	checkDeployQueries(t, p)
 }
 
 func grepLines(body, s string) string {

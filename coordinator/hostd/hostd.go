@@ -156,6 +156,7 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		return nil, err
 	}
 	d.metrics = telemetry.NewMetrics(map[string]string{"tier": interfaces.TierHost, "host": string(cfg.Host)})
+	d.metrics.Init("host")
 	if cfg.HTTPAddr != "" {
 		d.http, err = telemetry.Listen(cfg.HTTPAddr, d.ready, d.metrics, nil)
 		if err != nil {

@@ -39,6 +39,13 @@ type Def struct {
 	Help    string
 	Labels  []string
 	Buckets []float64
+	// OneDaemon marks hashicorp/raft's own metrics, exported only by a daemon
+	// that runs alone in its process (OneDaemonProcess), not by strata dev.
+	OneDaemon bool
+	// Daemon is who pushes the metric ("tier", "host"; "" for scrape-time and
+	// raft metrics): Metrics.Init makes its series, at zero, when the daemon
+	// starts, so that rate() and alert rules see it before the first event.
+	Daemon string
 }
 
 // Bucket layouts, in seconds. A control round is a solve plus a few Raft
@@ -58,25 +65,25 @@ var (
 var catalogue = func() map[string]Def {
 	defs := []Def{
 		// Tier replicas: pushed by the control loop and the sessions.
-		{Name: "moves_committed_total", Kind: KindCounter, Help: "Moves (and first placements) this tier committed through Raft."},
-		{Name: "moves_rejected_total", Kind: KindCounter, Help: "Planned moves the commit-time verification refused."},
-		{Name: "moves_failed_total", Kind: KindCounter, Help: "Moves whose commit failed (Raft error, lost leadership)."},
-		{Name: "moves_backed_off_total", Kind: KindCounter, Help: "Moves put on hold after being rejected several rounds in a row."},
-		{Name: "moves_held", Kind: KindGauge, Help: "Moves on hold (backoff) after the last control round."},
-		{Name: "lease_expiries_total", Kind: KindCounter, Help: "Children declared failed because their lease expired and the grace passed."},
-		{Name: "sessions_opened_total", Kind: KindCounter, Help: "Child sessions accepted (a Hello admitted) by this replica."},
-		{Name: "sessions_refused_total", Kind: KindCounter, Help: "Child sessions refused (not leader, bad identity, admission)."},
-		{Name: "children_refused_total", Kind: KindCounter, Help: "Children refused by the admission policy."},
-		{Name: "children_forgotten_total", Kind: KindCounter, Help: "Failed children removed after children.gc_after."},
-		{Name: "acks_failed_total", Kind: KindCounter, Help: "Assign or revoke acks that reported an error from the child."},
-		{Name: "shard_failures_total", Kind: KindCounter, Help: "Shard failures reported by children (the doctor policy's input)."},
-		{Name: "shards_quarantined_total", Kind: KindCounter, Help: "Shards quarantined after failing on too many children."},
-		{Name: "shards_infeasible", Kind: KindGauge, Help: "Shards the last control round could not place anywhere (no capacity or constraints)."},
-		{Name: "control_findings", Kind: KindGauge, Help: "Findings of the control policies (stragglers, doctor, autoscale) in the last round."},
-		{Name: "control_round_seconds", Kind: KindHistogram, Help: "Duration of one control round (observe, decide, commit) on the leader.", Buckets: roundBuckets},
-		{Name: "solve_seconds", Kind: KindHistogram, Help: "Duration of the tier policy's solve within a control round.", Buckets: solveBuckets},
+		{Name: "moves_committed_total", Daemon: "tier", Kind: KindCounter, Help: "Moves (and first placements) this tier committed through Raft."},
+		{Name: "moves_rejected_total", Daemon: "tier", Kind: KindCounter, Help: "Planned moves the commit-time verification refused."},
+		{Name: "moves_failed_total", Daemon: "tier", Kind: KindCounter, Help: "Moves whose commit failed (Raft error, lost leadership)."},
+		{Name: "moves_backed_off_total", Daemon: "tier", Kind: KindCounter, Help: "Moves put on hold after being rejected several rounds in a row."},
+		{Name: "moves_held", Daemon: "tier", Kind: KindGauge, Help: "Moves on hold (backoff) after the last control round."},
+		{Name: "lease_expiries_total", Daemon: "tier", Kind: KindCounter, Help: "Children declared failed because their lease expired and the grace passed."},
+		{Name: "sessions_opened_total", Daemon: "tier", Kind: KindCounter, Help: "Child sessions accepted (a Hello admitted) by this replica."},
+		{Name: "sessions_refused_total", Daemon: "tier", Kind: KindCounter, Help: "Child sessions refused (not leader, bad identity, admission)."},
+		{Name: "children_refused_total", Daemon: "tier", Kind: KindCounter, Help: "Children refused by the admission policy."},
+		{Name: "children_forgotten_total", Daemon: "tier", Kind: KindCounter, Help: "Failed children removed after children.gc_after."},
+		{Name: "acks_failed_total", Daemon: "tier", Kind: KindCounter, Help: "Assign or revoke acks that reported an error from the child."},
+		{Name: "shard_failures_total", Daemon: "tier", Kind: KindCounter, Help: "Shard failures reported by children (the doctor policy's input)."},
+		{Name: "shards_quarantined_total", Daemon: "tier", Kind: KindCounter, Help: "Shards quarantined after failing on too many children."},
+		{Name: "shards_infeasible", Daemon: "tier", Kind: KindGauge, Help: "Shards the last control round could not place anywhere (no capacity or constraints)."},
+		{Name: "control_findings", Daemon: "tier", Kind: KindGauge, Help: "Findings of the control policies (stragglers, doctor, autoscale) in the last round."},
+		{Name: "control_round_seconds", Daemon: "tier", Kind: KindHistogram, Help: "Duration of one control round (observe, decide, commit) on the leader.", Buckets: roundBuckets},
+		{Name: "solve_seconds", Daemon: "tier", Kind: KindHistogram, Help: "Duration of the tier policy's solve within a control round.", Buckets: solveBuckets},
 		{Name: "plugin_healthy", Kind: KindGauge, Help: "1 when the tier's out-of-process policy plugin answers, else 0."},
-		{Name: "plugin_failures_total", Kind: KindTotal, Help: "Calls to the tier's policy plugin that failed, as counted by its client."},
+		{Name: "plugin_failures_total", Daemon: "tier", Kind: KindTotal, Help: "Calls to the tier's policy plugin that failed, as counted by its client."},
 
 		// Tier replicas: read from the replica's state at scrape time, so that
 		// followers export theirs too.
@@ -98,25 +105,25 @@ var catalogue = func() map[string]Def {
 
 		// Raft, from hashicorp/raft's own go-metrics (BridgeRaftMetrics: only
 		// in a process that runs one Raft replica).
-		{Name: "raft_commit_seconds", Kind: KindHistogram, Help: "Time from a leader's append to its commit (raft.commitTime).", Buckets: commitBuckets},
-		{Name: "raft_fsm_apply_seconds", Kind: KindHistogram, Help: "Time to apply one committed entry to the FSM (raft.fsm.apply).", Buckets: commitBuckets},
-		{Name: "raft_leader_last_contact_seconds", Kind: KindHistogram, Help: "On the leader: time since each follower last answered (raft.leader.lastContact).", Buckets: commitBuckets},
-		{Name: "raft_apply_total", Kind: KindCounter, Help: "Commands submitted to Raft on this replica (raft.apply)."},
-		{Name: "raft_transitions_total", Kind: KindCounter, Help: "Raft state changes of this replica, by the state entered.", Labels: []string{"state"}},
-		{Name: "raft_heartbeat_timeouts_total", Kind: KindCounter, Help: "Times this follower's heartbeat timeout fired (it lost its leader)."},
+		{Name: "raft_commit_seconds", Kind: KindHistogram, OneDaemon: true, Help: "Time from a leader's append to its commit (raft.commitTime).", Buckets: commitBuckets},
+		{Name: "raft_fsm_apply_seconds", Kind: KindHistogram, OneDaemon: true, Help: "Time to apply one committed entry to the FSM (raft.fsm.apply).", Buckets: commitBuckets},
+		{Name: "raft_leader_last_contact_seconds", Kind: KindHistogram, OneDaemon: true, Help: "On the leader: time since each follower last answered (raft.leader.lastContact).", Buckets: commitBuckets},
+		{Name: "raft_apply_total", Kind: KindCounter, OneDaemon: true, Help: "Commands submitted to Raft on this replica (raft.apply)."},
+		{Name: "raft_transitions_total", Kind: KindCounter, OneDaemon: true, Help: "Raft state changes of this replica, by the state entered.", Labels: []string{"state"}},
+		{Name: "raft_heartbeat_timeouts_total", Kind: KindCounter, OneDaemon: true, Help: "Times this follower's heartbeat timeout fired (it lost its leader)."},
 
 		// Hosts: pushed on every report.
-		{Name: "host_shards_running", Kind: KindGauge, Help: "Shards running on this host."},
-		{Name: "host_cpu_cores", Kind: KindGauge, Help: "CPU used by this host's shards, in cores."},
-		{Name: "host_mem_bytes", Kind: KindGauge, Help: "Memory used by this host's shards, in bytes."},
-		{Name: "host_net_bytes_per_second", Kind: KindGauge, Help: "Network used by this host's shards, in bytes per second."},
-		{Name: "host_tasks", Kind: KindGauge, Help: "Tasks run by this host's shards."},
-		{Name: "host_extra_load", Kind: KindGauge, Help: "Load of this host's shards in a named extra resource.", Labels: []string{"resource"}},
-		{Name: "host_capacity", Kind: KindGauge, Help: "This host's capacity per resource (cpu in cores, mem in bytes, net in bytes/s, tasks).", Labels: []string{"resource"}},
-		{Name: "host_input_records_per_second", Kind: KindGauge, Help: "Records arriving for this host's shards per second."},
-		{Name: "host_processed_records_per_second", Kind: KindGauge, Help: "Records this host's shards processed per second."},
-		{Name: "host_lag_growth_records_per_second", Kind: KindGauge, Help: "How fast this host's shards fall behind: the sum over shards of input minus processed records per second, where positive."},
-		{Name: "host_latency_p99_seconds", Kind: KindGauge, Help: "The worst p99 processing latency among this host's shards."},
+		{Name: "host_shards_running", Daemon: "host", Kind: KindGauge, Help: "Shards running on this host."},
+		{Name: "host_cpu_cores", Daemon: "host", Kind: KindGauge, Help: "CPU used by this host's shards, in cores."},
+		{Name: "host_mem_bytes", Daemon: "host", Kind: KindGauge, Help: "Memory used by this host's shards, in bytes."},
+		{Name: "host_net_bytes_per_second", Daemon: "host", Kind: KindGauge, Help: "Network used by this host's shards, in bytes per second."},
+		{Name: "host_tasks", Daemon: "host", Kind: KindGauge, Help: "Tasks run by this host's shards."},
+		{Name: "host_extra_load", Daemon: "host", Kind: KindGauge, Help: "Load of this host's shards in a named extra resource.", Labels: []string{"resource"}},
+		{Name: "host_capacity", Daemon: "host", Kind: KindGauge, Help: "This host's capacity per resource (cpu in cores, mem in bytes, net in bytes/s, tasks).", Labels: []string{"resource"}},
+		{Name: "host_input_records_per_second", Daemon: "host", Kind: KindGauge, Help: "Records arriving for this host's shards per second."},
+		{Name: "host_processed_records_per_second", Daemon: "host", Kind: KindGauge, Help: "Records this host's shards processed per second."},
+		{Name: "host_lag_growth_records_per_second", Daemon: "host", Kind: KindGauge, Help: "How fast this host's shards fall behind: the sum over shards of input minus processed records per second, where positive."},
+		{Name: "host_latency_p99_seconds", Daemon: "host", Kind: KindGauge, Help: "The worst p99 processing latency among this host's shards."},
 
 		// Every daemon.
 		{Name: "build_info", Kind: KindGauge, Help: "Always 1; the labels say which build of Strata this daemon runs.", Labels: []string{"version", "revision", "goversion"}},

@@ -88,6 +88,24 @@ func (m *Metrics) Close() error {
 	return nil
 }
 
+// Init makes, at zero, every label-less metric of the catalogue that daemon
+// ("tier" or "host") pushes.
+func (m *Metrics) Init(daemon string) {
+	for _, d := range Catalogue() {
+		if d.Daemon != daemon || len(d.Labels) > 0 {
+			continue
+		}
+		switch d.Kind {
+		case KindCounter:
+			m.Scope.Counter(d.Name)
+		case KindHistogram:
+			m.Scope.Timer(d.Name)
+		case KindGauge:
+			m.Scope.Gauge(d.Name)
+		}
+	}
+}
+
 // Emit gives one sample of a scrape-time metric: its value and the values of
 // its variable labels, in the order of its Def.Labels.
 type Emit func(v float64, labelValues ...string)

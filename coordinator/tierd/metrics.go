@@ -16,6 +16,7 @@ func (d *Daemon) newMetrics() {
 	d.metrics = telemetry.NewMetrics(map[string]string{"tier": d.cfg.Tier, "tier_instance": d.cfg.Instance, "node": d.cfg.NodeID})
 	d.scope = d.metrics.Scope
 	m := d.metrics
+	m.Init("tier")
 	m.RaftStats(d.tier.Raft())
 	m.Func("leader", func(emit telemetry.Emit) {
 		v := 0.0
