@@ -27,7 +27,11 @@ type Options struct {
 	// its Raft admin endpoint ("strata raft").
 	GlobalAddr      string
 	GlobalRaftAdmin string
-	Regions         int
+	// GlobalHTTP is where the global replica serves /healthz, /readyz,
+	// /metrics and the dashboard (/ui/); default "127.0.0.1:0" (a free port,
+	// like every other daemon's: Endpoints lists them).
+	GlobalHTTP string
+	Regions    int
 	// HostsPerRegion hosts, each with HostCapacity.
 	HostsPerRegion int
 	HostCapacity   interfaces.Load
@@ -107,6 +111,9 @@ func Start(o Options) (*Cluster, error) {
 	var err error
 	gcfg := o.tier(interfaces.TierGlobal, "global", o.GlobalAddr, nil)
 	gcfg.AdminAddr = o.GlobalRaftAdmin
+	if o.GlobalHTTP != "" {
+		gcfg.HTTPAddr = o.GlobalHTTP
+	}
 	c.Global, err = tierd.Start(gcfg, o.Log)
 	if err != nil {
 		return nil, fmt.Errorf("global: %w", err)

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-sched/strata/balancer"
+	"github.com/strata-sched/strata/coordinator/dashboard"
 	"github.com/strata-sched/strata/coordinator/fsm"
 	"github.com/strata-sched/strata/coordinator/raftnode"
 	"github.com/strata-sched/strata/coordinator/session"
@@ -44,6 +45,7 @@ type Daemon struct {
 	metrics *telemetry.Metrics
 	scope   *telemetry.Scope
 	http    *telemetry.Server
+	ui      *dashboard.Server // the web dashboard at /ui/ (nil without listen.http)
 	logger  *log.Logger
 
 	// decide serialises the decisions that read the FSM and then commit and
@@ -210,7 +212,7 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 	wire.RegisterAdminServer(d.grpc, d)
 	go func() { _ = d.grpc.Serve(d.lis) }()
 	if cfg.HTTPAddr != "" {
-		d.http, err = telemetry.ListenGuarded(cfg.HTTPAddr, d.ready, d.metrics, nil, d.httpAuth)
+		d.http, err = telemetry.ListenGuarded(cfg.HTTPAddr, d.ready, d.metrics, d.newDashboard(), d.httpGuard)
 		if err != nil {
 			d.Close()
 			return nil, err
@@ -301,6 +303,9 @@ func (d *Daemon) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_ = d.http.Shutdown(ctx)
 		cancel()
+	}
+	if d.ui != nil {
+		d.ui.Close()
 	}
 	if d.metrics != nil {
 		_ = d.metrics.Close()

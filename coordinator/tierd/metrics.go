@@ -1,10 +1,13 @@
 package tierd
 
 import (
+	"net/http"
 	"strings"
 
+	"github.com/strata-sched/strata/coordinator/dashboard"
 	"github.com/strata-sched/strata/coordinator/telemetry"
 	"github.com/strata-sched/strata/interfaces"
+	"github.com/strata-sched/strata/internal/tlsutil"
 	"github.com/strata-sched/strata/tiers/control"
 )
 
@@ -66,4 +69,28 @@ func (d *Daemon) newMetrics() {
 			emit(float64(k), code)
 		}
 	})
+}
+
+// newDashboard makes the web dashboard (coordinator/dashboard) this replica
+// serves at /ui/ on its HTTP port: it reads this replica's Admin API and,
+// through the children's addresses, the tier instances below. With TLS it
+// dials them with this replica's certificate (a replica may call the Admin
+// API of any tier; the ACL token the page sends is checked as the CLI's).
+func (d *Daemon) newDashboard() map[string]http.Handler {
+	o := dashboard.Options{Addr: d.advertisedGRPC()}
+	if d.cfg.TLS != nil {
+		o.Creds = d.cfg.TLS.ClientCredentials(tlsutil.IsRole(tlsutil.RoleReplica))
+	}
+	d.ui = dashboard.New(o)
+	return map[string]http.Handler{dashboard.Path: d.ui.Handler()}
+}
+
+// httpGuard is the HTTP server's guard: the dashboard (page and gateway) is
+// let through, since every call the gateway makes carries the page's token to
+// the Admin API, which checks it; everything else passes httpAuth.
+func (d *Daemon) httpGuard(r *http.Request) (int, error) {
+	if strings.HasPrefix(r.URL.Path, dashboard.Path) {
+		return 0, nil
+	}
+	return d.httpAuth(r)
 }
