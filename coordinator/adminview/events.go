@@ -23,7 +23,7 @@ const (
 
 // Event is one thing that changed between two views of the hierarchy.
 type Event struct {
-	Seq      uint64    `json:"seq"`
+	Seq      uint64    `json:"seq,omitempty"` // the dashboard numbers its feed
 	At       time.Time `json:"at"`
 	Kind     string    `json:"kind"`
 	Tier     string    `json:"tier"`
@@ -239,19 +239,29 @@ func Explained(ctx context.Context, dial Dialer, s *Snapshot, evs []Event, limit
 
 // Watch takes a snapshot every interval and calls fn with every event since
 // the last one (moves with their reasons), and with each snapshot, until ctx
-// ends. A failed snapshot is reported through fn's err and retried.
-func Watch(ctx context.Context, dial Dialer, addr string, interval time.Duration, now func() time.Time, fn func(s *Snapshot, evs []Event, err error)) {
+// ends. A failed snapshot is reported through fn's err and retried. The calls
+// of one snapshot share a deadline of timeout.
+func Watch(ctx context.Context, dial Dialer, addr string, interval, timeout time.Duration, now func() time.Time, fn func(s *Snapshot, evs []Event, err error)) {
 	var prev *Snapshot
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		s, err := Take(ctx, dial, addr, now())
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		s, err := Take(rctx, dial, addr, now())
 		if s != nil {
 			evs := Diff(prev, s)
-			Explained(ctx, dial, s, evs, 64)
+			Explained(rctx, dial, s, evs, 64)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
 			fn(s, evs, err)
 			prev = s
 		} else {
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
 			fn(nil, nil, err)
 		}
 		select {

@@ -200,7 +200,7 @@ func (s *Server) touch(auth string) {
 	s.started = true
 	go func() {
 		defer close(s.done)
-		adminview.Watch(s.ctx, s.tokenDial, s.opts.Addr, s.opts.Interval, time.Now, s.record)
+		adminview.Watch(s.ctx, s.tokenDial, s.opts.Addr, s.opts.Interval, 10*time.Second, time.Now, s.record)
 	}()
 }
 

@@ -210,6 +210,7 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 	d.grpc = grpc.NewServer(sopts...)
 	wire.RegisterSessionServer(d.grpc, d)
 	wire.RegisterAdminServer(d.grpc, d)
+	telemetry.RegisterGRPC(d.grpc, d.ready) // grpc.health.v1 and reflection
 	go func() { _ = d.grpc.Serve(d.lis) }()
 	if cfg.HTTPAddr != "" {
 		d.http, err = telemetry.ListenGuarded(cfg.HTTPAddr, d.ready, d.metrics, d.newDashboard(), d.httpGuard)
