@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +109,18 @@ func TestRaftSinkForwardsToItsOwner(t *testing.T) {
 	}
 	if strings.Contains(out, "appendEntries") {
 		t.Errorf("an unlisted raft key was exported:\n%s", out)
+	}
+}
+
+// docs/operations.md lists every metric of the catalogue.
+func TestOperationsDocListsEveryMetric(t *testing.T) {
+	b, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range Catalogue() {
+		if !strings.Contains(string(b), "`"+Prefix+name+"`") {
+			t.Errorf("docs/operations.md does not list %s%s", Prefix, name)
+		}
 	}
 }
