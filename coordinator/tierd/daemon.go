@@ -26,6 +26,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/telemetry"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/logx"
 	"github.com/strata-sched/strata/internal/tlsutil"
 	"github.com/strata-sched/strata/tiers"
 	"github.com/strata-sched/strata/tiers/control"
@@ -177,7 +178,9 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		Dir:       filepath.Join(cfg.DataDir, "raft"),
 		RaftBind:  cfg.RaftAddr,
 		AdminBind: cfg.AdminAddr,
-		LogOutput: logOut,
+		// raft logs an ERROR per heartbeat backoff for as long as a peer is
+		// down: one of each kind every 30s, with the count of the others.
+		LogOutput: logx.Dedup(logOut, 30*time.Second, time.Now),
 		Wrap:      wrap,
 	}, fsm.Options{LeanRestore: true})
 	if err != nil {
