@@ -8,7 +8,8 @@
 //
 // Every tier daemon mounts it at /ui/ on its HTTP port (listen.http), reading
 // its own Admin API; strata dev serves the global tier's. The page sends the
-// ACL token typed into it (if any) as the Authorization of each call, and
-// the Admin API checks it as it checks the CLI's; the recorder that builds the
-// feed and the heat map uses the last token a page sent.
+// ACL token typed into it (if any) as the Authorization of each call; the API
+// answers only when the Admin API accepts that token (Server.authorize; the
+// writes are checked again by the calls they make). The recorder that builds
+// the feed and the heat map uses the last token a page sent.
 package dashboard

@@ -53,6 +53,11 @@ type Server struct {
 	connMu sync.Mutex
 	conns  map[string]*grpc.ClientConn
 
+	// allowed caches the Authorization values the Admin API accepted
+	// lately (authorize), so that a page's polling costs one check in a while.
+	allowMu sync.Mutex
+	allowed map[string]time.Time
+
 	mu      sync.Mutex
 	started bool
 	token   string // the last Authorization a page sent, for the recorder
@@ -84,7 +89,7 @@ func New(o Options) *Server {
 		o.Events = 500
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{opts: o, conns: map[string]*grpc.ClientConn{}, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	return &Server{opts: o, conns: map[string]*grpc.ClientConn{}, allowed: map[string]time.Time{}, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
 // Close stops the recorder and closes the connections.
@@ -137,8 +142,12 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(Path, http.StripPrefix(Path, http.FileServer(http.FS(sub))))
 	api := func(name string, h func(r *http.Request) (any, error)) {
 		mux.HandleFunc(Path+"api/"+name, func(w http.ResponseWriter, r *http.Request) {
-			s.touch(r.Header.Get("Authorization"))
-			v, err := h(r)
+			var v any
+			err := s.authorize(r)
+			if err == nil {
+				s.touch(r.Header.Get("Authorization"))
+				v, err = h(r)
+			}
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Cache-Control", "no-store")
 			if err != nil {
@@ -186,6 +195,43 @@ func httpStatus(err error) int {
 type usageError struct{ error }
 
 func badRequest(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// allowFor is how long an Authorization the Admin API accepted is trusted
+// without asking again.
+const allowFor = 5 * time.Second
+
+// authorize checks the request's Authorization (the page's token, or none)
+// with the Admin API before anything recorded with another page's token is
+// shown: a Status call at Addr, which needs a read token when ACLs are on.
+// Writes (drain, plan, apply) are checked again by the calls they make.
+func (s *Server) authorize(r *http.Request) error {
+	auth := r.Header.Get("Authorization")
+	s.allowMu.Lock()
+	until, ok := s.allowed[auth]
+	s.allowMu.Unlock()
+	if ok && time.Now().Before(until) {
+		return nil
+	}
+	c, err := s.dial(s.opts.Addr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(withToken(r.Context(), auth), 10*time.Second)
+	defer cancel()
+	if _, err := c.Status(ctx, &wire.StatusRequest{}); err != nil {
+		if st, ok := status.FromError(err); ok && (st.Code().String() == "Unauthenticated" || st.Code().String() == "PermissionDenied") {
+			return err
+		}
+		return nil // the cluster's trouble, not the caller's: the recorder reports it
+	}
+	s.allowMu.Lock()
+	if len(s.allowed) > 64 {
+		s.allowed = map[string]time.Time{}
+	}
+	s.allowed[auth] = time.Now().Add(allowFor)
+	s.allowMu.Unlock()
+	return nil
+}
 
 // touch starts the recorder on first use and remembers the page's token.
 func (s *Server) touch(auth string) {
