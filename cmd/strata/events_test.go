@@ -44,15 +44,14 @@ func TestEventsShowADrain(t *testing.T) {
 		}
 		return nil
 	})
-	type result struct {
-		code        int
-		out, errOut string
-	}
-	done := make(chan result, 1)
-	go func() {
-		code, out, errOut := runCLI("events", "--addr", addr, "--for", "6s", "--interval", "300ms", "-o", "json")
-		done <- result{code, out, errOut}
-	}()
+	// strata events --follow, stopped (as by Ctrl-C) once the moves are seen.
+	var out, errOut testutil.Buffer
+	root := newRootCmd(&out, &errOut)
+	root.SetArgs([]string{"events", "--addr", addr, "--follow", "--interval", "300ms", "-o", "json"})
+	evCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(evCtx) }()
 	time.Sleep(1500 * time.Millisecond)
 	ra, err := grpc.NewClient(c.Regions["region-1"].GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -62,10 +61,18 @@ func TestEventsShowADrain(t *testing.T) {
 	if _, err := wire.NewAdminClient(ra).Drain(ctx, &wire.DrainRequest{Child: host}); err != nil {
 		t.Fatal(err)
 	}
-	r := <-done
-	if r.code != 0 {
-		t.Fatalf("strata events: exit %d: %s", r.code, r.errOut)
+	movedOff := fmt.Sprintf(`"kind":"move","tier":"region","instance":"region-1","shard":`)
+	testutil.Eventually(t, "strata events prints moves off "+host, 60*time.Second, func() error {
+		if !strings.Contains(out.String(), movedOff) || !strings.Contains(out.String(), `"from":"`+host+`"`) {
+			return fmt.Errorf("not yet; output so far:\n%s", out.String())
+		}
+		return nil
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("strata events: %v (%s)", err, errOut.String())
 	}
+	r := struct{ out string }{out.String()}
 	var drained, moved bool
 	sc := bufio.NewScanner(strings.NewReader(r.out))
 	for sc.Scan() {

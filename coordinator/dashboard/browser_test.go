@@ -91,8 +91,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	// Drain a host from the page: its moves appear in the feed.
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel+" button.drain"))); err != nil {
-		t.Fatal(err)
+	// Clicked from the page's own script: the tree is re-rendered every
+	// 1.5 s, and a node found by one DevTools call may be gone by the next.
+	clicked, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const b = document.querySelector(%q); if (!b) return false; b.click(); return true; })()`, sel+" button.drain")))
+	if err != nil || !clicked {
+		t.Fatalf("click Drain of %s: %v (button found: %v)", host, err, clicked)
 	}
 	moved := fmt.Sprintf(`Array.from(document.querySelectorAll('#feed li[data-kind="move"]')).filter(e => e.textContent.includes(%q)).length`, host+" →")
 	deadline := time.Now().Add(60 * time.Second)
@@ -141,10 +144,14 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS("#search"), "sample/1"),
 		chromedp.Click(chromedp.CSS("#search-form button")),
 		chromedp.WaitVisible(chromedp.CSS(`#shards a`)),
-		chromedp.Click(chromedp.CSS(`#shards a`)),
-		chromedp.WaitVisible(chromedp.CSS(`#explain table`)),
 	); err != nil {
-		t.Fatalf("shard search and explain: %v", err)
+		t.Fatalf("shard search: %v", err)
+	}
+	if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const a = document.querySelector('#shards a'); if (!a) return false; a.click(); return true; })()`)); err != nil || !ok {
+		t.Fatalf("click a search result: %v (found: %v)", err, ok)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#explain table`))); err != nil {
+		t.Fatalf("explain: %v", err)
 	}
 
 	// Let the heat map gather a few columns, then take the screenshot.

@@ -116,7 +116,9 @@ func TestPrometheusScrapesEveryDaemon(t *testing.T) {
 		}
 	}
 
-	p := promtest.Start(t, targets, time.Second)
+	// 2s: under -race on a loaded machine a 1s scrape of the global tier
+	// can time out, and its series go stale.
+	p := promtest.Start(t, targets, 2*time.Second)
 	query := func(q, by string) map[string]float64 {
 		m, err := p.By(ctx, q, by)
 		if err != nil {
@@ -124,7 +126,7 @@ func TestPrometheusScrapesEveryDaemon(t *testing.T) {
 		}
 		return m
 	}
-	waitFor(t, "every target up", 30*time.Second, func() error {
+	waitFor(t, "every target up", 60*time.Second, func() error {
 		if up := query(`sum(up)`, ""); up[""] != float64(len(targets)) {
 			return fmt.Errorf("%v of %d targets up", up[""], len(targets))
 		}
@@ -151,7 +153,7 @@ func TestPrometheusScrapesEveryDaemon(t *testing.T) {
 		t.Errorf("raft leaders by tier: got %s, want %s", promtest.Format(got), promtest.Format(wantLeaders))
 	}
 	// Gauges: each tier accounts for every shard once.
-	waitFor(t, "shards by tier", 20*time.Second, func() error {
+	waitFor(t, "shards by tier", 60*time.Second, func() error {
 		want := map[string]float64{"global": n, "region": n}
 		if got := query(`sum by (tier) (strata_shards_owned)`, "tier"); !equal(got, want) {
 			return fmt.Errorf("strata_shards_owned by tier: got %s, want %s", promtest.Format(got), promtest.Format(want))
@@ -164,7 +166,7 @@ func TestPrometheusScrapesEveryDaemon(t *testing.T) {
 	// A counter summed by tier equals the per-tier truth: the sessions the
 	// daemons' logs say they accepted (regions at the global tier, hosts at
 	// the regions; more if a session was re-opened).
-	waitFor(t, "sessions opened by tier", 20*time.Second, func() error {
+	waitFor(t, "sessions opened by tier", 60*time.Second, func() error {
 		truth := logs.counts()
 		got := query(`sum by (tier) (strata_sessions_opened_total)`, "tier")
 		if !equal(got, truth) {
