@@ -47,7 +47,7 @@ func TestEventsShowADrain(t *testing.T) {
 	// strata events --follow, stopped (as by Ctrl-C) once the moves are seen.
 	var out, errOut testutil.Buffer
 	root := newRootCmd(&out, &errOut)
-	root.SetArgs([]string{"events", "--addr", addr, "--follow", "--interval", "300ms", "-o", "json"})
+	root.SetArgs([]string{"events", "--addr", addr, "--follow", "--interval", "300ms", "--timeout", "30s", "-o", "json"})
 	evCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
@@ -63,8 +63,13 @@ func TestEventsShowADrain(t *testing.T) {
 	}
 	movedOff := fmt.Sprintf(`"kind":"move","tier":"region","instance":"region-1","shard":`)
 	testutil.Eventually(t, "strata events prints moves off "+host, 60*time.Second, func() error {
+		select {
+		case err := <-done:
+			t.Fatalf("strata events ended early: %v; stderr: %s; stdout: %s", err, errOut.String(), out.String())
+		default:
+		}
 		if !strings.Contains(out.String(), movedOff) || !strings.Contains(out.String(), `"from":"`+host+`"`) {
-			return fmt.Errorf("not yet; output so far:\n%s", out.String())
+			return fmt.Errorf("not yet; output so far:\n%s\nstderr: %s", out.String(), errOut.String())
 		}
 		return nil
 	})
