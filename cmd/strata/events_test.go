@@ -61,7 +61,7 @@ func TestEventsShowADrain(t *testing.T) {
 	if _, err := wire.NewAdminClient(ra).Drain(ctx, &wire.DrainRequest{Child: host}); err != nil {
 		t.Fatal(err)
 	}
-	movedOff := fmt.Sprintf(`"kind":"move","tier":"region","instance":"region-1","shard":`)
+	movedOff := `"kind":"move","tier":"region","instance":"region-1","shard":`
 	testutil.Eventually(t, "strata events prints moves off "+host, 60*time.Second, func() error {
 		select {
 		case err := <-done:
