@@ -93,6 +93,12 @@ proto-check: tools
 clean:
 	rm -rf $(BIN) $(TOOLS)
 
+# The dashboard's screenshot in the README: the browser test
+# (coordinator/dashboard, headless Chromium against a dev cluster) saves it.
+.PHONY: screenshot
+screenshot: deps
+	STRATA_SCREENSHOT=$(CURDIR)/docs/dashboard.png $(GO) test -count=1 -run '^TestDashboardInBrowser$$' ./coordinator/dashboard
+
 # The container image strata:dev (deploy/Dockerfile): the static binary is built on
 # the host, then copied onto an empty base. IMAGE=name:tag overrides the tag.
 .PHONY: image

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-sched/strata/coordinator/acl"
+	"github.com/strata-sched/strata/coordinator/adminview"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
 )
@@ -174,217 +175,32 @@ func isSentinel(err error) bool {
 	return false
 }
 
-// tierNode is one tier instance of the tree, as its own Admin API describes it.
-type tierNode struct {
-	Tier          string       `json:"tier"`
-	Instance      string       `json:"instance"`
-	Address       string       `json:"address"`
-	LeaderID      string       `json:"leader_id,omitempty"`
-	LeaderAddress string       `json:"leader_address,omitempty"`
-	Term          uint64       `json:"term"`
-	StateIndex    uint64       `json:"state_index"`
-	Policy        string       `json:"policy,omitempty"`
-	Alerts        []string     `json:"alerts,omitempty"`
-	Findings      []string     `json:"findings,omitempty"`
-	Children      []*childNode `json:"children"`
-}
-
-// childNode is a child of a tier instance as that instance's leader sees it.
-// Instance is the child's own tier instance when the child is one (it has an
-// Admin address); Error says why that instance could not be asked.
-type childNode struct {
-	ID        string            `json:"id"`
-	Tier      string            `json:"tier"`
-	State     string            `json:"state"`
-	Connected bool              `json:"connected"`
-	Shards    int64             `json:"shards"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	// UtilizationPct is used/capacity per resource, in percent.
-	UtilizationPct        map[string]float64 `json:"utilization_pct"`
-	Used                  map[string]float64 `json:"used"`
-	LeaseRemainingSeconds float64            `json:"lease_remaining_seconds"`
-	Address               string             `json:"address,omitempty"`
-	Instance              *tierNode          `json:"instance,omitempty"`
-	Error                 string             `json:"error,omitempty"`
-	// notFollowed: the address was not asked (a cycle, or too deep), as
-	// opposed to asked and unreachable.
-	notFollowed bool
-}
-
-// maxTreeDepth bounds the walk so that a misconfigured cycle cannot loop.
-const maxTreeDepth = 16
+// The tree of tier instances is coordinator/adminview's, which the web
+// dashboard reads too.
+type (
+	tierNode  = adminview.Instance
+	childNode = adminview.Child
+)
 
 // walkTree asks the Admin API at addr for its status and, recursively, every
-// child tier instance through ChildStatus.address. An unreachable child
-// instance is recorded in its childNode.Error; only a failure at addr itself is
+// child tier instance (adminview.Walk). Only a failure at addr itself is
 // returned.
 func walkTree(ctx context.Context, conns *adminConns, addr string) ([]*tierNode, error) {
-	return walkFrom(ctx, conns, addr, 0, map[string]bool{})
-}
-
-func walkFrom(ctx context.Context, conns *adminConns, addr string, depth int, seen map[string]bool) ([]*tierNode, error) {
-	seen[addr] = true
-	c, err := conns.client(addr)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.Status(ctx, &wire.StatusRequest{})
-	if err != nil {
-		return nil, remoteCallErr(addr, err)
-	}
-	var out []*tierNode
-	for _, ts := range resp.GetTiers() {
-		for _, is := range ts.GetInstances() {
-			n := &tierNode{
-				Tier: ts.GetTier(), Instance: is.GetInstance(), Address: addr,
-				LeaderID: is.GetLeaderId(), LeaderAddress: is.GetLeaderAddress(),
-				Term: is.GetTerm(), StateIndex: is.GetStateIndex(), Policy: is.GetPolicy(), Alerts: is.GetAlerts(), Findings: is.GetFindings(),
-				Children: []*childNode{},
-			}
-			for _, cs := range is.GetChildren() {
-				ch := childFromStatus(cs)
-				switch {
-				case ch.Address == "":
-				case seen[ch.Address]:
-					ch.Error, ch.notFollowed = fmt.Sprintf("address %s already visited (a cycle in the tree?)", ch.Address), true
-				case depth+1 >= maxTreeDepth:
-					ch.Error, ch.notFollowed = fmt.Sprintf("tree deeper than %d levels; not followed", maxTreeDepth), true
-				default:
-					sub, err := walkFrom(ctx, conns, ch.Address, depth+1, seen)
-					if err != nil {
-						ch.Error = err.Error()
-					} else if len(sub) > 0 {
-						ch.Instance = sub[0]
-					}
-				}
-				n.Children = append(n.Children, ch)
-			}
-			sort.Slice(n.Children, func(i, k int) bool { return naturalLess(n.Children[i].ID, n.Children[k].ID) })
-			out = append(out, n)
+	return adminview.Walk(ctx, conns.client, addr, func(addr string, err error) error {
+		if errors.Is(err, adminview.ErrNoInstance) {
+			return &exitError{code: 1, err: fmt.Errorf("the Admin API at %s returned no tier instance in its status", addr)}
 		}
-	}
-	if len(out) == 0 {
-		return nil, &exitError{code: 1, err: fmt.Errorf("the Admin API at %s returned no tier instance in its status", addr)}
-	}
-	return out, nil
-}
-
-func childFromStatus(cs *wire.ChildStatus) *childNode {
-	ch := &childNode{
-		ID: cs.GetChild().GetId(), Tier: cs.GetChild().GetTier(),
-		State:     childStateName(cs.GetChild().GetState()),
-		Connected: cs.GetConnected(), Shards: cs.GetShards(), Labels: cs.GetChild().GetLabels(),
-		UtilizationPct: map[string]float64{}, Used: map[string]float64{},
-		LeaseRemainingSeconds: time.Duration(cs.GetLeaseRemainingNanos()).Round(time.Millisecond).Seconds(),
-		Address:               cs.GetAddress(),
-	}
-	for r, u := range cs.GetUtilization() {
-		if !math.IsNaN(u) && !math.IsInf(u, 0) { // JSON cannot carry them
-			ch.UtilizationPct[r] = math.Round(u*1000) / 10
-		}
-	}
-	used := cs.GetUsed()
-	for _, r := range interfaces.BuiltinResources {
-		if v := wireLoadGet(used, r); v != 0 {
-			ch.Used[r] = v
-		}
-	}
-	for k, v := range used.GetExtra() {
-		if !math.IsNaN(v) && !math.IsInf(v, 0) {
-			ch.Used[k] = v
-		}
-	}
-	return ch
-}
-
-func wireLoadGet(l *wire.Load, r string) float64 {
-	switch r {
-	case interfaces.CPU:
-		return l.GetCpu()
-	case interfaces.Mem:
-		return l.GetMem()
-	case interfaces.Net:
-		return l.GetNet()
-	case interfaces.Tasks:
-		return l.GetTasks()
-	}
-	return l.GetExtra()[r]
-}
-
-func childStateName(s wire.ChildState) string {
-	if st, err := wire.ChildStateFromWire("state", s); err == nil {
-		return st.String()
-	}
-	return fmt.Sprintf("unknown(%d)", int32(s))
-}
-
-// eachInstance calls fn on every tier instance of the tree, top down, with the
-// child through which it was reached (nil for the roots).
-func eachInstance(roots []*tierNode, fn func(n *tierNode, via *childNode)) {
-	var visit func(n *tierNode, via *childNode)
-	visit = func(n *tierNode, via *childNode) {
-		fn(n, via)
-		for _, ch := range n.Children {
-			if ch.Instance != nil {
-				visit(ch.Instance, ch)
-			}
-		}
-	}
-	for _, r := range roots {
-		visit(r, nil)
-	}
-}
-
-// unreachable lists the child instances of the tree that could not be asked.
-func unreachable(roots []*tierNode) []string {
-	var out []string
-	eachInstance(roots, func(n *tierNode, _ *childNode) {
-		for _, ch := range n.Children {
-			if ch.Error != "" {
-				out = append(out, fmt.Sprintf("%s (child of %s/%s): %s", ch.ID, n.Tier, n.Instance, ch.Error))
-			}
-		}
+		return remoteCallErr(addr, err)
 	})
-	return out
 }
 
-// findChild returns the child named id of n, or nil.
-func (n *tierNode) findChild(id string) *childNode {
-	for _, ch := range n.Children {
-		if ch.ID == id {
-			return ch
-		}
-	}
-	return nil
-}
-
-// naturalLess orders strings with embedded numbers by value: "s/2" < "s/10".
-func naturalLess(a, b string) bool {
-	for a != "" && b != "" {
-		ca, cb := chunk(a), chunk(b)
-		a, b = a[len(ca):], b[len(cb):]
-		if ca == cb {
-			continue
-		}
-		na, ea := strconv.ParseUint(ca, 10, 64)
-		nb, eb := strconv.ParseUint(cb, 10, 64)
-		if ea == nil && eb == nil && na != nb {
-			return na < nb
-		}
-		return ca < cb
-	}
-	return len(a) < len(b)
-}
-
-// chunk returns the leading run of digits, or of non-digits, of s.
-func chunk(s string) string {
-	digit := s[0] >= '0' && s[0] <= '9'
-	i := 1
-	for i < len(s) && (s[i] >= '0' && s[i] <= '9') == digit {
-		i++
-	}
-	return s[:i]
-}
+var (
+	eachInstance   = adminview.EachInstance
+	unreachable    = adminview.Unreachable
+	naturalLess    = adminview.NaturalLess
+	wireLoadGet    = adminview.LoadGet
+	childStateName = adminview.ChildStateName
+)
 
 // formatQuantity prints a byte count with binary units: 512Mi, 1.5Gi, 800.
 func formatQuantity(v float64) string {

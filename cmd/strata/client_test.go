@@ -205,7 +205,7 @@ latency_slo: 50ms
 	cliJSON(t, &st, "status", "--addr", addr, "-o", "json")
 	var drained *childNode
 	eachInstance(st.Tree, func(nd *tierNode, _ *childNode) {
-		if ch := nd.findChild(busiest); ch != nil {
+		if ch := nd.FindChild(busiest); ch != nil {
 			drained = ch
 		}
 	})
@@ -374,7 +374,7 @@ latency_slo: 50ms
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatal(err)
 	}
-	if r2 := st.Tree[0].findChild("region-2"); r2 == nil || r2.Error == "" || r2.Instance != nil || len(st.Unreachable) != 1 {
+	if r2 := st.Tree[0].FindChild("region-2"); r2 == nil || r2.Error == "" || r2.Instance != nil || len(st.Unreachable) != 1 {
 		t.Errorf("region-2 down: %+v, unreachable %v", r2, st.Unreachable)
 	}
 	code, _, errOut = runCLI("host", "drain", "region-2-host-1", "--addr", addr, "--timeout", "5s")

@@ -20,6 +20,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/hostagent/driver/synthetic"
 	synexec "github.com/strata-sched/strata/coordinator/hostagent/driver/synthetic/exec"
 	"github.com/strata-sched/strata/coordinator/hostd"
+	"github.com/strata-sched/strata/coordinator/telemetry"
 	"github.com/strata-sched/strata/coordinator/tierd"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
@@ -170,6 +171,7 @@ func runTier(ctx context.Context, g *globalOptions, f tierFile) error {
 		fmt.Fprintf(g.stderr, "strata %s %s/%s: warning: acl: disabled: the Admin API at %s (jobs, drains, plans, Raft membership) accepts every call from anyone who can reach it; see docs/security.md\n",
 			cfg.Tier, cfg.Instance, cfg.NodeID, cfg.GRPCAddr)
 	}
+	telemetry.OneDaemonProcess() // raft's own metrics are this daemon's
 	d, err := tierd.Start(cfg, g.stderr)
 	if err != nil {
 		return err
@@ -311,6 +313,7 @@ func runHost(ctx context.Context, g *globalOptions, f hostFile) error {
 	ctx, stop := signalContext(ctx)
 	defer stop()
 	cfg.Driver = drv
+	telemetry.OneDaemonProcess()
 	d, err := hostd.Start(cfg, g.stderr)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/strata-sched/strata/coordinator/dashboard"
 	"github.com/strata-sched/strata/coordinator/devcluster"
 	"github.com/strata-sched/strata/interfaces/wire"
 )
@@ -22,6 +24,7 @@ func newDevCmd(g *globalOptions) *cobra.Command {
 	var (
 		dataDir        string
 		addr, raftAddr string
+		httpAddr       string
 		regions, hosts int
 		shards         int
 		policy         string
@@ -45,7 +48,7 @@ need no --token. Ctrl-C stops it.`,
 			}
 			// Dev mode runs without TLS, so nothing of it may be reachable
 			// from the network (docs/security.md).
-			for _, a := range []struct{ flag, addr string }{{"--addr", addr}, {"--raft-admin", raftAddr}} {
+			for _, a := range []struct{ flag, addr string }{{"--addr", addr}, {"--raft-admin", raftAddr}, {"--http", httpAddr}} {
 				if a.addr == "" && a.flag == "--raft-admin" {
 					continue
 				}
@@ -64,7 +67,7 @@ need no --token. Ctrl-C stops it.`,
 			}
 			ctx, stop := signalContext(cmd.Context())
 			defer stop()
-			c, err := devcluster.Start(devcluster.Options{Dir: dir, GlobalAddr: addr, GlobalRaftAdmin: raftAddr, Regions: regions, HostsPerRegion: hosts, Policy: policy})
+			c, err := devcluster.Start(devcluster.Options{Dir: dir, GlobalAddr: addr, GlobalRaftAdmin: raftAddr, GlobalHTTP: httpAddr, Regions: regions, HostsPerRegion: hosts, Policy: policy})
 			if err != nil {
 				return err
 			}
@@ -78,6 +81,7 @@ need no --token. Ctrl-C stops it.`,
 			if shards > 0 {
 				fmt.Fprintf(g.stdout, "Submitted job \"sample\" with %d shards.\n", shards)
 			}
+			printEndpoints(g.stdout, c.Endpoints())
 			fmt.Fprintln(g.stdout, devHint(invokedAs(), c.Global.GRPCAddr(), shards))
 			fmt.Fprintln(g.stdout, "Press Ctrl-C to stop.")
 			<-ctx.Done()
@@ -89,6 +93,7 @@ need no --token. Ctrl-C stops it.`,
 	f.StringVar(&dataDir, "data-dir", "", "keep the cluster's data here (default: a temporary directory, removed on exit)")
 	f.StringVar(&addr, "addr", devAdminAddr, "address of the global tier's Admin API")
 	f.StringVar(&raftAddr, "raft-admin", devRaftAdminAddr, "address of the global replica's Raft admin endpoint (strata raft)")
+	f.StringVar(&httpAddr, "http", devHTTPAddr, "address of the global replica's HTTP server: the dashboard (/ui/), /metrics, /healthz, /readyz")
 	f.IntVar(&regions, "regions", 2, "number of regions")
 	f.IntVar(&hosts, "hosts", 4, "hosts per region")
 	f.IntVar(&shards, "shards", 64, "shards of the sample job (0: none)")
@@ -148,4 +153,24 @@ func commandName(arg0, cwd string) string {
 		return "strata"
 	}
 	return "." + string(filepath.Separator) + rel
+}
+
+// devHTTPAddr is where strata dev serves the dashboard and the global tier's
+// metrics by default.
+const devHTTPAddr = "127.0.0.1:7500"
+
+// printEndpoints lists where each daemon of the dev cluster serves its
+// dashboard, health and metrics (every port but the global tier's is free
+// when the cluster starts, so they are printed here).
+func printEndpoints(w io.Writer, eps []devcluster.Endpoint) {
+	if len(eps) == 0 {
+		return
+	}
+	g := eps[0]
+	fmt.Fprintf(w, "Dashboard: http://%s%s\n", g.HTTP, dashboard.Path)
+	fmt.Fprintf(w, "Health:    http://%s/healthz · http://%s/readyz\n", g.HTTP, g.HTTP)
+	fmt.Fprintln(w, "Metrics (Prometheus targets, one per daemon):")
+	for _, e := range eps {
+		fmt.Fprintf(w, "  %-7s %-18s http://%s/metrics\n", e.Tier, e.Name, e.HTTP)
+	}
 }

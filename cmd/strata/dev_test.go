@@ -35,7 +35,7 @@ func TestDevHintNamesTheBinaryAsInvoked(t *testing.T) {
 // TestDevBindsLoopbackOnly: strata dev runs without TLS, so it refuses an
 // address others could reach.
 func TestDevBindsLoopbackOnly(t *testing.T) {
-	for _, args := range [][]string{{"dev", "--addr", "0.0.0.0:7400"}, {"dev", "--raft-admin", "10.0.0.1:7301"}} {
+	for _, args := range [][]string{{"dev", "--addr", "0.0.0.0:7400"}, {"dev", "--raft-admin", "10.0.0.1:7301"}, {"dev", "--http", "0.0.0.0:7500"}} {
 		code, out, errOut := runCLI(args...)
 		if code != 2 || !strings.Contains(out+errOut, "must be a loopback address") || !strings.Contains(out+errOut, "strata dev runs without TLS and binds loopback only") {
 			t.Errorf("%v: exit %d, output %q", args, code, out+errOut)

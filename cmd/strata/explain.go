@@ -209,7 +209,7 @@ func explainShard(ctx context.Context, conns *adminConns, addr, shard string, li
 		}
 		p := cur.resp.GetPlacement()[0]
 		res.Placement = append(res.Placement, placementFromWire(p))
-		ch := cur.node.findChild(p.GetChild())
+		ch := cur.node.FindChild(p.GetChild())
 		if ch == nil || ch.Instance == nil {
 			if ch != nil && ch.Error != "" {
 				res.Warnings = append(res.Warnings, fmt.Sprintf("%s (child of %s/%s): %s", ch.ID, cur.node.Tier, cur.node.Instance, ch.Error))
@@ -238,7 +238,7 @@ func explainShard(ctx context.Context, conns *adminConns, addr, shard string, li
 		lv := path[i]
 		for _, e := range lv.resp.GetHistory() {
 			for _, id := range []string{e.GetMove().GetFrom(), e.GetMove().GetTo()} {
-				ch := lv.node.findChild(id)
+				ch := lv.node.FindChild(id)
 				if id == "" || ch == nil || ch.Instance == nil || asked[ch.Instance] {
 					continue
 				}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/strata-sched/strata/coordinator/adminview"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
 )
@@ -43,14 +44,7 @@ type childStateJSON struct {
 	Waited bool `json:"waited,omitempty"`
 }
 
-// childNoun names a child of tier in messages and usage: "host", "region",
-// or "child" for any tier.
-func childNoun(tier string) string {
-	if tier == "" {
-		return "child"
-	}
-	return tier
-}
+var childNoun = adminview.ChildNoun
 
 func newChildStateCmd(g *globalOptions, tier string, drain bool) *cobra.Command {
 	var cf clientFlags
@@ -174,48 +168,8 @@ func findHostParent(roots []*tierNode, host string) (*tierNode, error) {
 }
 
 // findChildParent returns the tier instance that has id as a child of tier
-// (of any tier when tier is ""). Not found is an ErrNotFound naming the
-// child; a name that is a child of another tier, or that more than one
-// instance has, is ErrInvalid.
-func findChildParent(roots []*tierNode, id, tier string) (*tierNode, error) {
-	noun := childNoun(tier)
-	var parents []*tierNode
-	var otherTier []string
-	var otherTiers []string
-	searched := 0
-	eachInstance(roots, func(n *tierNode, _ *childNode) {
-		searched++
-		if ch := n.findChild(id); ch != nil {
-			if tier == "" || ch.Tier == tier {
-				parents = append(parents, n)
-			} else {
-				otherTier = append(otherTier, fmt.Sprintf("a %s child of %s/%s", ch.Tier, n.Tier, n.Instance))
-				otherTiers = append(otherTiers, ch.Tier)
-			}
-		}
-	})
-	switch {
-	case len(parents) == 1:
-		return parents[0], nil
-	case len(parents) > 1:
-		var names []string
-		for _, p := range parents {
-			names = append(names, p.Tier+"/"+p.Instance)
-		}
-		return nil, fmt.Errorf("%s %q is a child of %d tier instances (%s); refusing to guess: %w", noun, id, len(parents), strings.Join(names, ", "), interfaces.ErrInvalid)
-	case len(otherTier) > 0:
-		cmd := "tier"
-		if t := otherTiers[0]; t == interfaces.TierHost || t == interfaces.TierRegion {
-			cmd = t
-		}
-		return nil, fmt.Errorf("%q is not a %s: it is %s (use 'strata %s drain|undrain %s'): %w", id, noun, strings.Join(otherTier, " and "), cmd, id, interfaces.ErrInvalid)
-	}
-	msg := fmt.Sprintf("%s %q: no tier instance has it as a child (searched %d instances)", noun, id, searched)
-	if u := unreachable(roots); len(u) > 0 {
-		msg += "; it may be under an unreachable one: " + strings.Join(u, "; ")
-	}
-	return nil, fmt.Errorf("%s: %w", msg, interfaces.ErrNotFound)
-}
+// (adminview.FindParent).
+var findChildParent = adminview.FindParent
 
 // waitChildEmpty polls the status of the instance at addr until its child
 // (a noun: host, region, …) holds no shards, for up to wait.

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strata-sched/strata/coordinator/hostagent/driver/execdriver"
+	"github.com/strata-sched/strata/coordinator/telemetry"
 )
 
 // Set by the linker: -X main.version=...
@@ -42,6 +43,7 @@ const superviseCmd = "supervise"
 
 // run executes the CLI with args and returns the process exit code.
 func run(args []string, stdout, stderr io.Writer) int {
+	telemetry.Version = version // strata_build_info
 	root := newRootCmd(stdout, stderr)
 	root.SetArgs(args)
 	err := root.Execute()
@@ -83,6 +85,10 @@ another cluster with --addr or the STRATA_ADDR environment variable.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	// strata --version prints what strata version does.
+	root.Version = version
+	info := versionInfo()
+	root.SetVersionTemplate(fmt.Sprintf("strata %s (%s, %s/%s)\n", info.Version, info.Go, info.OS, info.Arch))
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())
 	})

@@ -23,6 +23,7 @@ func TestCLIBasics(t *testing.T) {
 		{[]string{"--help"}, 0, "Available Commands", ""},
 		{[]string{}, 0, "Usage:", ""},
 		{[]string{"version"}, 0, "strata ", ""},
+		{[]string{"--version"}, 0, "strata dev (go", ""},
 		{[]string{"nosuchcommand"}, 2, "", `unknown command "nosuchcommand"`},
 		{[]string{"version", "--bogus"}, 2, "", "unknown flag: --bogus"},
 		{[]string{"version", "extra"}, 2, "", `unknown command "extra"`},

@@ -147,7 +147,7 @@ simulator: "strata sim run FILE".`,
 				}
 				req.DrainChildren = []string{drain}
 			case fail != "":
-				if target.findChild(fail) == nil {
+				if target.FindChild(fail) == nil {
 					return &exitError{code: 1, err: fmt.Errorf("region %q: not a child of the global tier: %w", fail, interfaces.ErrNotFound)}
 				}
 				req.DrainChildren = []string{fail}

@@ -34,7 +34,7 @@ func TestRegionDrainAndUndrain(t *testing.T) {
 	regionState := func() string {
 		var st statusJSON
 		cliJSON(t, &st, "status", "--addr", addr, "-o", "json")
-		if r := st.Tree[0].findChild("region-2"); r != nil {
+		if r := st.Tree[0].FindChild("region-2"); r != nil {
 			return r.State
 		}
 		return "missing"

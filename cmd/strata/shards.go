@@ -286,7 +286,7 @@ func collectShards(ctx context.Context, conns *adminConns, addr, job string) (ro
 				break
 			}
 			row.Placement = append(row.Placement, placementFromWire(p))
-			ch := node.findChild(p.GetChild())
+			ch := node.FindChild(p.GetChild())
 			for len(levels) <= depth {
 				levels = append(levels, "")
 			}

@@ -208,14 +208,14 @@ func TestStatusCycleAndUnreachable(t *testing.T) {
 	a.children = append(a.children, child("loop", interfaces.TierRegion, global.addr, 0))
 	var st statusJSON
 	cliJSON(t, &st, "status", "--addr", global.addr, "-o", "json")
-	ra := st.Tree[0].findChild("region-a")
+	ra := st.Tree[0].FindChild("region-a")
 	if ra == nil || ra.Instance == nil {
 		t.Fatalf("region-a: %+v", ra)
 	}
-	if l := ra.Instance.findChild("loop"); l == nil || l.Instance != nil || !strings.Contains(l.Error, "already visited") {
+	if l := ra.Instance.FindChild("loop"); l == nil || l.Instance != nil || !strings.Contains(l.Error, "already visited") {
 		t.Errorf("loop child: %+v", l)
 	}
-	if rb := st.Tree[0].findChild("region-b"); rb == nil || !strings.Contains(rb.Error, "cannot reach the Admin API") {
+	if rb := st.Tree[0].FindChild("region-b"); rb == nil || !strings.Contains(rb.Error, "cannot reach the Admin API") {
 		t.Errorf("region-b: %+v", rb)
 	}
 	if len(st.Unreachable) != 2 {

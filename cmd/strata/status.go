@@ -88,7 +88,7 @@ func printStatusTable(w io.Writer, roots []*tierNode) error {
 			switch {
 			case ch.Instance != nil:
 				leader, term, index, policy = leaderText(ch.Instance), strconv.FormatUint(ch.Instance.Term, 10), strconv.FormatUint(ch.Instance.StateIndex, 10), ch.Instance.Policy
-			case ch.notFollowed:
+			case ch.NotFollowed:
 				leader = "not followed"
 			case ch.Error != "":
 				leader = "unreachable"

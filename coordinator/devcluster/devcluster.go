@@ -27,7 +27,11 @@ type Options struct {
 	// its Raft admin endpoint ("strata raft").
 	GlobalAddr      string
 	GlobalRaftAdmin string
-	Regions         int
+	// GlobalHTTP is where the global replica serves /healthz, /readyz,
+	// /metrics and the dashboard (/ui/); default "127.0.0.1:0" (a free port,
+	// like every other daemon's: Endpoints lists them).
+	GlobalHTTP string
+	Regions    int
 	// HostsPerRegion hosts, each with HostCapacity.
 	HostsPerRegion int
 	HostCapacity   interfaces.Load
@@ -107,6 +111,9 @@ func Start(o Options) (*Cluster, error) {
 	var err error
 	gcfg := o.tier(interfaces.TierGlobal, "global", o.GlobalAddr, nil)
 	gcfg.AdminAddr = o.GlobalRaftAdmin
+	if o.GlobalHTTP != "" {
+		gcfg.HTTPAddr = o.GlobalHTTP
+	}
 	c.Global, err = tierd.Start(gcfg, o.Log)
 	if err != nil {
 		return nil, fmt.Errorf("global: %w", err)
@@ -248,4 +255,36 @@ func (c *Cluster) Settle(quiet, timeout time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// Endpoint is one daemon of the cluster and where it listens.
+type Endpoint struct {
+	// Name is "global", a region's or a host's name; Tier is its tier.
+	Name, Tier string
+	// GRPC is the Admin (and session) address of a tier replica, "" for a
+	// host; HTTP serves /healthz, /readyz, /metrics (and a tier's dashboard).
+	GRPC, HTTP string
+}
+
+// Endpoints lists every daemon: the global tier, the regions, then the hosts,
+// each group sorted by name.
+func (c *Cluster) Endpoints() []Endpoint {
+	out := []Endpoint{{Name: "global", Tier: interfaces.TierGlobal, GRPC: c.Global.GRPCAddr(), HTTP: c.Global.HTTPAddr()}}
+	for _, name := range sortedKeys(c.Regions) {
+		d := c.Regions[name]
+		out = append(out, Endpoint{Name: name, Tier: interfaces.TierRegion, GRPC: d.GRPCAddr(), HTTP: d.HTTPAddr()})
+	}
+	for _, name := range sortedKeys(c.Hosts) {
+		out = append(out, Endpoint{Name: name, Tier: interfaces.TierHost, HTTP: c.Hosts[name].HTTPAddr()})
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

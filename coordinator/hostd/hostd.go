@@ -155,7 +155,8 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		d.agent.Close()
 		return nil, err
 	}
-	d.metrics = telemetry.NewMetrics(map[string]string{"tier": interfaces.TierHost, "host": string(cfg.Host)}, time.Second)
+	d.metrics = telemetry.NewMetrics(map[string]string{"tier": interfaces.TierHost, "host": string(cfg.Host)})
+	d.metrics.Init("host")
 	if cfg.HTTPAddr != "" {
 		d.http, err = telemetry.Listen(cfg.HTTPAddr, d.ready, d.metrics, nil)
 		if err != nil {
@@ -223,19 +224,30 @@ func (d *Daemon) report() *wire.Report {
 	for name, v := range r.Used.Extra {
 		s.Tagged(map[string]string{"resource": name}).Gauge("host_extra_load").Update(v)
 	}
-	// What the workers measure (the synthetic driver's model, or a stream
-	// worker's broker and clock, sdk/stream): the shards' rates summed (a
-	// stream worker's is records per busy second), their input rates, the
-	// worst shard's p99 latency and the records waiting.
-	var input, lag float64
+	for name, v := range map[string]float64{"cpu": r.Capacity.CPU, "mem": r.Capacity.Mem, "net": r.Capacity.Net, "tasks": r.Capacity.Tasks} {
+		s.Tagged(map[string]string{"resource": name}).Gauge("host_capacity").Update(v)
+	}
+	var in, done, growth float64
 	for _, sl := range r.Shards {
-		input += sl.InputRate
+		in += sl.InputRate
+		done += sl.Rate
+		if sl.InputRate > sl.Rate {
+			growth += sl.InputRate - sl.Rate
+		}
+	}
+	s.Gauge("host_input_records_per_second").Update(in)
+	s.Gauge("host_processed_records_per_second").Update(done)
+	s.Gauge("host_lag_growth_records_per_second").Update(growth)
+	s.Gauge("host_latency_p99_seconds").Update(r.LatencyP99.Seconds())
+	// What a stream worker reads from its broker (sdk/stream): the records
+	// waiting; and the shards' Rate summed under the name stream workers
+	// document (records per busy second: the true processing rate).
+	var lag float64
+	for _, sl := range r.Shards {
 		lag += sl.Lag
 	}
-	s.Gauge("host_rate_records_per_second").Update(r.Throughput)
-	s.Gauge("host_input_records_per_second").Update(input)
-	s.Gauge("host_latency_p99_seconds").Update(r.LatencyP99.Seconds())
 	s.Gauge("host_lag_records").Update(lag)
+	s.Gauge("host_rate_records_per_second").Update(r.Throughput)
 	return wire.ReportToWire(r)
 }
 

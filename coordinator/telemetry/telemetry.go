@@ -4,50 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/uber-go/tally/v4"
-	promreporter "github.com/uber-go/tally/v4/prometheus"
 )
-
-// Metrics is a daemon's root metrics scope and the handler that exports it.
-type Metrics struct {
-	Scope    tally.Scope
-	reporter promreporter.Reporter
-	closer   io.Closer
-}
-
-// NewMetrics returns a root scope with the "strata" prefix and the given constant
-// tags (e.g. tier, instance, node). Values are flushed to the Prometheus registry
-// every interval (1s when zero).
-func NewMetrics(tags map[string]string, interval time.Duration) *Metrics {
-	if interval <= 0 {
-		interval = time.Second
-	}
-	r := promreporter.NewReporter(promreporter.Options{
-		OnRegisterError: func(error) {}, // duplicate registration across scopes is harmless
-	})
-	scope, closer := tally.NewRootScope(tally.ScopeOptions{
-		Prefix:         "strata",
-		Tags:           tags,
-		CachedReporter: r,
-		Separator:      promreporter.DefaultSeparator,
-		// Names are ours and already valid; label values (instance names such as
-		// "eu-1") are kept as they are, which Prometheus allows.
-		OmitCardinalityMetrics: true,
-	}, interval)
-	return &Metrics{Scope: scope, reporter: r, closer: closer}
-}
-
-// Handler serves the metrics in the Prometheus text format.
-func (m *Metrics) Handler() http.Handler { return m.reporter.HTTPHandler() }
-
-// Close stops the flush loop after a last flush.
-func (m *Metrics) Close() error { return m.closer.Close() }
 
 // ReadyFunc reports whether the daemon is ready; a non-nil error says why not.
 type ReadyFunc func() error

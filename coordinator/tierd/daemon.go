@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/uber-go/tally/v4"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -20,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/strata-sched/strata/balancer"
+	"github.com/strata-sched/strata/coordinator/dashboard"
 	"github.com/strata-sched/strata/coordinator/fsm"
 	"github.com/strata-sched/strata/coordinator/raftnode"
 	"github.com/strata-sched/strata/coordinator/session"
@@ -27,6 +27,7 @@ import (
 	"github.com/strata-sched/strata/coordinator/tiercore"
 	"github.com/strata-sched/strata/interfaces"
 	"github.com/strata-sched/strata/interfaces/wire"
+	"github.com/strata-sched/strata/internal/logx"
 	"github.com/strata-sched/strata/internal/tlsutil"
 	"github.com/strata-sched/strata/tiers"
 	"github.com/strata-sched/strata/tiers/control"
@@ -44,8 +45,9 @@ type Daemon struct {
 	grpc    *grpc.Server
 	lis     net.Listener
 	metrics *telemetry.Metrics
-	scope   tally.Scope
+	scope   *telemetry.Scope
 	http    *telemetry.Server
+	ui      *dashboard.Server // the web dashboard at /ui/ (nil without listen.http)
 	logger  *log.Logger
 
 	// decide serialises the decisions that read the FSM and then commit and
@@ -178,7 +180,9 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 		Dir:       filepath.Join(cfg.DataDir, "raft"),
 		RaftBind:  cfg.RaftAddr,
 		AdminBind: cfg.AdminAddr,
-		LogOutput: logOut,
+		// raft logs an ERROR per heartbeat backoff for as long as a peer is
+		// down: one of each kind every 30s, with the count of the others.
+		LogOutput: logx.Dedup(logOut, 30*time.Second, time.Now),
 		Wrap:      wrap,
 	}, fsm.Options{LeanRestore: true})
 	if err != nil {
@@ -192,8 +196,7 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	d.metrics = telemetry.NewMetrics(map[string]string{"tier": cfg.Tier, "instance": cfg.Instance, "node": cfg.NodeID}, time.Second)
-	d.scope = d.metrics.Scope
+	d.newMetrics()
 	d.lis, err = net.Listen("tcp", cfg.GRPCAddr)
 	if err != nil {
 		d.tier.Shutdown()
@@ -212,9 +215,10 @@ func Start(cfg Config, logOut io.Writer) (*Daemon, error) {
 	d.grpc = grpc.NewServer(sopts...)
 	wire.RegisterSessionServer(d.grpc, d)
 	wire.RegisterAdminServer(d.grpc, d)
+	telemetry.RegisterGRPC(d.grpc, d.ready) // grpc.health.v1 and reflection
 	go func() { _ = d.grpc.Serve(d.lis) }()
 	if cfg.HTTPAddr != "" {
-		d.http, err = telemetry.ListenGuarded(cfg.HTTPAddr, d.ready, d.metrics, nil, d.httpAuth)
+		d.http, err = telemetry.ListenGuarded(cfg.HTTPAddr, d.ready, d.metrics, d.newDashboard(), d.httpGuard)
 		if err != nil {
 			d.Close()
 			return nil, err
@@ -317,6 +321,9 @@ func (d *Daemon) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_ = d.http.Shutdown(ctx)
 		cancel()
+	}
+	if d.ui != nil {
+		d.ui.Close()
 	}
 	if d.metrics != nil {
 		_ = d.metrics.Close()

@@ -174,7 +174,7 @@ func (d *Daemon) runRound(ctx context.Context, r *tiercore.Round, now time.Time)
 	}
 	out := d.act(ctx, p)
 	if out.DroppedUnreachable > 0 {
-		d.scope.Counter("moves_dropped_unreachable").Inc(int64(out.DroppedUnreachable))
+		d.scope.Counter("moves_dropped_unreachable_total").Inc(int64(out.DroppedUnreachable))
 	}
 	if out.ObserveErr != nil {
 		d.logger.Printf("controller: %v", out.ObserveErr)

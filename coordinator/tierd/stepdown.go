@@ -65,7 +65,7 @@ func (d *Daemon) watchChildren(ctx context.Context) {
 		}
 		tried = now
 		d.logger.Printf("cut off from my children: %d of the %d heard from in term %d silent for over %v; handing leadership over", silent, counted, term, rule.Silence)
-		d.scope.Counter("leader_cut_off").Inc(1)
+		d.scope.Counter("leader_cut_off_total").Inc(1)
 		go func() {
 			if err := d.tier.Raft().LeadershipTransfer().Error(); err != nil && !errors.Is(err, raft.ErrNotLeader) {
 				d.logger.Printf("leadership transfer: %v", err)

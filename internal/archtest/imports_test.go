@@ -13,16 +13,16 @@ const module = "github.com/strata-sched/strata"
 // forbidden maps an import-path prefix to the reason a pure package must not
 // depend on it.
 var forbidden = map[string]string{
-	"google.golang.org/grpc":           "gRPC is I/O; pure packages are driven through the contracts in interfaces",
-	"github.com/hashicorp/raft":        "Raft belongs to the coordinator; the simulator replaces it with direct calls",
-	"go.etcd.io/bbolt":                 "storage belongs to the coordinator and the host agent",
-	"github.com/boltdb/bolt":           "storage belongs to the coordinator and the host agent",
-	module + "/coordinator":            "the coordinator imports the pure packages, never the reverse",
-	module + "/cmd":                    "commands sit at the top of the graph",
-	"google.golang.org/protobuf":       "the wire schema is for the coordinator and the daemons",
-	module + "/interfaces/wire":        "the wire schema is for the coordinator and the daemons",
-	"github.com/uber-go/tally":         "metrics are reported by the daemons, not computed in pure code",
-	"github.com/hashicorp/raft-boltdb": "storage belongs to the coordinator",
+	"google.golang.org/grpc":              "gRPC is I/O; pure packages are driven through the contracts in interfaces",
+	"github.com/hashicorp/raft":           "Raft belongs to the coordinator; the simulator replaces it with direct calls",
+	"go.etcd.io/bbolt":                    "storage belongs to the coordinator and the host agent",
+	"github.com/boltdb/bolt":              "storage belongs to the coordinator and the host agent",
+	module + "/coordinator":               "the coordinator imports the pure packages, never the reverse",
+	module + "/cmd":                       "commands sit at the top of the graph",
+	"google.golang.org/protobuf":          "the wire schema is for the coordinator and the daemons",
+	module + "/interfaces/wire":           "the wire schema is for the coordinator and the daemons",
+	"github.com/prometheus/client_golang": "metrics are exported by the daemons (coordinator/telemetry), not computed in pure code",
+	"github.com/hashicorp/raft-boltdb":    "storage belongs to the coordinator",
 }
 
 // pure lists the packages (and their subpackages) that must stay free of I/O

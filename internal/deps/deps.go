@@ -9,8 +9,6 @@ import (
 	_ "github.com/hashicorp/go-metrics"
 	_ "github.com/hashicorp/raft"
 	_ "github.com/hashicorp/raft-boltdb/v2"
-	_ "github.com/uber-go/tally/v4"
-	_ "github.com/uber-go/tally/v4/prometheus"
 	_ "go.etcd.io/bbolt"
 	_ "gonum.org/v1/gonum/optimize"
 	_ "gonum.org/v1/gonum/optimize/convex/lp"
