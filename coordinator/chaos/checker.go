@@ -452,7 +452,7 @@ func StopsPerFault(res *ledger.Result, ops []Op, faults []Fault, observe time.Du
 				continue
 			}
 			fs.Shards++
-			if g := longestGap(ivs, from, to); g > 0 {
+			if g := ledger.LongestGap(ivs, from, to); g > 0 {
 				fs.Stopped++
 				fs.Longest = max(fs.Longest, g)
 			}
@@ -469,32 +469,6 @@ func touched(ts []int64, from, to int64) bool {
 		}
 	}
 	return false
-}
-
-// longestGap is the longest time in [from, to] no interval of ivs (sorted by
-// start) covers.
-func longestGap(ivs []ledger.Interval, from, to int64) time.Duration {
-	var gap int64
-	cur := from
-	for _, iv := range ivs {
-		if iv.End <= cur {
-			continue
-		}
-		if iv.Start > to {
-			break
-		}
-		if iv.Start > cur {
-			gap = max(gap, iv.Start-cur)
-		}
-		cur = max(cur, iv.End)
-		if cur >= to {
-			break
-		}
-	}
-	if cur < to {
-		gap = max(gap, to-cur)
-	}
-	return time.Duration(gap)
 }
 
 // OverlapsPerFault attributes every pair of intervals of one shard on two

@@ -98,11 +98,11 @@ func TestLongestGap(t *testing.T) {
 		from, to float64
 		want     time.Duration
 	}{{0, 30, 5 * time.Second}, {0, 11, time.Second}, {13, 19, 0}, {21, 30, 4 * time.Second}} {
-		if got := longestGap(ivs, at(c.from), at(c.to)); got != c.want {
+		if got := ledger.LongestGap(ivs, at(c.from), at(c.to)); got != c.want {
 			t.Errorf("gap in [%v, %v]: got %v, want %v", c.from, c.to, got, c.want)
 		}
 	}
-	if got := longestGap(ivs[:1], at(5), at(15)); got != 5*time.Second {
+	if got := ledger.LongestGap(ivs[:1], at(5), at(15)); got != 5*time.Second {
 		t.Errorf("stopped for good: got %v, want 5s", got)
 	}
 }
