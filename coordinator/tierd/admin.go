@@ -25,7 +25,7 @@ func isNotFound(err error) bool { return errors.Is(err, interfaces.ErrNotFound) 
 // leader. It returns handled=false when this replica leads.
 func forward[Resp any](ctx context.Context, d *Daemon, fn func(wire.AdminClient) (Resp, error)) (resp Resp, handled bool, err error) {
 	if d.IsLeader() {
-		if !d.applied() {
+		if !d.waitApplied(ctx, leaderReadyWait) {
 			// Raft made this replica leader, but its state machine may not
 			// hold every committed entry yet (trackLeadership's barrier): a
 			// read of it now could say a job does not exist that does — a

@@ -288,6 +288,36 @@ func (d *Daemon) Tier() *raftnode.Tier { return d.tier }
 // IsLeader reports whether this replica leads its group.
 func (d *Daemon) IsLeader() bool { return d.tier.IsLeader() }
 
+// leaderReadyWait bounds how long an Admin call waits for a just-elected
+// leader's barrier before it is refused with a retry (a barrier takes a
+// round trip to a quorum and the apply of the log's tail).
+const leaderReadyWait = 2 * time.Second
+
+// waitApplied waits, at most limit and while ctx lasts, until applied holds.
+func (d *Daemon) waitApplied(ctx context.Context, limit time.Duration) bool {
+	if d.applied() {
+		return true
+	}
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	timeout := time.After(limit)
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timeout:
+			return false
+		case <-t.C:
+			if !d.tier.IsLeader() {
+				return false
+			}
+			if d.applied() {
+				return true
+			}
+		}
+	}
+}
+
 // applied reports whether this replica leads in Raft's current term and has
 // applied its log up to its own election (the barrier trackLeadership waits
 // for): only then does its state machine answer for the group.
