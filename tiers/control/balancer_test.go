@@ -277,3 +277,37 @@ func TestClosedLoopWithTheBalancer(t *testing.T) {
 		}
 	}
 }
+
+// TestAntiBounceYieldsToRulesThatForceABounce (issue 24's lost shard): s0 left
+// h00 for h01; now the view's own rules allow it only on h00 (a child that
+// cannot place it asked the parent to keep it elsewhere). The anti-bounce rule
+// would leave it nowhere to go, so it yields and the shard goes back; a shard
+// whose rules allow another child it did not leave keeps its rule.
+func TestAntiBounceYieldsToRulesThatForceABounce(t *testing.T) {
+	c := mustNew(t, DefaultConfig())
+	v := tier(3, 10, []float64{4, 2, 2}, []int{1, 0, 2})
+	d, _ := c.Step(Input{Now: t0, View: tier(3, 10, []float64{4, 2, 2}, []int{0, 0, 2})})
+	_ = c.Observe(RoundResult{Round: d.Round, Applied: []interfaces.Move{{Shard: "s000", From: "h00", To: "h01"}}})
+	v.Constraints = []interfaces.Constraint{{Kind: interfaces.ConstraintAllowed, Shards: []interfaces.ShardID{"s000"}, Children: []interfaces.ChildID{"h00"}, Reason: "cooperation: held away from h01"}}
+	d, err := c.Step(Input{Now: t0.Add(time.Minute), View: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Record.AntiBounce != 0 {
+		t.Fatalf("anti-bounce kept a rule for s000 that leaves it nowhere: %+v", d.Constraints)
+	}
+	d.Mode = ModePeriodic
+	if ms := movesOf(solveLocal(t, d.Apply(v), 1), "s000"); len(ms) != 1 || ms[0].To != "h00" {
+		t.Fatalf("s000 should go back to h00, the only child its rules allow: %+v", ms)
+	}
+	// Allowed on h00 or h02: the rule stays, and the shard goes to h02.
+	v.Constraints[0].Children = []interfaces.ChildID{"h00", "h02"}
+	d, _ = c.Step(Input{Now: t0.Add(2 * time.Minute), View: v})
+	if d.Record.AntiBounce != 1 {
+		t.Fatalf("anti-bounce shards %d, want 1", d.Record.AntiBounce)
+	}
+	d.Mode = ModePeriodic
+	if ms := movesOf(solveLocal(t, d.Apply(v), 1), "s000"); len(ms) != 1 || ms[0].To != "h02" {
+		t.Fatalf("s000 should go to h02: %+v", ms)
+	}
+}

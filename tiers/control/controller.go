@@ -560,6 +560,7 @@ func (c *Controller) antiBounce(d *Decision, p *projection, evac map[interfaces.
 	}
 	var order []string
 	groups := map[string]*group{}
+	ruled := mustLeave(p.v, c.recent)
 	for i := range p.v.Shards {
 		s := &p.v.Shards[i]
 		ls := c.recent[s.ID]
@@ -567,6 +568,24 @@ func (c *Controller) antiBounce(d *Decision, p *projection, evac map[interfaces.
 			continue
 		}
 		cur := p.v.Children[p.owner[i]].ID
+		if allowed, ok := ruled[s.ID]; ok && !slices.Contains(allowed, cur) {
+			// The view's own rules (a pin, an allowed list: e.g. a child
+			// that cannot place the shard asked the parent to keep it
+			// elsewhere) make it leave its owner. If every child they
+			// allow is one it recently left, an anti-bounce rule would
+			// leave it nowhere to go and it would run nowhere (issue 24):
+			// the rule yields.
+			back := true
+			for _, a := range allowed {
+				if !slices.ContainsFunc(ls, func(l left) bool { return l.child == a }) {
+					back = false
+					break
+				}
+			}
+			if back {
+				continue
+			}
+		}
 		var ex []interfaces.ChildID
 		for _, l := range ls {
 			if _, ok := p.childIdx[l.child]; ok && l.child != cur {
@@ -605,6 +624,39 @@ func (c *Controller) antiBounce(d *Decision, p *projection, evac map[interfaces.
 		d.Constraints = append(d.Constraints, interfaces.Constraint{Kind: interfaces.ConstraintAllowed, Shards: g.shards, Children: allowed,
 			Reason: fmt.Sprintf("anti-bounce: recently moved off %s; not back within %v", key, c.cfg.BounceWindow)})
 	}
+}
+
+// mustLeave returns, for the shards of recent that the view's pin and allowed
+// constraints name, the children those rules together allow (their
+// intersection, in the view's child order).
+func mustLeave(v *interfaces.View, recent map[interfaces.ShardID][]left) map[interfaces.ShardID][]interfaces.ChildID {
+	var out map[interfaces.ShardID][]interfaces.ChildID
+	for _, k := range v.Constraints {
+		if k.Kind != interfaces.ConstraintPin && k.Kind != interfaces.ConstraintAllowed {
+			continue
+		}
+		for _, id := range k.Shards {
+			if len(recent[id]) == 0 {
+				continue
+			}
+			if out == nil {
+				out = map[interfaces.ShardID][]interfaces.ChildID{}
+			}
+			prev, seen := out[id]
+			var next []interfaces.ChildID
+			for _, ch := range v.Children {
+				in := slices.Contains(k.Children, ch.ID)
+				if k.Kind == interfaces.ConstraintPin {
+					in = len(k.Children) > 0 && k.Children[0] == ch.ID
+				}
+				if in && (!seen || slices.Contains(prev, ch.ID)) {
+					next = append(next, ch.ID)
+				}
+			}
+			out[id] = next
+		}
+	}
+	return out
 }
 
 // holdBack adds, for the moves held at now (Backoff), the rules that keep the
