@@ -280,9 +280,9 @@ func TestClosedLoopWithTheBalancer(t *testing.T) {
 
 // TestAntiBounceYieldsToRulesThatForceABounce (issue 24's lost shard): s0 left
 // h00 for h01; now the view's own rules allow it only on h00 (a child that
-// cannot place it asked the parent to keep it elsewhere). The anti-bounce rule
-// would leave it nowhere to go, so it yields and the shard goes back; a shard
-// whose rules allow another child it did not leave keeps its rule.
+// cannot place it asked the parent to keep it elsewhere). It must leave h01:
+// the round evacuates it (an emergency for it alone, without an anti-bounce
+// rule, which would leave it nowhere to go) and it goes back.
 func TestAntiBounceYieldsToRulesThatForceABounce(t *testing.T) {
 	c := mustNew(t, DefaultConfig())
 	v := tier(3, 10, []float64{4, 2, 2}, []int{1, 0, 2})
@@ -296,18 +296,20 @@ func TestAntiBounceYieldsToRulesThatForceABounce(t *testing.T) {
 	if d.Record.AntiBounce != 0 {
 		t.Fatalf("anti-bounce kept a rule for s000 that leaves it nowhere: %+v", d.Constraints)
 	}
-	d.Mode = ModePeriodic
-	if ms := movesOf(solveLocal(t, d.Apply(v), 1), "s000"); len(ms) != 1 || ms[0].To != "h00" {
+	if d.Mode != ModeEmergency || len(d.Evacuate) != 1 || d.Evacuate[0] != "s000" {
+		t.Fatalf("mode %s, evacuate %v: want an emergency for s000 (%s)", d.Mode, d.Evacuate, d.Record.Why)
+	}
+	plan := solveLocal(t, d.Apply(v), 1)
+	if ms := movesOf(plan, "s000"); len(ms) != 1 || ms[0].To != "h00" {
 		t.Fatalf("s000 should go back to h00, the only child its rules allow: %+v", ms)
 	}
-	// Allowed on h00 or h02: the rule stays, and the shard goes to h02.
-	v.Constraints[0].Children = []interfaces.ChildID{"h00", "h02"}
-	d, _ = c.Step(Input{Now: t0.Add(2 * time.Minute), View: v})
-	if d.Record.AntiBounce != 1 {
-		t.Fatalf("anti-bounce shards %d, want 1", d.Record.AntiBounce)
+	if acc, _ := d.Admit(v, plan); len(acc) != 1 || acc[0].Shard != "s000" {
+		t.Fatalf("admitted %+v", acc)
 	}
-	d.Mode = ModePeriodic
-	if ms := movesOf(solveLocal(t, d.Apply(v), 1), "s000"); len(ms) != 1 || ms[0].To != "h02" {
-		t.Fatalf("s000 should go to h02: %+v", ms)
+	// A rule naming no child of the view (unresolved) evacuates nothing.
+	v.Constraints[0].Children = []interfaces.ChildID{"elsewhere"}
+	d, _ = c.Step(Input{Now: t0.Add(2 * time.Minute), View: v})
+	if len(d.Evacuate) != 0 {
+		t.Fatalf("evacuated %v for a rule that allows no child here", d.Evacuate)
 	}
 }

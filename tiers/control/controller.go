@@ -425,14 +425,24 @@ func (c *Controller) Step(in Input) (Decision, error) {
 		}
 	}
 
-	// Emergency: shards to (re)place.
+	// Emergency: shards to (re)place — unplaced, on an inactive child, or on
+	// a child the view's pin and allowed rules exclude while they allow
+	// another (e.g. a region none of whose hosts can hold them: a shard there
+	// runs nowhere, as on a failed child). The shards' own constraints are
+	// not read here: they may name the children of another tier.
+	ruled := mustLeave(view, nil)
 	for i := range view.Shards {
 		if p.inFlight[i] {
 			continue
 		}
-		if o := p.owner[i]; o < 0 || !p.active(o) {
-			d.Evacuate = append(d.Evacuate, view.Shards[i].ID)
+		s := &view.Shards[i]
+		if o := p.owner[i]; o >= 0 && p.active(o) {
+			allowed, ok := ruled[s.ID]
+			if !ok || len(allowed) == 0 || slices.Contains(allowed, view.Children[o].ID) {
+				continue
+			}
 		}
+		d.Evacuate = append(d.Evacuate, s.ID)
 	}
 	evac := make(map[interfaces.ShardID]bool, len(d.Evacuate))
 	for _, id := range d.Evacuate {
@@ -626,9 +636,9 @@ func (c *Controller) antiBounce(d *Decision, p *projection, evac map[interfaces.
 	}
 }
 
-// mustLeave returns, for the shards of recent that the view's pin and allowed
-// constraints name, the children those rules together allow (their
-// intersection, in the view's child order).
+// mustLeave returns, for the shards of recent (nil: every shard) that the
+// view's pin and allowed constraints name, the children those rules together
+// allow (their intersection, in the view's child order).
 func mustLeave(v *interfaces.View, recent map[interfaces.ShardID][]left) map[interfaces.ShardID][]interfaces.ChildID {
 	var out map[interfaces.ShardID][]interfaces.ChildID
 	for _, k := range v.Constraints {
@@ -636,7 +646,7 @@ func mustLeave(v *interfaces.View, recent map[interfaces.ShardID][]left) map[int
 			continue
 		}
 		for _, id := range k.Shards {
-			if len(recent[id]) == 0 {
+			if recent != nil && len(recent[id]) == 0 {
 				continue
 			}
 			if out == nil {
