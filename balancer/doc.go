@@ -44,6 +44,9 @@
 //	                  sojourn time of an M/M/1 queue with mean service time S_c at
 //	                  utilization ρ, continued along its tangent beyond MaxUtil
 //	                  (LatencyModel: resource ρ, S_c, q, MaxUtil are inputs)
+//	latency_slo     (1/N_slo) Σ_{s: SLO_s>0} max(0, p_q(c_s, u_{c_s},ρ) / SLO_s − 1)
+//	                  (mean relative excess of the predicted tail over each
+//	                   shard's SLO, LatencyModel.SLO; 0 while all are met)
 //	shortfall       Σ_{r∈R_g} Σ_c max(0, load_cr − cap_cr) / L_r   (share of demand that becomes lag)
 //	locality        (1/N) Σ_s [ dist(domain(s), domain(child(s))) + #avoided children used ]
 //	migration       (1/N) Σ_{s moved} (1 + bytes_s / mean bytes) / 2

@@ -345,6 +345,8 @@ func evaluate(p *Problem, goals []Goal, lm LatencyModel, assign []int32) Objecti
 					}
 				}
 			}
+		case GoalSLO:
+			v = sloValue(p, lm, load, assign)
 		case GoalShortfall:
 			for _, r := range rs {
 				if sumLoad[r] == 0 {

@@ -143,3 +143,21 @@ func genGoals(t *rapid.T) []Goal {
 	}
 	return gs
 }
+
+// genLatency draws a latency model for p: per-child service times and, for
+// some shards, latency SLOs (the slo goal's inputs), or none.
+func genLatency(t *rapid.T, p *Problem) LatencyModel {
+	if !rapid.Bool().Draw(t, "latency model") {
+		return LatencyModel{}
+	}
+	m := LatencyModel{ServiceTime: make([]float64, p.NumChildren()), SLO: make([]float64, p.NumShards())}
+	for c := range m.ServiceTime {
+		m.ServiceTime[c] = float64(rapid.IntRange(1, 20).Draw(t, "service ms")) / 1000
+	}
+	for s := range m.SLO {
+		if rapid.Bool().Draw(t, "has slo") {
+			m.SLO[s] = float64(rapid.IntRange(5, 500).Draw(t, "slo ms")) / 1000
+		}
+	}
+	return m
+}

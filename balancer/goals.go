@@ -14,6 +14,7 @@ const (
 	GoalBalanceMinMax = "balance_minmax" // Σ_r max_c u_cr (lexicographic min-max)
 	GoalBalanceSq     = "balance_sq"     // capacity-weighted sum of squared utilizations
 	GoalLatency       = "latency"        // predicted tail latency from a queueing model
+	GoalSLO           = "latency_slo"    // predicted tail latency above each shard's latency SLO
 	GoalShortfall     = "shortfall"      // load above capacity (becomes lag)
 	GoalLocality      = "locality"       // network distance to the shard's home domain, avoided children
 	GoalMigration     = "migration"      // moves and state bytes moved
@@ -33,7 +34,10 @@ const (
 	ConstraintUnplaced     = "unplaced" // the shard has no child
 )
 
-var goalKinds = []string{GoalThreshold, GoalBalanceMinMax, GoalBalanceSq, GoalLatency, GoalShortfall, GoalLocality, GoalMigration}
+var goalKinds = []string{GoalThreshold, GoalBalanceMinMax, GoalBalanceSq, GoalLatency, GoalSLO, GoalShortfall, GoalLocality, GoalMigration}
+
+// GoalKinds lists the soft goals' kinds, for configuration and messages.
+func GoalKinds() []string { return append([]string(nil), goalKinds...) }
 
 // Goal is one weighted soft goal at a priority.
 //
@@ -87,6 +91,12 @@ type LatencyModel struct {
 	Quantile float64
 	// MaxUtil is where the tangent extension starts; 0 means 0.95.
 	MaxUtil float64
+	// SLO is each shard's latency SLO in seconds, for the slo goal (N values,
+	// problem order; 0 = the shard has none); nil means no shard has one.
+	// The slo goal compares the child's predicted latency (in seconds: the
+	// ServiceTime values must then be seconds too, e.g. fitted by
+	// balancer/models) with it.
+	SLO []float64
 }
 
 // Options are the soft goals and the controls of one solve. The zero value uses
@@ -217,6 +227,14 @@ func (o *Options) check(p *Problem) error {
 	}
 	if math.IsNaN(l.MaxUtil) || l.MaxUtil < 0 || l.MaxUtil >= 1 {
 		return invalid("latency.max_util", "must be in [0, 1) (0 = 0.95)", l.MaxUtil)
+	}
+	if l.SLO != nil && len(l.SLO) != p.NumShards() {
+		return invalid("latency.slo", fmt.Sprintf("must have 0 or %d (shards) values", p.NumShards()), len(l.SLO))
+	}
+	for _, v := range l.SLO {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return invalid("latency.slo", "must be finite and ≥ 0 (0 = none)", v)
+		}
 	}
 	return nil
 }

@@ -287,6 +287,12 @@ func (m *moveScorer) resetGoal(g *scoredGoal) {
 		}
 	case codeLocality, codeMigration:
 		m.part[g.gi] = st.shardTerm(g.gi, m.s, st.assign[m.s])
+	case codeSLO:
+		m.part[g.gi] = 0
+		if a >= 0 {
+			ch := change{n: 1, shard: [2]int{m.s}, to: [2]int32{-1}}
+			m.part[g.gi] += st.sloTerm(a, m.na, &ch) - g.term[a]
+		}
 	default:
 		m.part[g.gi] = 0
 		if a >= 0 {
@@ -344,6 +350,9 @@ func (m *moveScorer) goal(g *scoredGoal, c int, inv []float64) float64 {
 		d := 0.0
 		d += st.shardTerm(g.gi, m.s, int32(c)) - m.part[g.gi]
 		return d
+	case codeSLO:
+		ch := change{n: 1, shard: [2]int{m.s}, to: [2]int32{int32(c)}}
+		return m.part[g.gi] + (st.sloTerm(c, m.nb, &ch) - g.term[c])
 	default:
 		return m.part[g.gi] + (st.childTerm(g.gi, c, m.nb) - g.term[c])
 	}

@@ -31,7 +31,7 @@ func TestPropMoveScorerAndColdOrderMatchTheHeap(t *testing.T) {
 		for i := range p.Load {
 			p.Load[i] *= 1 + float64(rapid.IntRange(0, 1000).Draw(t, "scale"))/997
 		}
-		o := Options{Goals: genGoals(t)}
+		o := Options{Goals: genGoals(t), Latency: genLatency(t, p)}
 		// Beyond genGoals: goals restricted to one resource, non-integer
 		// weights, and a kind twice (possibly on one level).
 		for i := range o.Goals {

@@ -31,6 +31,7 @@ const (
 	codeBalanceMinMax
 	codeBalanceSq
 	codeLatency
+	codeSLO
 	codeShortfall
 	codeLocality
 	codeMigration
@@ -48,6 +49,8 @@ func codeOf(kind string) goalCode {
 		return codeBalanceSq
 	case GoalLatency:
 		return codeLatency
+	case GoalSLO:
+		return codeSLO
 	case GoalShortfall:
 		return codeShortfall
 	case GoalLocality:
@@ -74,6 +77,7 @@ type state struct {
 	sqInv   [][]float64
 	lat     latencyParams
 	mb      float64
+	slo     *sloState // nil without an slo goal or shards with an SLO
 
 	assign []int32
 	load   []float64 // M×R
@@ -141,6 +145,7 @@ func newState(p *Problem, goals []Goal, lm LatencyModel, assign []int32) *state 
 	}
 	st.lat = newLatencyParams(p, lm)
 	st.mb = meanBytes(p)
+	st.slo = newSLOState(p, goals, lm, assign)
 	st.assign = append([]int32(nil), assign...)
 	st.load = childLoads(p, assign)
 	st.inv = make([]float64, M*R)
@@ -232,6 +237,8 @@ func (st *state) childTerm(gi, c int, l []float64) float64 {
 		if x := l[r]; x > 0 && st.sumLd[r] > 0 {
 			v = st.lat.predict(c, x*st.inv[c*R+r]) * x / st.sumLd[r]
 		}
+	case codeSLO:
+		v = st.sloTerm(c, l, nil)
 	case codeShortfall:
 		for _, r := range st.gres[gi] {
 			if x := l[r] - st.p.Capacity[c*R+r]; x > 0 && st.sumLd[r] > 0 {
@@ -293,6 +300,13 @@ func (st *state) goalDelta(gi int, ch *change) float64 {
 	switch st.code[gi] {
 	case codeBalanceMinMax:
 		d = st.minMaxDelta(st.gres[gi], ch)
+	case codeSLO:
+		if ch.a >= 0 {
+			d += st.sloTerm(ch.a, ch.na, ch) - st.term[gi*st.M+ch.a]
+		}
+		if ch.b >= 0 {
+			d += st.sloTerm(ch.b, ch.nb, ch) - st.term[gi*st.M+ch.b]
+		}
 	case codeLocality, codeMigration:
 		for i := 0; i < ch.n; i++ {
 			s := ch.shard[i]
@@ -501,6 +515,9 @@ func (st *state) apply(s int, dst int32) {
 	src := st.assign[s]
 	if src == dst {
 		return
+	}
+	if st.slo != nil {
+		st.slo.move(s, src, dst)
 	}
 	if src >= 0 {
 		for r := 0; r < R; r++ {

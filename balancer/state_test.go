@@ -16,7 +16,7 @@ func TestPropIncrementalMatchesEvaluate(t *testing.T) {
 		if p.NumShards() == 0 {
 			return
 		}
-		o := Options{Goals: genGoals(t)}
+		o := Options{Goals: genGoals(t), Latency: genLatency(t, p)}
 		goals, err := o.goals(p)
 		if err != nil {
 			t.Fatal(err)

@@ -256,6 +256,10 @@ type Report struct {
 	// Shards is the per-shard load; a region reports only its heaviest shards.
 	Shards []ShardLoad
 	Hints  []Hint
+	// Shape is how a tier instance's capacity is cut into its children
+	// (ShapeOf its active children), for a parent that plans aggregates; nil
+	// when not reported (host agents; not on the wire yet).
+	Shape *CapacityShape
 }
 
 // HintKind says what a hint asks for. Only ever append.

@@ -187,7 +187,10 @@ func (e *engine) rackShards(r int32) [][]int32 {
 // tier over regions or racks (the global tier; a region in a rack chain), it
 // also lowers a child's capacity in v to a derived capacity limit.
 func (e *engine) constraints(tier string, v *interfaces.View) []interfaces.Constraint {
-	var out []interfaces.Constraint
+	// In every mode, a tier over groups of hosts keeps shards off the
+	// children none of whose hosts can hold them (their capacity shapes), as
+	// the daemons do: what a hierarchy without runtime hints knows.
+	out := coop.ShapeRules(v)
 	switch e.spec.Integration {
 	case Manual:
 		// The operator constraints of the tier, as written (a job names its

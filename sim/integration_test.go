@@ -43,11 +43,18 @@ func TestCollaborativeVersusDecoupled(t *testing.T) {
 	p99Lower := 1 - col.LatencyP99MS/dec.LatencyP99MS
 	t.Logf("cpu spread: collaborative %.4g, decoupled %.4g (%.1f%% better); p99: collaborative %.4gms, decoupled %.4gms (%.1f%% lower)",
 		sc2, sd, 100*spreadBetter, col.LatencyP99MS, dec.LatencyP99MS, 100*p99Lower)
-	if !(spreadBetter >= 0.30) {
-		t.Errorf("collaborative spread %.4g vs decoupled %.4g: %.1f%% better, want ≥ 30%%", sc2, sd, 100*spreadBetter)
+	// With the capacity shapes (issue 24's fair baseline) decoupled also
+	// moves the hot partitions off the edge region: collaborative must be no
+	// worse (it was 91% / 100% better against the baseline that saw only
+	// summed capacity).
+	if !(spreadBetter >= 0) {
+		t.Errorf("collaborative spread %.4g vs decoupled %.4g: %.1f%% better, want ≥ 0", sc2, sd, 100*spreadBetter)
 	}
-	if !(p99Lower >= 0.45) {
-		t.Errorf("collaborative p99 %.4gms vs decoupled %.4gms: %.1f%% lower, want ≥ 45%%", col.LatencyP99MS, dec.LatencyP99MS, 100*p99Lower)
+	if !(p99Lower >= 0) {
+		t.Errorf("collaborative p99 %.4gms vs decoupled %.4gms: %.1f%% lower, want ≥ 0", col.LatencyP99MS, dec.LatencyP99MS, 100*p99Lower)
+	}
+	if !(dec.LatencyP99MS < 100) {
+		t.Errorf("decoupled p99 %.4gms: the capacity shapes should keep the hot partitions off the edge hosts", dec.LatencyP99MS)
 	}
 	// The same figures through the versus assertion of the scenario.
 	vs, ok := res.Compare("collaborative", "decoupled", "cpu")
@@ -58,18 +65,8 @@ func TestCollaborativeVersusDecoupled(t *testing.T) {
 	if !rep.Passed {
 		t.Fatalf("assertions failed: %+v", rep.Failed())
 	}
-	found := false
-	for _, a := range rep.Assertions {
-		if a.Kind == AssertVersus {
-			found = true
-			if !strings.Contains(a.Message, "held") || a.Policy != "collaborative vs decoupled" {
-				t.Fatalf("versus result %+v", a)
-			}
-		}
-	}
-	if !found {
-		t.Fatal("no versus result in the report")
-	}
+	// (The versus assertion itself is tested by TestVersusAssertion; this
+	// scenario no longer carries one: no gain is promised here.)
 	// The summary JSON carries util_spread; the table a SPREAD column.
 	var buf bytes.Buffer
 	if err := WriteJSON(&buf, rep); err != nil {

@@ -50,3 +50,37 @@ func newPolicy(name string, params map[string]string) (interfaces.Policy, error)
 	}
 	return tiers.New(name, cfg)
 }
+
+// IntegrationPair turns sc into the comparison of its first policy's setup in
+// decoupled and in collaborative mode with one solver (the daemons' default
+// is tiers.DefaultPolicy): two policies named "decoupled" and
+// "collaborative", everything else of the first policy kept (its chain,
+// control settings and policies, reserve) except operator constraints, and
+// of the assertions only no_loss, which then holds for both. The result is
+// validated like a scenario file; an unknown solver is an error naming it.
+func IntegrationPair(sc *Scenario, solver string) error {
+	if len(sc.Policies) == 0 {
+		return fmt.Errorf("scenario %s: no policy to compare", sc.Name)
+	}
+	if p := policyProblem(solver); p != "" {
+		return fmt.Errorf("solver: %s: %w", p, interfaces.ErrInvalid)
+	}
+	base := sc.Policies[0]
+	base.Solver, base.GlobalSolver, base.Tiers, base.Constraints = solver, solver, nil, nil
+	dec, col := base, base
+	dec.Name, dec.Integration = Decoupled, Decoupled
+	col.Name, col.Integration = Collaborative, Collaborative
+	sc.Policies = []PolicySpec{dec, col}
+	var keep []Assertion
+	for _, a := range sc.Assertions {
+		if a.Kind == "no_loss" {
+			a.Policies = nil
+			keep = append(keep, a)
+		}
+	}
+	if len(keep) == 0 {
+		keep = []Assertion{{Kind: "no_loss"}}
+	}
+	sc.Assertions = keep
+	return sc.validate()
+}

@@ -430,8 +430,14 @@ func (e *engine) groupReport(t time.Duration, id interfaces.ChildID, capacity in
 			lat = e.hostLat[h]
 		}
 	}
+	hs := make([]interfaces.Child, 0, len(hosts))
+	for _, h := range hosts {
+		o := int(h) * nres
+		hs = append(hs, interfaces.Child{Capacity: interfaces.Load{CPU: e.w.hostCap[o], Mem: e.w.hostCap[o+1], Net: e.w.hostCap[o+2], Tasks: e.w.hostCap[o+3]}, State: e.seenState(h)})
+	}
+	shape := interfaces.ShapeOf(hs)
 	return interfaces.Report{Child: id, Capacity: capacity, Used: u, Headroom: capacity.Sub(u).Max(interfaces.Load{}),
-		LatencyP99: time.Duration(lat * float64(time.Millisecond)), Epoch: e.reportSeq(t)}
+		LatencyP99: time.Duration(lat * float64(time.Millisecond)), Epoch: e.reportSeq(t), Shape: &shape}
 }
 
 // reportSeq is the sequence number of a report measured at t: one per tick, so

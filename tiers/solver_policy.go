@@ -21,6 +21,8 @@ type SolverPolicy struct {
 	solver string
 	view   balancer.ViewOptions
 	opts   balancer.Options
+	goals  []balancer.Goal // DefaultGoals unless configured
+	fits   *latencyFits
 }
 
 var _ interfaces.Policy = (*SolverPolicy)(nil)
@@ -37,6 +39,8 @@ var solverPolicyKeys = map[string]string{
 	"node_limit":         "branch-and-bound node limit of the exact solver (0 = default)",
 	"locality_label":     "child label naming its locality domain",
 	"target_max_over_lb": "local solver: stop improving once every balanced resource's max/LB is at most this (0 = no target, else ≥ 1)",
+	"goals":              "goal kinds, most important first, comma-separated, each optionally kind:weight (default " + strings.Join(DefaultGoals, ",") + ")",
+	"latency_samples":    "(utilization, p99) samples kept per child for its latency model (default 64, at least 8)",
 }
 
 // NewSolverPolicy returns a policy named name that plans with the balancer solver
@@ -46,7 +50,8 @@ func NewSolverPolicy(name, solver string, cfg interfaces.PolicyConfig) (*SolverP
 	if _, err := balancer.SolverByName(solver); err != nil {
 		return nil, err
 	}
-	p := &SolverPolicy{name: name, solver: solver}
+	p := &SolverPolicy{name: name, solver: solver, fits: &latencyFits{capacity: DefaultLatencySamples}}
+	p.goals, _ = ParseGoals(strings.Join(DefaultGoals, ","))
 	keys := make([]string, 0, len(cfg))
 	for k := range cfg {
 		keys = append(keys, k)
@@ -79,6 +84,13 @@ func NewSolverPolicy(name, solver string, cfg interfaces.PolicyConfig) (*SolverP
 			}
 		case "locality_label":
 			p.view.LocalityLabel = v
+		case "goals":
+			p.goals, err = ParseGoals(v)
+		case "latency_samples":
+			p.fits.capacity, err = strconv.Atoi(v)
+			if err == nil && p.fits.capacity < 8 {
+				err = fmt.Errorf("must be at least 8")
+			}
 		default:
 			return nil, fmt.Errorf("policy %s: unknown key %q (known: %s): %w", name, k, strings.Join(PolicyKeys(), ", "), interfaces.ErrInvalid)
 		}
@@ -120,6 +132,7 @@ func (p *SolverPolicy) Plan(ctx context.Context, v *interfaces.View) (interfaces
 	}
 	o := p.opts
 	o.Seed = uint64(v.Seed)
+	o.Latency, o.Goals = p.latency(v, prob)
 	if ctx.Done() != nil {
 		o.Deadline = func() bool { return ctx.Err() != nil }
 	}
@@ -137,4 +150,44 @@ func init() {
 			return NewSolverPolicy(solver, solver, cfg)
 		})
 	}
+}
+
+// latency returns the latency model and the goals of a solve of v (problem
+// prob). Each child's service time is estimated online from its reports
+// (latencyFits: one (cpu utilization, p99) sample per report; a fit with
+// balancer/models once the samples span enough utilizations, else a
+// calibration at the utilizations seen, else the median of the children
+// that have either). The latency_slo goal compares the predicted p99 with
+// each shard's latency SLO: it is left out of the solve when no shard has
+// an SLO or no child has been measured (predictions in seconds are then
+// unknown; with nothing measured the latency goal ranks children in
+// relative units, service time 1).
+func (p *SolverPolicy) latency(v *interfaces.View, prob *balancer.Problem) (balancer.LatencyModel, []balancer.Goal) {
+	lm, measured := p.fits.latencyFor(v, prob)
+	var slo []float64
+	if measured {
+		byID := make(map[interfaces.ShardID]float64, len(v.Shards))
+		for _, s := range v.Shards {
+			if s.LatencySLO > 0 {
+				byID[s.ID] = s.LatencySLO.Seconds()
+			}
+		}
+		if len(byID) > 0 {
+			slo = make([]float64, len(prob.ShardIDs))
+			for i, id := range prob.ShardIDs {
+				slo[i] = byID[id]
+			}
+		}
+	}
+	if slo == nil {
+		goals := make([]balancer.Goal, 0, len(p.goals))
+		for _, g := range p.goals {
+			if g.Kind != balancer.GoalSLO {
+				goals = append(goals, g)
+			}
+		}
+		return lm, goals
+	}
+	lm.SLO = slo
+	return lm, p.goals
 }

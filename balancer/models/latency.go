@@ -393,3 +393,66 @@ func (e *LatencyEstimators) Model(children []interfaces.ChildID) (balancer.Laten
 	}
 	return m, infos
 }
+
+// MinCalibrateSamples is the fewest samples Calibrate estimates from.
+const MinCalibrateSamples = 3
+
+// Calibrate is the fallback for a child whose samples FitLatency cannot fit
+// (fewer than MinSamples, or utilizations spanning less than MinUtilSpread):
+// with at least MinCalibrateSamples it returns the service time that makes
+// the model's curve pass through the samples' geometric mean, exp(mean(ln y_i
+// − ln shape(ρ_i))) — the least-squares optimum FitLatency converges to,
+// taken without the spread rule. It says how fast the child is at the
+// utilizations it was seen at, and predicts other utilizations only by the
+// assumed M/M/1 shape, which is why FitLatency refuses it and a caller uses
+// it only as a documented fallback (tiers: better than a prior of 1 s, the
+// same for every child). With fewer samples the prior is kept, as by
+// FitLatency; FitInfo.Fallback says which.
+func Calibrate(samples []Sample, prior balancer.LatencyModel) (balancer.LatencyModel, FitInfo, error) {
+	m, info, err := FitLatency(samples, prior)
+	if err != nil || info.Fitted || len(samples) < MinCalibrateSamples {
+		return m, info, err
+	}
+	q, rhoMax := quantileOf(prior), maxUtilOf(prior)
+	sum := 0.0
+	for _, s := range samples {
+		sum += math.Log(s.Latency) - math.Log(shape(q, rhoMax, s.Util))
+	}
+	theta := sum / float64(len(samples))
+	svc := math.Exp(theta)
+	if !(svc > 0) || math.IsInf(svc, 0) {
+		return m, info, nil
+	}
+	ss := 0.0
+	for _, s := range samples {
+		d := math.Log(s.Latency) - math.Log(shape(q, rhoMax, s.Util))
+		ss += (theta - d) * (theta - d)
+	}
+	m.ServiceTime = []float64{svc}
+	info.ServiceTime = svc
+	info.RMSLogError = math.Sqrt(ss / float64(len(samples)))
+	info.Fallback = fmt.Sprintf("%s; calibrated instead at the observed utilizations (%d samples in [%.3g, %.3g]): service time %.4g s", info.Fallback, len(samples), info.UtilMin, info.UtilMax, svc)
+	return m, info, nil
+}
+
+// ServiceTime returns child's service time in seconds from its own samples:
+// the fit (cached until a sample arrives), else Calibrate's estimate; ok is
+// false when the child has fewer than MinCalibrateSamples samples and no fit.
+func (e *LatencyEstimators) ServiceTime(child interfaces.ChildID) (svc float64, info FitInfo, ok bool) {
+	est := e.byChild[child]
+	if est == nil {
+		return 0, FitInfo{Fallback: "no samples"}, false
+	}
+	m, info := est.Model()
+	if info.Fitted {
+		return m.ServiceTime[0], info, true
+	}
+	if est.Len() < MinCalibrateSamples {
+		return 0, info, false
+	}
+	m, info, err := Calibrate(est.Samples(), e.prior)
+	if err != nil || len(m.ServiceTime) != 1 {
+		return 0, info, false
+	}
+	return m.ServiceTime[0], info, true
+}

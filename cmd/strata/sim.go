@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/strata-sched/strata/sim"
+	"github.com/strata-sched/strata/tiers"
 )
 
 func init() { commands = append(commands, newSimCmd) }
@@ -42,6 +43,8 @@ type simFlags struct {
 	policy        string
 	deterministic bool
 	noProgress    bool
+	modes         bool
+	solver        string
 }
 
 func newSimRunCmd(g *globalOptions, compare bool) *cobra.Command {
@@ -60,12 +63,22 @@ With --out DIR the command also writes DIR/summary.json, DIR/timeseries.csv,
 DIR/report.html and DIR/overview.svg. A failed assertion exits with status 1 and
 says which assertion, of which policy, failed when.`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if compare && f.modes && len(args) >= 1 {
+				return nil
+			}
 			if len(args) != 1 {
 				return fmt.Errorf("%s: needs exactly one scenario FILE (got %d arguments)", cmd.CommandPath(), len(args))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if compare && f.modes {
+				ctx := cmd.Context()
+				if ctx == nil {
+					ctx = context.Background()
+				}
+				return runSimModes(ctx, g, &f, f.solver, args)
+			}
 			return runSim(cmd.Context(), g, &f, args[0], compare)
 		},
 	}
@@ -76,6 +89,9 @@ says which assertion, of which policy, failed when.`,
 	cmd.Flags().BoolVar(&f.noProgress, "no-progress", false, "no progress bar on stderr")
 	if !compare {
 		cmd.Flags().StringVar(&f.policy, "policy", "", "name of the policy to run (default: the first in the file)")
+	} else {
+		cmd.Flags().BoolVar(&f.modes, "modes", false, "compare decoupled and collaborative integration on each scenario FILE... (their first policy's setup, one solver), in one table")
+		cmd.Flags().StringVar(&f.solver, "solver", tiers.DefaultPolicy, "with --modes: the solver of both modes (default: the daemons')")
 	}
 	return cmd
 }

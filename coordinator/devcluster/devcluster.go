@@ -48,6 +48,9 @@ type Options struct {
 	// tier's control policies (nil: the daemons' default).
 	ControlPolicies     []string
 	ControlPolicyConfig map[string]control.PolicySettings
+	// HostDriver, when set, gives a host's synthetic driver settings (e.g.
+	// execution on, per host); Clock and Seed are filled in when zero.
+	HostDriver func(host string) synthetic.Config
 	// Log receives every daemon's log; nil discards.
 	Log io.Writer
 }
@@ -155,7 +158,17 @@ func (c *Cluster) StartHost(host, region string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	drv, err := synthetic.New(synthetic.Config{Clock: hostagent.WallClock{}, Seed: uint64(len(host))})
+	dc := synthetic.Config{}
+	if c.opts.HostDriver != nil {
+		dc = c.opts.HostDriver(host)
+	}
+	if dc.Clock == nil {
+		dc.Clock = hostagent.WallClock{}
+	}
+	if dc.Seed == 0 {
+		dc.Seed = uint64(len(host))
+	}
+	drv, err := synthetic.New(dc)
 	if err != nil {
 		return err
 	}

@@ -101,7 +101,8 @@ func (c Config) validateIntegration() error {
 // cooperate returns the constraints this tier adds to its own solve (the
 // integration mode decides which). Called from observe with d.decide held.
 //
-//   - decoupled: none.
+//   - decoupled: the capacity-shape rules only (coop.ShapeRules; every mode
+//     has them at a tier over tier instances).
 //   - manual: the operator constraints of the config, keeping only the shards
 //     and children of the view (a constraint left without what it needs is
 //     dropped).
@@ -111,12 +112,19 @@ func (c Config) validateIntegration() error {
 //     it computes go down to them. A tier over hosts derives nothing from the
 //     host agents' hints: it measures its hosts directly.
 func (d *Daemon) cooperate(v *interfaces.View) []interfaces.Constraint {
+	// In every mode, a tier over tier instances keeps shards off the children
+	// none of whose hosts can hold them (the capacity shapes they report): what
+	// a hierarchy without runtime hints knows, the fair decoupled baseline.
+	var shape []interfaces.Constraint
+	if d.cfg.ChildTier != interfaces.TierHost {
+		shape = coop.ShapeRules(v)
+	}
 	switch d.cfg.Integration {
 	case IntegrationManual:
-		return coop.InView(v, d.cfg.Constraints)
+		return append(shape, coop.InView(v, d.cfg.Constraints)...)
 	case IntegrationCollaborative:
 	default:
-		return nil
+		return shape
 	}
 	if d.cfg.ChildTier == interfaces.TierHost {
 		// A tier over hosts measures them directly (their reports' per-shard
@@ -125,7 +133,7 @@ func (d *Daemon) cooperate(v *interfaces.View) []interfaces.Constraint {
 		// Only the parent's budget applies.
 		return d.parentBudget(v)
 	}
-	out := d.parentBudget(v)
+	out := append(shape, d.parentBudget(v)...)
 	d.coop.mu.Lock()
 	mem := d.coop.mem
 	d.coop.mu.Unlock()
@@ -285,4 +293,15 @@ func (d *Daemon) coopFindings(shard interfaces.ShardID) []string {
 	}
 	sort.Strings(held)
 	return append(out, held...)
+}
+
+// capacityShape is the shape of this instance's capacity for its report to
+// the parent: interfaces.ShapeOf its active children.
+func (d *Daemon) capacityShape() *interfaces.CapacityShape {
+	var cs []interfaces.Child
+	for _, cu := range d.tier.FSM.Children() {
+		cs = append(cs, cu.Child)
+	}
+	sh := interfaces.ShapeOf(cs)
+	return &sh
 }

@@ -262,7 +262,8 @@ func (u *uplink) report() *wire.Report {
 	if r.Capacity.IsZero() {
 		r.Capacity = interfaces.Load{Tasks: 1}
 	}
-	r.Hints = d.childHints() // collaborative mode: hints derived from this tier's own view
+	r.Shape = d.capacityShape() // every mode: how the capacity is cut into children
+	r.Hints = d.childHints()    // collaborative mode: hints derived from this tier's own view
 	for i := range r.Hints {
 		r.Hints[i].Amount = r.Hints[i].Amount.Capped() // sums over the children, like capacity
 	}

@@ -752,7 +752,41 @@ func ReportToWire(r interfaces.Report) *Report {
 			m.Hints[i] = HintToWire(h)
 		}
 	}
+	if sh := r.Shape; sh != nil {
+		m.Shape = &CapacityShape{Largest: LoadToWire(sh.Largest)}
+		for _, k := range sh.Classes {
+			m.Shape.Classes = append(m.Shape.Classes, &HostClass{Capacity: LoadToWire(k.Capacity), Count: uint32(k.Count)})
+		}
+	}
 	return m
+}
+
+// shapeFromWire converts and validates a report's capacity shape: valid
+// loads, each class counted at least once, at most MaxShapeClasses classes.
+func shapeFromWire(field string, m *CapacityShape) (*interfaces.CapacityShape, error) {
+	if m == nil {
+		return nil, nil
+	}
+	sh := &interfaces.CapacityShape{}
+	var err error
+	if sh.Largest, err = loadFromWire(field+".largest", m.GetLargest()); err != nil {
+		return nil, err
+	}
+	if n := len(m.GetClasses()); n > interfaces.MaxShapeClasses {
+		return nil, fieldErr(field+".classes", fmt.Sprintf("must have at most %d entries", interfaces.MaxShapeClasses), n)
+	}
+	for i, k := range m.GetClasses() {
+		f := fmt.Sprintf("%s.classes[%d]", field, i)
+		c, err := loadFromWire(f+".capacity", k.GetCapacity())
+		if err != nil {
+			return nil, err
+		}
+		if k.GetCount() == 0 {
+			return nil, fieldErr(f+".count", "must be ≥ 1", k.GetCount())
+		}
+		sh.Classes = append(sh.Classes, interfaces.HostClass{Capacity: c, Count: int(k.GetCount())})
+	}
+	return sh, nil
 }
 
 // ReportFromWire converts and validates a child's report: child is an identifier,
@@ -785,6 +819,9 @@ func ReportFromWire(m *Report) (interfaces.Report, error) {
 		return interfaces.Report{}, err
 	}
 	r.Throughput = m.GetThroughput()
+	if r.Shape, err = shapeFromWire(field+".shape", m.GetShape()); err != nil {
+		return interfaces.Report{}, err
+	}
 	if n := len(m.GetShards()); n > 0 {
 		r.Shards = make([]interfaces.ShardLoad, n)
 		seen := make(map[interfaces.ShardID]struct{}, n)

@@ -192,9 +192,22 @@ func genReportFor(child interfaces.ChildID) *rapid.Generator[interfaces.Report] 
 			Throughput: genNonNeg.Draw(t, "throughput"),
 			Shards:     optSliceOfDistinct(genShardLoad, func(l interfaces.ShardLoad) interfaces.ShardID { return l.Shard }, 3).Draw(t, "shards"),
 			Hints:      optSlice(genHint, 2).Draw(t, "hints"),
+			Shape:      genShape.Draw(t, "shape"),
 		}
 	})
 }
+
+// genShape draws no capacity shape or one with up to three classes.
+var genShape = rapid.Custom(func(t *rapid.T) *interfaces.CapacityShape {
+	if rapid.Bool().Draw(t, "no shape") {
+		return nil
+	}
+	sh := &interfaces.CapacityShape{Largest: genLoad.Draw(t, "largest")}
+	for i := rapid.IntRange(0, 3).Draw(t, "classes"); i > 0; i-- {
+		sh.Classes = append(sh.Classes, interfaces.HostClass{Capacity: genLoad.Draw(t, "class"), Count: rapid.IntRange(1, 1000).Draw(t, "count")})
+	}
+	return sh
+})
 
 var genReport = rapid.Custom(func(t *rapid.T) interfaces.Report {
 	return genReportFor(genChildID.Draw(t, "child")).Draw(t, "report")

@@ -189,6 +189,10 @@ func fixup(t *rapid.T, m proto.Message) {
 		if zero {
 			c.Cpu = 1
 		}
+	case *wire.HostClass:
+		if m.Count == 0 {
+			m.Count = 1 // a class is counted at least once
+		}
 	case *wire.Move:
 		if m.From == m.To {
 			m.From = ""
@@ -266,7 +270,7 @@ func canonMessage(m protoreflect.Message) {
 				return true
 			})
 		case !fd.IsList() && !fd.IsMap() && fd.Kind() == protoreflect.MessageKind:
-			if fd.FullName() == "strata.v1.Hint.constraint" && !m.Has(fd) {
+			if (fd.FullName() == "strata.v1.Hint.constraint" || fd.FullName() == "strata.v1.Report.shape") && !m.Has(fd) {
 				continue
 			}
 			canonMessage(m.Mutable(fd).Message())

@@ -1047,6 +1047,7 @@ type Report struct {
 	Throughput      float64                `protobuf:"fixed64,8,opt,name=throughput,proto3" json:"throughput,omitempty"` // records processed per second
 	Shards          []*ShardLoad           `protobuf:"bytes,9,rep,name=shards,proto3" json:"shards,omitempty"`
 	Hints           []*Hint                `protobuf:"bytes,10,rep,name=hints,proto3" json:"hints,omitempty"`
+	Shape           *CapacityShape         `protobuf:"bytes,11,opt,name=shape,proto3" json:"shape,omitempty"` // how the capacity is cut into children (absent = nil)
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1151,6 +1152,120 @@ func (x *Report) GetHints() []*Hint {
 	return nil
 }
 
+func (x *Report) GetShape() *CapacityShape {
+	if x != nil {
+		return x.Shape
+	}
+	return nil
+}
+
+// CapacityShape is interfaces.CapacityShape: the largest capacity of one
+// active child per resource, and the classes of capacities with their counts.
+type CapacityShape struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Largest       *Load                  `protobuf:"bytes,1,opt,name=largest,proto3" json:"largest,omitempty"`
+	Classes       []*HostClass           `protobuf:"bytes,2,rep,name=classes,proto3" json:"classes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CapacityShape) Reset() {
+	*x = CapacityShape{}
+	mi := &file_types_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CapacityShape) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CapacityShape) ProtoMessage() {}
+
+func (x *CapacityShape) ProtoReflect() protoreflect.Message {
+	mi := &file_types_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CapacityShape.ProtoReflect.Descriptor instead.
+func (*CapacityShape) Descriptor() ([]byte, []int) {
+	return file_types_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CapacityShape) GetLargest() *Load {
+	if x != nil {
+		return x.Largest
+	}
+	return nil
+}
+
+func (x *CapacityShape) GetClasses() []*HostClass {
+	if x != nil {
+		return x.Classes
+	}
+	return nil
+}
+
+// HostClass is interfaces.HostClass.
+type HostClass struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Capacity      *Load                  `protobuf:"bytes,1,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Count         uint32                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostClass) Reset() {
+	*x = HostClass{}
+	mi := &file_types_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostClass) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostClass) ProtoMessage() {}
+
+func (x *HostClass) ProtoReflect() protoreflect.Message {
+	mi := &file_types_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostClass.ProtoReflect.Descriptor instead.
+func (*HostClass) Descriptor() ([]byte, []int) {
+	return file_types_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *HostClass) GetCapacity() *Load {
+	if x != nil {
+		return x.Capacity
+	}
+	return nil
+}
+
+func (x *HostClass) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 // Hint is interfaces.Hint: a request or proposal from a child to its parent.
 type Hint struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1165,7 +1280,7 @@ type Hint struct {
 
 func (x *Hint) Reset() {
 	*x = Hint{}
-	mi := &file_types_proto_msgTypes[11]
+	mi := &file_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1177,7 +1292,7 @@ func (x *Hint) String() string {
 func (*Hint) ProtoMessage() {}
 
 func (x *Hint) ProtoReflect() protoreflect.Message {
-	mi := &file_types_proto_msgTypes[11]
+	mi := &file_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1190,7 +1305,7 @@ func (x *Hint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hint.ProtoReflect.Descriptor instead.
 func (*Hint) Descriptor() ([]byte, []int) {
-	return file_types_proto_rawDescGZIP(), []int{11}
+	return file_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Hint) GetKind() HintKind {
@@ -1244,7 +1359,7 @@ type Constraint struct {
 
 func (x *Constraint) Reset() {
 	*x = Constraint{}
-	mi := &file_types_proto_msgTypes[12]
+	mi := &file_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1371,7 @@ func (x *Constraint) String() string {
 func (*Constraint) ProtoMessage() {}
 
 func (x *Constraint) ProtoReflect() protoreflect.Message {
-	mi := &file_types_proto_msgTypes[12]
+	mi := &file_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1384,7 @@ func (x *Constraint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Constraint.ProtoReflect.Descriptor instead.
 func (*Constraint) Descriptor() ([]byte, []int) {
-	return file_types_proto_rawDescGZIP(), []int{12}
+	return file_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Constraint) GetKind() ConstraintKind {
@@ -1343,7 +1458,7 @@ type View struct {
 
 func (x *View) Reset() {
 	*x = View{}
-	mi := &file_types_proto_msgTypes[13]
+	mi := &file_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1470,7 @@ func (x *View) String() string {
 func (*View) ProtoMessage() {}
 
 func (x *View) ProtoReflect() protoreflect.Message {
-	mi := &file_types_proto_msgTypes[13]
+	mi := &file_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1483,7 @@ func (x *View) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use View.ProtoReflect.Descriptor instead.
 func (*View) Descriptor() ([]byte, []int) {
-	return file_types_proto_rawDescGZIP(), []int{13}
+	return file_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *View) GetTier() string {
@@ -1454,7 +1569,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_types_proto_msgTypes[14]
+	mi := &file_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1581,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_types_proto_msgTypes[14]
+	mi := &file_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1594,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_types_proto_rawDescGZIP(), []int{14}
+	return file_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ErrorDetail) GetReason() string {
@@ -1585,7 +1700,7 @@ const file_types_proto_rawDesc = "" +
 	"\n" +
 	"input_rate\x18\x04 \x01(\x01R\tinputRate\x12*\n" +
 	"\x11latency_p99_nanos\x18\x05 \x01(\x03R\x0flatencyP99Nanos\x12\x10\n" +
-	"\x03lag\x18\x06 \x01(\x01R\x03lag\"\x80\x03\n" +
+	"\x03lag\x18\x06 \x01(\x01R\x03lag\"\xb0\x03\n" +
 	"\x06Report\x12\x14\n" +
 	"\x05child\x18\x01 \x01(\tR\x05child\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12+\n" +
@@ -1599,7 +1714,14 @@ const file_types_proto_rawDesc = "" +
 	"throughput\x12,\n" +
 	"\x06shards\x18\t \x03(\v2\x14.strata.v1.ShardLoadR\x06shards\x12%\n" +
 	"\x05hints\x18\n" +
-	" \x03(\v2\x0f.strata.v1.HintR\x05hints\"\xbf\x01\n" +
+	" \x03(\v2\x0f.strata.v1.HintR\x05hints\x12.\n" +
+	"\x05shape\x18\v \x01(\v2\x18.strata.v1.CapacityShapeR\x05shape\"j\n" +
+	"\rCapacityShape\x12)\n" +
+	"\alargest\x18\x01 \x01(\v2\x0f.strata.v1.LoadR\alargest\x12.\n" +
+	"\aclasses\x18\x02 \x03(\v2\x14.strata.v1.HostClassR\aclasses\"N\n" +
+	"\tHostClass\x12+\n" +
+	"\bcapacity\x18\x01 \x01(\v2\x0f.strata.v1.LoadR\bcapacity\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\"\xbf\x01\n" +
 	"\x04Hint\x12'\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x13.strata.v1.HintKindR\x04kind\x12'\n" +
 	"\x06amount\x18\x02 \x01(\v2\x0f.strata.v1.LoadR\x06amount\x12\x16\n" +
@@ -1671,7 +1793,7 @@ func file_types_proto_rawDescGZIP() []byte {
 }
 
 var file_types_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_types_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_types_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_types_proto_goTypes = []any{
 	(ChildState)(0),          // 0: strata.v1.ChildState
 	(HintKind)(0),            // 1: strata.v1.HintKind
@@ -1688,31 +1810,33 @@ var file_types_proto_goTypes = []any{
 	(*Plan)(nil),             // 12: strata.v1.Plan
 	(*ShardLoad)(nil),        // 13: strata.v1.ShardLoad
 	(*Report)(nil),           // 14: strata.v1.Report
-	(*Hint)(nil),             // 15: strata.v1.Hint
-	(*Constraint)(nil),       // 16: strata.v1.Constraint
-	(*View)(nil),             // 17: strata.v1.View
-	(*ErrorDetail)(nil),      // 18: strata.v1.ErrorDetail
-	nil,                      // 19: strata.v1.Load.ExtraEntry
-	nil,                      // 20: strata.v1.ShardConstraints.LabelsEntry
-	nil,                      // 21: strata.v1.Child.LabelsEntry
-	nil,                      // 22: strata.v1.Infeasible.ExcludedEntry
-	nil,                      // 23: strata.v1.Summary.MaxOverMeanEntry
-	nil,                      // 24: strata.v1.Summary.MaxOverLbEntry
-	nil,                      // 25: strata.v1.Summary.LbEntry
-	nil,                      // 26: strata.v1.View.ReportsEntry
+	(*CapacityShape)(nil),    // 15: strata.v1.CapacityShape
+	(*HostClass)(nil),        // 16: strata.v1.HostClass
+	(*Hint)(nil),             // 17: strata.v1.Hint
+	(*Constraint)(nil),       // 18: strata.v1.Constraint
+	(*View)(nil),             // 19: strata.v1.View
+	(*ErrorDetail)(nil),      // 20: strata.v1.ErrorDetail
+	nil,                      // 21: strata.v1.Load.ExtraEntry
+	nil,                      // 22: strata.v1.ShardConstraints.LabelsEntry
+	nil,                      // 23: strata.v1.Child.LabelsEntry
+	nil,                      // 24: strata.v1.Infeasible.ExcludedEntry
+	nil,                      // 25: strata.v1.Summary.MaxOverMeanEntry
+	nil,                      // 26: strata.v1.Summary.MaxOverLbEntry
+	nil,                      // 27: strata.v1.Summary.LbEntry
+	nil,                      // 28: strata.v1.View.ReportsEntry
 }
 var file_types_proto_depIdxs = []int32{
-	19, // 0: strata.v1.Load.extra:type_name -> strata.v1.Load.ExtraEntry
-	20, // 1: strata.v1.ShardConstraints.labels:type_name -> strata.v1.ShardConstraints.LabelsEntry
+	21, // 0: strata.v1.Load.extra:type_name -> strata.v1.Load.ExtraEntry
+	22, // 1: strata.v1.ShardConstraints.labels:type_name -> strata.v1.ShardConstraints.LabelsEntry
 	4,  // 2: strata.v1.Shard.load:type_name -> strata.v1.Load
 	5,  // 3: strata.v1.Shard.constraints:type_name -> strata.v1.ShardConstraints
 	4,  // 4: strata.v1.Child.capacity:type_name -> strata.v1.Load
-	21, // 5: strata.v1.Child.labels:type_name -> strata.v1.Child.LabelsEntry
+	23, // 5: strata.v1.Child.labels:type_name -> strata.v1.Child.LabelsEntry
 	0,  // 6: strata.v1.Child.state:type_name -> strata.v1.ChildState
-	22, // 7: strata.v1.Infeasible.excluded:type_name -> strata.v1.Infeasible.ExcludedEntry
-	23, // 8: strata.v1.Summary.max_over_mean:type_name -> strata.v1.Summary.MaxOverMeanEntry
-	24, // 9: strata.v1.Summary.max_over_lb:type_name -> strata.v1.Summary.MaxOverLbEntry
-	25, // 10: strata.v1.Summary.lb:type_name -> strata.v1.Summary.LbEntry
+	24, // 7: strata.v1.Infeasible.excluded:type_name -> strata.v1.Infeasible.ExcludedEntry
+	25, // 8: strata.v1.Summary.max_over_mean:type_name -> strata.v1.Summary.MaxOverMeanEntry
+	26, // 9: strata.v1.Summary.max_over_lb:type_name -> strata.v1.Summary.MaxOverLbEntry
+	27, // 10: strata.v1.Summary.lb:type_name -> strata.v1.Summary.LbEntry
 	3,  // 11: strata.v1.Plan.status:type_name -> strata.v1.PlanStatus
 	9,  // 12: strata.v1.Plan.moves:type_name -> strata.v1.Move
 	10, // 13: strata.v1.Plan.infeasible:type_name -> strata.v1.Infeasible
@@ -1722,24 +1846,28 @@ var file_types_proto_depIdxs = []int32{
 	4,  // 17: strata.v1.Report.used:type_name -> strata.v1.Load
 	4,  // 18: strata.v1.Report.headroom:type_name -> strata.v1.Load
 	13, // 19: strata.v1.Report.shards:type_name -> strata.v1.ShardLoad
-	15, // 20: strata.v1.Report.hints:type_name -> strata.v1.Hint
-	1,  // 21: strata.v1.Hint.kind:type_name -> strata.v1.HintKind
-	4,  // 22: strata.v1.Hint.amount:type_name -> strata.v1.Load
-	16, // 23: strata.v1.Hint.constraint:type_name -> strata.v1.Constraint
-	2,  // 24: strata.v1.Constraint.kind:type_name -> strata.v1.ConstraintKind
-	4,  // 25: strata.v1.Constraint.limit:type_name -> strata.v1.Load
-	7,  // 26: strata.v1.View.children:type_name -> strata.v1.Child
-	6,  // 27: strata.v1.View.shards:type_name -> strata.v1.Shard
-	8,  // 28: strata.v1.View.assignments:type_name -> strata.v1.Assignment
-	9,  // 29: strata.v1.View.in_flight:type_name -> strata.v1.Move
-	16, // 30: strata.v1.View.constraints:type_name -> strata.v1.Constraint
-	26, // 31: strata.v1.View.reports:type_name -> strata.v1.View.ReportsEntry
-	14, // 32: strata.v1.View.ReportsEntry.value:type_name -> strata.v1.Report
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	17, // 20: strata.v1.Report.hints:type_name -> strata.v1.Hint
+	15, // 21: strata.v1.Report.shape:type_name -> strata.v1.CapacityShape
+	4,  // 22: strata.v1.CapacityShape.largest:type_name -> strata.v1.Load
+	16, // 23: strata.v1.CapacityShape.classes:type_name -> strata.v1.HostClass
+	4,  // 24: strata.v1.HostClass.capacity:type_name -> strata.v1.Load
+	1,  // 25: strata.v1.Hint.kind:type_name -> strata.v1.HintKind
+	4,  // 26: strata.v1.Hint.amount:type_name -> strata.v1.Load
+	18, // 27: strata.v1.Hint.constraint:type_name -> strata.v1.Constraint
+	2,  // 28: strata.v1.Constraint.kind:type_name -> strata.v1.ConstraintKind
+	4,  // 29: strata.v1.Constraint.limit:type_name -> strata.v1.Load
+	7,  // 30: strata.v1.View.children:type_name -> strata.v1.Child
+	6,  // 31: strata.v1.View.shards:type_name -> strata.v1.Shard
+	8,  // 32: strata.v1.View.assignments:type_name -> strata.v1.Assignment
+	9,  // 33: strata.v1.View.in_flight:type_name -> strata.v1.Move
+	18, // 34: strata.v1.View.constraints:type_name -> strata.v1.Constraint
+	28, // 35: strata.v1.View.reports:type_name -> strata.v1.View.ReportsEntry
+	14, // 36: strata.v1.View.ReportsEntry.value:type_name -> strata.v1.Report
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_types_proto_init() }
@@ -1747,14 +1875,14 @@ func file_types_proto_init() {
 	if File_types_proto != nil {
 		return
 	}
-	file_types_proto_msgTypes[13].OneofWrappers = []any{}
+	file_types_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_types_proto_rawDesc), len(file_types_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

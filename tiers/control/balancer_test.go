@@ -277,3 +277,39 @@ func TestClosedLoopWithTheBalancer(t *testing.T) {
 		}
 	}
 }
+
+// TestAntiBounceYieldsToRulesThatForceABounce (issue 24's lost shard): s0 left
+// h00 for h01; now the view's own rules allow it only on h00 (a child that
+// cannot place it asked the parent to keep it elsewhere). It must leave h01:
+// the round evacuates it (an emergency for it alone, without an anti-bounce
+// rule, which would leave it nowhere to go) and it goes back.
+func TestAntiBounceYieldsToRulesThatForceABounce(t *testing.T) {
+	c := mustNew(t, DefaultConfig())
+	v := tier(3, 10, []float64{4, 2, 2}, []int{1, 0, 2})
+	d, _ := c.Step(Input{Now: t0, View: tier(3, 10, []float64{4, 2, 2}, []int{0, 0, 2})})
+	_ = c.Observe(RoundResult{Round: d.Round, Applied: []interfaces.Move{{Shard: "s000", From: "h00", To: "h01"}}})
+	v.Constraints = []interfaces.Constraint{{Kind: interfaces.ConstraintAllowed, Shards: []interfaces.ShardID{"s000"}, Children: []interfaces.ChildID{"h00"}, Reason: "cooperation: held away from h01"}}
+	d, err := c.Step(Input{Now: t0.Add(time.Minute), View: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Record.AntiBounce != 0 {
+		t.Fatalf("anti-bounce kept a rule for s000 that leaves it nowhere: %+v", d.Constraints)
+	}
+	if d.Mode != ModeEmergency || len(d.Evacuate) != 1 || d.Evacuate[0] != "s000" {
+		t.Fatalf("mode %s, evacuate %v: want an emergency for s000 (%s)", d.Mode, d.Evacuate, d.Record.Why)
+	}
+	plan := solveLocal(t, d.Apply(v), 1)
+	if ms := movesOf(plan, "s000"); len(ms) != 1 || ms[0].To != "h00" {
+		t.Fatalf("s000 should go back to h00, the only child its rules allow: %+v", ms)
+	}
+	if acc, _ := d.Admit(v, plan); len(acc) != 1 || acc[0].Shard != "s000" {
+		t.Fatalf("admitted %+v", acc)
+	}
+	// A rule naming no child of the view (unresolved) evacuates nothing.
+	v.Constraints[0].Children = []interfaces.ChildID{"elsewhere"}
+	d, _ = c.Step(Input{Now: t0.Add(2 * time.Minute), View: v})
+	if len(d.Evacuate) != 0 {
+		t.Fatalf("evacuated %v for a rule that allows no child here", d.Evacuate)
+	}
+}

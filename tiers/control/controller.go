@@ -425,14 +425,24 @@ func (c *Controller) Step(in Input) (Decision, error) {
 		}
 	}
 
-	// Emergency: shards to (re)place.
+	// Emergency: shards to (re)place — unplaced, on an inactive child, or on
+	// a child the view's pin and allowed rules exclude while they allow
+	// another (e.g. a region none of whose hosts can hold them: a shard there
+	// runs nowhere, as on a failed child). The shards' own constraints are
+	// not read here: they may name the children of another tier.
+	ruled := mustLeave(view, nil)
 	for i := range view.Shards {
 		if p.inFlight[i] {
 			continue
 		}
-		if o := p.owner[i]; o < 0 || !p.active(o) {
-			d.Evacuate = append(d.Evacuate, view.Shards[i].ID)
+		s := &view.Shards[i]
+		if o := p.owner[i]; o >= 0 && p.active(o) {
+			allowed, ok := ruled[s.ID]
+			if !ok || len(allowed) == 0 || slices.Contains(allowed, view.Children[o].ID) {
+				continue
+			}
 		}
+		d.Evacuate = append(d.Evacuate, s.ID)
 	}
 	evac := make(map[interfaces.ShardID]bool, len(d.Evacuate))
 	for _, id := range d.Evacuate {
@@ -560,6 +570,7 @@ func (c *Controller) antiBounce(d *Decision, p *projection, evac map[interfaces.
 	}
 	var order []string
 	groups := map[string]*group{}
+	ruled := mustLeave(p.v, c.recent)
 	for i := range p.v.Shards {
 		s := &p.v.Shards[i]
 		ls := c.recent[s.ID]
@@ -567,6 +578,24 @@ func (c *Controller) antiBounce(d *Decision, p *projection, evac map[interfaces.
 			continue
 		}
 		cur := p.v.Children[p.owner[i]].ID
+		if allowed, ok := ruled[s.ID]; ok && !slices.Contains(allowed, cur) {
+			// The view's own rules (a pin, an allowed list: e.g. a child
+			// that cannot place the shard asked the parent to keep it
+			// elsewhere) make it leave its owner. If every child they
+			// allow is one it recently left, an anti-bounce rule would
+			// leave it nowhere to go and it would run nowhere (issue 24):
+			// the rule yields.
+			back := true
+			for _, a := range allowed {
+				if !slices.ContainsFunc(ls, func(l left) bool { return l.child == a }) {
+					back = false
+					break
+				}
+			}
+			if back {
+				continue
+			}
+		}
 		var ex []interfaces.ChildID
 		for _, l := range ls {
 			if _, ok := p.childIdx[l.child]; ok && l.child != cur {
@@ -605,6 +634,39 @@ func (c *Controller) antiBounce(d *Decision, p *projection, evac map[interfaces.
 		d.Constraints = append(d.Constraints, interfaces.Constraint{Kind: interfaces.ConstraintAllowed, Shards: g.shards, Children: allowed,
 			Reason: fmt.Sprintf("anti-bounce: recently moved off %s; not back within %v", key, c.cfg.BounceWindow)})
 	}
+}
+
+// mustLeave returns, for the shards of recent (nil: every shard) that the
+// view's pin and allowed constraints name, the children those rules together
+// allow (their intersection, in the view's child order).
+func mustLeave(v *interfaces.View, recent map[interfaces.ShardID][]left) map[interfaces.ShardID][]interfaces.ChildID {
+	var out map[interfaces.ShardID][]interfaces.ChildID
+	for _, k := range v.Constraints {
+		if k.Kind != interfaces.ConstraintPin && k.Kind != interfaces.ConstraintAllowed {
+			continue
+		}
+		for _, id := range k.Shards {
+			if recent != nil && len(recent[id]) == 0 {
+				continue
+			}
+			if out == nil {
+				out = map[interfaces.ShardID][]interfaces.ChildID{}
+			}
+			prev, seen := out[id]
+			var next []interfaces.ChildID
+			for _, ch := range v.Children {
+				in := slices.Contains(k.Children, ch.ID)
+				if k.Kind == interfaces.ConstraintPin {
+					in = len(k.Children) > 0 && k.Children[0] == ch.ID
+				}
+				if in && (!seen || slices.Contains(prev, ch.ID)) {
+					next = append(next, ch.ID)
+				}
+			}
+			out[id] = next
+		}
+	}
+	return out
 }
 
 // holdBack adds, for the moves held at now (Backoff), the rules that keep the

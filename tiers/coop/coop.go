@@ -250,35 +250,62 @@ func ChildHints(v *interfaces.View, cfg Config) ([]interfaces.Hint, error) {
 
 	var hints []interfaces.Hint
 
-	// Shards the instance holds but cannot place on any child: propose that the
-	// parent keeps them elsewhere.
-	var orphans []interfaces.ShardID
-	orphanWhy := ""
-	var orphanLoad interfaces.Load
+	// Shards the instance holds but cannot place on any child — no child's
+	// rules admit them, or they are larger than every child that does — are
+	// proposed to be kept elsewhere. Capacity counts here: a shard larger than
+	// every host of a region is admitted by every host's rules, and without
+	// this it would be named by no hint and run nowhere (issue 24). Unplaced
+	// shards that would fit a child but find no room on any now are shed (the
+	// parent may place them elsewhere) without a proposal: the instance could
+	// hold them once load moves.
+	var orphans, roomless []interfaces.ShardID
+	orphanWhy, roomWhy := "", ""
+	var orphanLoad, roomLoad interfaces.Load
 	for i := range v.Shards {
-		if len(orphans) >= cfg.MaxShards {
+		if len(orphans)+len(roomless) >= cfg.MaxShards {
 			break
 		}
 		if st.owner[i] >= 0 {
 			continue
 		}
-		why := ""
-		ok := false
+		s := &v.Shards[i]
+		why, tooBig := "", ""
+		admitted, room := false, false
 		for _, c := range order {
-			w := st.admits(i, c, false)
-			if w == "" {
-				ok = true
+			if w := st.admits(i, c, false); w != "" {
+				if why == "" {
+					why = w
+				}
+				continue
+			}
+			if x := st.exceeds(s.Load, v.Children[c].Capacity); x != "" {
+				if tooBig == "" {
+					tooBig = x
+				}
+				continue
+			}
+			admitted = true
+			if st.fits(c, s.Load, v.Children[c].Capacity) {
+				room = true
 				break
 			}
-			if why == "" {
-				why = w
-			}
 		}
-		if !ok {
-			orphans = append(orphans, v.Shards[i].ID)
-			orphanLoad = orphanLoad.Add(v.Shards[i].Load)
+		switch {
+		case room:
+		case admitted:
+			roomless = append(roomless, s.ID)
+			roomLoad = roomLoad.Add(s.Load)
+			if roomWhy == "" {
+				roomWhy = fmt.Sprintf("%s: no room on any child that admits it", s.ID)
+			}
+		default:
+			orphans = append(orphans, s.ID)
+			orphanLoad = orphanLoad.Add(s.Load)
 			if orphanWhy == "" {
 				orphanWhy = why
+				if tooBig != "" {
+					orphanWhy = "larger than every child that admits it (" + tooBig + ")"
+				}
 			}
 		}
 	}
@@ -303,6 +330,14 @@ func ChildHints(v *interfaces.View, cfg Config) ([]interfaces.Hint, error) {
 		shedLoad = orphanLoad
 		hot = append(hot, "none of its children (unplaceable)")
 		shedWhy = fmt.Sprintf("%s: %s", orphans[0], orphanWhy)
+	}
+	if len(roomless) > 0 {
+		shed = append(shed, roomless...)
+		shedLoad = shedLoad.Add(roomLoad)
+		hot = append(hot, "none of its children (no room)")
+		if shedWhy == "" {
+			shedWhy = roomWhy
+		}
 	}
 	// Each child's shards, in index order (shards moved to a child are
 	// appended as they move).
@@ -436,6 +471,18 @@ func ChildHints(v *interfaces.View, cfg Config) ([]interfaces.Hint, error) {
 		}
 	}
 	return hints, nil
+}
+
+// exceeds names the first resource in which load l is larger than capacity
+// (a resource the child lacks counts as capacity 0), e.g. "cpu 9.6 > 8", or ""
+// when l fits in an empty child of that capacity.
+func (st *state) exceeds(l, capacity interfaces.Load) string {
+	for _, r := range st.res {
+		if x, cp := l.Get(r), capacity.Get(r); x > cp+1e-9 {
+			return fmt.Sprintf("%s %.3g > %.3g", r, x, cp)
+		}
+	}
+	return ""
 }
 
 // share is shard i's dominant share of child c's capacity.

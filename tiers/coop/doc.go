@@ -15,7 +15,12 @@
 //   - SLO-at-risk hints naming the shards whose latency SLO is below the
 //     measured p99 of the child they run on;
 //   - proposed constraints (an avoid rule naming the instance itself) for
-//     shards it holds but cannot place on any of its children.
+//     shards it holds but cannot place on any of its children: no child's
+//     rules admit them, or they are larger than every child that does
+//     (capacity counts: a shard bigger than every host of a region is
+//     admitted by every host's rules); they open the shed request too. An
+//     unplaced shard that would fit a child but finds no room on any now is
+//     shed without a proposal.
 //
 // Parent side, Derive: for each active child's hints it builds constraints for
 // its own solve, each with a Reason that shows in explanations:
