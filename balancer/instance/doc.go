@@ -33,4 +33,8 @@
 // hosts' capacities and devices, in the order cpu, mem, net, tasks, then the
 // others sorted. View turns an instance into the interfaces.View every tier
 // policy and balancer.FromView take.
+//
+// Load is the one function that opens files (for the commands); ReadJSON and
+// ReadCSV take readers, and nothing here reads a clock or global randomness
+// (Fleet's seed is a parameter).
 package instance
