@@ -313,6 +313,11 @@ func (ls *localSearch) hotResource(h int) int {
 	return hr
 }
 
+// widenSample turns on the widening of a step's sample to every child (see
+// step). Off: with it on, coordinator/tierd's TestDeposedLeaderGrantsNoLease
+// no longer re-placed a failed child's shards (not yet understood; issue 23).
+const widenSample = false
+
 // window is how many shards on each side of the ideal size the fast pass of a
 // step scores per cold child.
 const window = 3
@@ -501,7 +506,7 @@ func (ls *localSearch) step(h int) bool {
 			scored(s, int(c))
 		}
 	}
-	if bestS < 0 && !small && len(cands) < st.M-1 && !ls.widened[h] {
+	if widenSample && bestS < 0 && !small && len(cands) < st.M-1 && !ls.widened[h] {
 		ls.widened[h] = true
 		// No shard of h has an improving move into the sample: the coldest
 		// children relative to their size may all be too small to take one
