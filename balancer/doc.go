@@ -88,6 +88,23 @@
 //     (iterated local search).
 //   - "exact": proven optimum for small instances (registered from exact.go by
 //     its own file, branch-and-bound with LP bounds from gonum).
+//   - "ffd": first-fit decreasing, the packing baseline (ffd.go): shards that
+//     break a constraint, largest share of the fleet's capacity first, each
+//     on the first child in index order where it fits; it balances nothing.
+//
+// Feasibility comes first: when local search leaves shards unplaced and
+// first-fit decreasing (from the current assignment, and from scratch when
+// there is no move budget) places more, it starts again from that placement;
+// its moves are all feasible, so those shards stay placed. When no shard of
+// the hot child improves by a move into its sample of coldest children, the
+// step widens to every child once before giving the child up (the coldest
+// children relative to their size may all be too small). Equally cold
+// children are visited larger first (placer.tie), not by index.
+//
+// Statuses are exact: Infeasible only when provenUnplaceable (status.go)
+// proves a shard must stay unplaced (Result.Proof says how) or the exact
+// search did; shards left unplaced without a proof make the plan Partial, as
+// a budget that cut the solve short does.
 //
 // The local solver solves big problems that are mostly placement (at least
 // 65,536 shards, a quarter or more of them unplaced) on a copy renumbered in

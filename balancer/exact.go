@@ -1,6 +1,10 @@
 package balancer
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/strata-sched/strata/interfaces"
+)
 
 // SolverExact is the name of the exact solver.
 const SolverExact = "exact"
@@ -104,6 +108,13 @@ func (exactSolver) Solve(p *Problem, o Options) (Result, error) {
 	why := ConstraintUnplaced + ": no complete assignment meets every hard constraint together (capacity, anti-affinity, move budget); proven by the exact search"
 	if out.Status == exactUnknown {
 		why = ConstraintUnplaced + ": the exact search found no complete assignment meeting every hard constraint within its limits"
+	}
+	if out.Status == exactInfeasible && len(res.Infeasible) > 0 {
+		// Proven by the exhaustive search, whatever the bounds say.
+		res.Status = interfaces.StatusInfeasible
+		if res.Proof == "" {
+			res.Proof = "the exact search proved that no assignment meets every hard constraint"
+		}
 	}
 	for _, inf := range res.Infeasible {
 		if inf.Excluded == nil {

@@ -103,6 +103,15 @@ func (greedySolver) Solve(p *Problem, o Options) (Result, error) {
 				pl2.move(s, d)
 			}
 		}
+		// The later moves may have made room where a forced shard was:
+		// explain only those still breaking a constraint.
+		kept := infeasible[:0]
+		for _, inf := range infeasible {
+			if s, ok := shardIndex(p, inf.Shard); ok && pl2.stillForced(s) {
+				kept = append(kept, inf)
+			}
+		}
+		infeasible = kept
 		final = st2.assign
 	} else {
 		for s, c := range final {
@@ -113,4 +122,15 @@ func (greedySolver) Solve(p *Problem, o Options) (Result, error) {
 		}
 	}
 	return Finish(p, o, SolverGreedy, final, clk.started, false, infeasible)
+}
+
+// shardIndex finds shard id in p (a linear scan: for the few explained
+// shards).
+func shardIndex(p *Problem, id interfaces.ShardID) (int, bool) {
+	for s, x := range p.ShardIDs {
+		if x == id {
+			return s, true
+		}
+	}
+	return -1, false
 }

@@ -15,9 +15,15 @@ import (
 type Result struct {
 	// Solver is the name of the solver that produced the result.
 	Solver string
-	// Status is OK, Infeasible (some shards could not be placed; see Infeasible)
-	// or Partial (a budget ended the solve early; the plan is valid).
+	// Status is OK, Infeasible (some shards are left unplaced, and Proof says
+	// why no assignment can place them all; see Infeasible) or Partial (the
+	// plan is valid but the solve stopped short: a budget ended it, or it left
+	// shards unplaced, listed in Infeasible, without a proof that they cannot
+	// all be placed).
 	Status interfaces.Status
+	// Proof says why Status is Infeasible: the bound or exhaustive search
+	// that shows some shard cannot be placed.
+	Proof string
 	// Assignment is the new child index of every shard (-1 = unplaced).
 	Assignment []int32
 	// Moves is the plan: one move per shard whose child changed, with the reason,
@@ -44,9 +50,10 @@ func (r *Result) Plan(tier string) interfaces.Plan {
 // Finish fills a Result for assign: the moves with their reasons and deltas, the
 // per-resource summary (max/mean, max/LB, LB, moves, bytes, solve seconds from
 // o.Now and startedAt when o.Now is set), the start and final objectives and the
-// status: Infeasible when an explanation was given, else Partial when partial
-// is true (a solve cut short may leave shards it had not reached unplaced),
-// else Infeasible when a shard is unplaced, else OK. infeasible lists the explanations the
+// status: when a shard is unplaced or explained, Infeasible if
+// provenUnplaceable proves that some shard must be (Proof says how), else
+// Partial; else Partial when partial is true (a budget cut the solve short),
+// else OK. infeasible lists the explanations the
 // solver produced (see Explain). Every solver, including exact, ends with it so
 // results look the same whatever produced them.
 func Finish(p *Problem, o Options, solver string, assign []int32, startedAt time.Time, partial bool, infeasible []interfaces.Infeasible) (Result, error) {
@@ -66,20 +73,36 @@ func Finish(p *Problem, o Options, solver string, assign []int32, startedAt time
 	if o.Now != nil && !startedAt.IsZero() {
 		res.Summary.SolveSeconds = o.Now().Sub(startedAt).Seconds()
 	}
-	unplaced := false
-	for _, c := range assign {
+	var left []int
+	for s, c := range assign {
 		if c < 0 {
-			unplaced = true
+			left = append(left, s)
+		}
+	}
+	if len(infeasible) > 0 {
+		at := make(map[interfaces.ShardID]int, p.NumShards())
+		for s, id := range p.ShardIDs {
+			at[id] = s
+		}
+		for _, inf := range infeasible {
+			if s, ok := at[inf.Shard]; ok {
+				left = append(left, s)
+			}
 		}
 	}
 	switch {
-	case len(infeasible) > 0:
-		res.Status = interfaces.StatusInfeasible
+	case len(left) > 0:
+		// Infeasible only when proven (provenUnplaceable); else the search
+		// stopped short of shards that might fit: Partial, with the shards
+		// still explained in Infeasible.
+		if ok, why := provenUnplaceable(p, left); ok {
+			res.Status, res.Proof = interfaces.StatusInfeasible, why
+		} else {
+			res.Status = interfaces.StatusPartial
+		}
 	case partial:
-		// Cut short: shards it had not reached yet may still be unplaced.
+		// Cut short: the plan is valid but may not be as good as it gets.
 		res.Status = interfaces.StatusPartial
-	case unplaced:
-		res.Status = interfaces.StatusInfeasible
 	default:
 		res.Status = interfaces.StatusOK
 	}

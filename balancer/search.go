@@ -70,7 +70,13 @@ type placer struct {
 	hot     *idxHeap  // max-heap of hotness; drained and stuck children at -Inf
 	cold    *idxHeap  // max-heap of -hotness; drained children at -Inf
 	stuck   []bool
-	front   []int32
+	// tie (M) breaks ties between equally cold children by absolute size:
+	// tieBias × the child's mean share of the largest capacity per resource,
+	// added to the cold key, so that of two empty children the larger comes
+	// first (not the lower index: a large shard then does not land alone on
+	// a small child while large ones are empty).
+	tie   []float64
+	front []int32
 	// order is the cold heap's order as an array, kept once searches visit
 	// many children (keepOrder); scorer scores one shard's moves.
 	order  *coldOrder
@@ -107,6 +113,7 @@ func newPlacer(st *state) *placer {
 			pl.members[c] = append(pl.members[c], int32(s))
 		}
 	}
+	pl.tie = sizeTies(p)
 	hk := make([]float64, st.M)
 	ck := make([]float64, st.M)
 	for c := 0; c < st.M; c++ {
@@ -138,9 +145,33 @@ func (pl *placer) keys(c int) (hot, cold float64) {
 	}
 	h := pl.hotness(c)
 	if pl.stuck != nil && pl.stuck[c] {
-		return math.Inf(-1), -h
+		return math.Inf(-1), -h + pl.tie[c]
 	}
-	return h, -h
+	return h, -h + pl.tie[c]
+}
+
+// tieBias scales placer.tie: far below any difference of hotness that
+// matters, far above the rounding of one.
+const tieBias = 1e-9
+
+// sizeTies is placer.tie for p.
+func sizeTies(p *Problem) []float64 {
+	R, M := p.NumResources(), p.NumChildren()
+	maxCap := make([]float64, R)
+	for i, v := range p.Capacity {
+		maxCap[i%R] = max(maxCap[i%R], v)
+	}
+	tie := make([]float64, M)
+	for c := 0; c < M; c++ {
+		v := 0.0
+		for r := 0; r < R; r++ {
+			if maxCap[r] > 0 {
+				v += p.Capacity[c*R+r] / maxCap[r]
+			}
+		}
+		tie[c] = tieBias * v / float64(R)
+	}
+	return tie
 }
 
 func (pl *placer) refresh(c int) {
@@ -565,11 +596,25 @@ func (pl *placer) stillForced(s int) bool {
 		}
 	}
 	for r := 0; r < st.R; r++ {
-		if st.load[c*st.R+r] > st.limit[c*st.R+r] {
+		if st.load[c*st.R+r] > st.limit[c*st.R+r] && pl.overLimit(c, r) {
 			return true
 		}
 	}
 	return false
+}
+
+// overLimit reports whether child c is above its usable capacity of r, as
+// CheckHard says: the load summed afresh from its shards (the running sum
+// drifts by a rounding error at every move in and out) against the limit with
+// CheckHard's tolerance. Only asked when the running sum is above the limit.
+func (pl *placer) overLimit(c, r int) bool {
+	st := pl.st
+	R := st.R
+	sum := 0.0
+	for _, s := range pl.members[c] {
+		sum += st.p.Load[int(s)*R+r]
+	}
+	return sum > st.limit[c*R+r]*(1+capTolerance)+1e-300
 }
 
 // repair moves every forced shard to its best feasible child (coldest first),

@@ -10,7 +10,20 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/strata-sched/strata/balancer"
+	"github.com/strata-sched/strata/balancer/instance"
 )
+
+// placedCount counts the placed and unplaced shards of an assignment.
+func placedCount(assign []int32) (placed, unplaced int) {
+	for _, c := range assign {
+		if c < 0 {
+			unplaced++
+		} else {
+			placed++
+		}
+	}
+	return placed, unplaced
+}
 
 func init() { commands = append(commands, newBenchCmd) }
 
@@ -38,6 +51,16 @@ type benchBalanceJSON struct {
 	MaxOverLB   map[string]float64 `json:"max_over_lb"`
 	MaxOverMean map[string]float64 `json:"max_over_mean"`
 	Objective   float64            `json:"objective"`
+	// Status, Placed and Unplaced: the solve's status and how many shards it
+	// left placed and unplaced; FFDPlaced is what first-fit decreasing places
+	// on the same instance (with --instance or --fleet); Proof says why an
+	// infeasible status is proven.
+	Status    string             `json:"status"`
+	Placed    int                `json:"placed"`
+	Unplaced  int                `json:"unplaced"`
+	FFDPlaced *int               `json:"ffd_placed,omitempty"`
+	LB        map[string]float64 `json:"lb"`
+	Proof     string             `json:"proof,omitempty"`
 }
 
 func newBenchBalanceCmd(g *globalOptions) *cobra.Command {
@@ -51,6 +74,9 @@ func newBenchBalanceCmd(g *globalOptions) *cobra.Command {
 		budget   time.Duration
 		maxMoves int
 		clock    string
+		inst     string
+		fleet    bool
+		cands    int
 	)
 	cmd := &cobra.Command{
 		Use:   "balance",
@@ -91,12 +117,36 @@ Example:
 			if err != nil {
 				return fmt.Errorf("--solver: %w", err)
 			}
-			p, err := balancer.Generate(balancer.InstanceSpec{Shards: shards, Hosts: hosts, Seed: seed, Skew: skew})
-			if err != nil {
-				return err
+			if cands < 0 {
+				return fmt.Errorf("--candidates: must be ≥ 0 (got %d)", cands)
+			}
+			if inst != "" && fleet {
+				return fmt.Errorf("--instance and --fleet: give one of them")
+			}
+			var p *balancer.Problem
+			var withFFD bool
+			switch {
+			case inst != "" || fleet:
+				var in *instance.Instance
+				if inst != "" {
+					in, err = instance.Load(inst)
+				} else {
+					in, err = instance.Fleet(instance.FleetSpec{Hosts: hosts, Shards: shards, Seed: seed})
+				}
+				if err != nil {
+					return err
+				}
+				if p, err = balancer.FromView(in.View(), balancer.ViewOptions{}); err != nil {
+					return fmt.Errorf("instance: %w", err)
+				}
+				withFFD = true
+			default:
+				if p, err = balancer.Generate(balancer.InstanceSpec{Shards: shards, Hosts: hosts, Seed: seed, Skew: skew}); err != nil {
+					return err
+				}
 			}
 			p.MaxMoves = maxMoves
-			opts := balancer.Options{Seed: seed, TimeBudget: budget, Now: now}
+			opts := balancer.Options{Seed: seed, TimeBudget: budget, Now: now, Candidates: cands}
 			t0 := now()
 			res, err := s.Solve(p, opts)
 			if err != nil {
@@ -104,9 +154,18 @@ Example:
 			}
 			secs := now().Sub(t0).Seconds()
 			v := benchBalanceJSON{
-				Solver: s.Name(), Shards: shards, Hosts: hosts, Seconds: secs,
+				Solver: s.Name(), Shards: p.NumShards(), Hosts: p.NumChildren(), Seconds: secs,
 				Moves: res.Summary.Moves, MaxOverLB: res.Summary.MaxOverLB, MaxOverMean: res.Summary.MaxOverMean,
-				Objective: res.Objective.Total(),
+				Objective: res.Objective.Total(), Status: res.Status.String(), LB: res.Summary.LB, Proof: res.Proof,
+			}
+			v.Placed, v.Unplaced = placedCount(res.Assignment)
+			if withFFD {
+				ffd, err := balancer.Solve(balancer.SolverFFD, p, balancer.Options{})
+				if err != nil {
+					return err
+				}
+				n, _ := placedCount(ffd.Assignment)
+				v.FFDPlaced = &n
 			}
 			return out.print(g.stdout, v, func(w io.Writer) error { return printBenchBalance(w, v) })
 		},
@@ -119,6 +178,9 @@ Example:
 	f.StringVar(&skew, "skew", balancer.SkewZipf, "shard load distribution: zipf|uniform")
 	f.DurationVar(&budget, "time-budget", 10*time.Second, "time budget of the solve (0 = none; local search stops at a local optimum)")
 	f.IntVar(&maxMoves, "max-moves", 0, "move budget of the round (0 = unlimited)")
+	f.StringVar(&inst, "instance", "", "solve the instance in PATH (a .json file, or a directory with hosts.csv and shards.csv; docs/benchmarks.md) instead of a generated one")
+	f.BoolVar(&fleet, "fleet", false, "solve a generated instance shaped like a real GPU fleet (--hosts hosts of 6 sizes, --shards shards of skewed sizes; cpu 70%, mem 50%, gpu 97%)")
+	f.IntVar(&cands, "candidates", 0, "candidate children per shard of local search (0 = the default, 8, as the daemons use)")
 	f.StringVar(&clock, "clock", "wall", "clock for seconds and the time budget: wall, or cpu (this process's CPU time, for a shared machine)")
 	out.register(cmd)
 	return cmd
@@ -161,5 +223,16 @@ func printBenchBalance(w io.Writer, v benchBalanceJSON) error {
 			fmt.Fprintf(tw, "\t\t\t\t\t%s\t%.4f\t%.4f\t\n", r, v.MaxOverLB[r], v.MaxOverMean[r])
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	line := fmt.Sprintf("status %s: %d placed, %d unplaced", v.Status, v.Placed, v.Unplaced)
+	if v.FFDPlaced != nil {
+		line += fmt.Sprintf(" (first-fit decreasing places %d)", *v.FFDPlaced)
+	}
+	if v.Proof != "" {
+		line += "; proven: " + v.Proof
+	}
+	_, err := fmt.Fprintln(w, line)
+	return err
 }

@@ -23,7 +23,7 @@ func TestBenchBalanceJSON(t *testing.T) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		want := []string{"hosts", "max_over_lb", "max_over_mean", "moves", "objective", "seconds", "shards", "solver"}
+		want := []string{"hosts", "lb", "max_over_lb", "max_over_mean", "moves", "objective", "placed", "seconds", "shards", "solver", "status", "unplaced"}
 		if !reflect.DeepEqual(keys, want) {
 			t.Fatalf("%s: keys %v, want %v", solver, keys, want)
 		}
@@ -61,7 +61,7 @@ func TestBenchBalanceTableAndErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--solver", "annealing"}, `--solver: unknown solver "annealing" (known: exact, greedy, local)`},
+		{[]string{"--solver", "annealing"}, `--solver: unknown solver "annealing" (known: exact, ffd, greedy, local)`},
 		{[]string{"--shards", "0"}, "--shards: must be ≥ 1"},
 		{[]string{"--hosts", "-3"}, "--hosts: must be ≥ 1"},
 		{[]string{"--skew", "pareto"}, "--skew: must be one of zipf, uniform"},
@@ -69,10 +69,38 @@ func TestBenchBalanceTableAndErrors(t *testing.T) {
 		{[]string{"--clock", "sundial"}, "--clock: must be one of wall, cpu"},
 		{[]string{"--time-budget", "-1s"}, "--time-budget: must be ≥ 0"},
 		{[]string{"--shards", "many"}, `invalid argument "many" for "--shards"`},
+		{[]string{"--instance", "no-such.json"}, "no such file"},
+		{[]string{"--instance", "x.yaml", "--fleet"}, "--instance and --fleet: give one of them"},
+		{[]string{"--candidates", "-1"}, "--candidates: must be ≥ 0"},
 	} {
 		code, _, errOut := runCLI(append([]string{"bench", "balance"}, tc.args...)...)
 		if code == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q, want it to contain %q", tc.args, code, errOut, tc.want)
 		}
+	}
+}
+
+// bench balance solves the example instance files, JSON and CSV alike, and
+// says how many shards it placed and how many first-fit decreasing places.
+func TestBenchBalanceInstance(t *testing.T) {
+	for _, path := range []string{"../../balancer/instance/testdata/fleet.json", "../../balancer/instance/testdata/fleet-csv"} {
+		code, out, errOut := runCLI("bench", "balance", "--instance", path, "-o", "json")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", path, code, errOut)
+		}
+		var v benchBalanceJSON
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Shards != 8 || v.Hosts != 4 || v.Placed != 8 || v.Status != "ok" || v.FFDPlaced == nil || *v.FFDPlaced > v.Placed {
+			t.Fatalf("%s: %+v", path, v)
+		}
+		if _, ok := v.MaxOverLB["gpu"]; !ok {
+			t.Fatalf("%s: no gpu figures: %+v", path, v.MaxOverLB)
+		}
+	}
+	code, out, errOut := runCLI("bench", "balance", "--fleet", "--hosts", "60", "--shards", "300")
+	if code != 0 || !strings.Contains(out, "first-fit decreasing places") {
+		t.Fatalf("--fleet: exit %d\n%s%s", code, out, errOut)
 	}
 }
