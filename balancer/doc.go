@@ -95,10 +95,11 @@
 // Feasibility comes first: when local search leaves shards unplaced and
 // first-fit decreasing (from the current assignment, and from scratch when
 // there is no move budget) places more, it starts again from that placement;
-// its moves are all feasible, so those shards stay placed. When no shard of
-// the hot child improves by a move into its sample of coldest children, the
-// step widens to every child once before giving the child up (the coldest
-// children relative to their size may all be too small). Equally cold
+// its moves are all feasible, so those shards stay placed. A widening of the
+// sample (when no shard of the hot child improves by a move into its sample
+// of coldest children, scan every child once before giving the child up) is
+// written but off (local.go, widenSample): with it on, a tierd lease test
+// failed every run, for a reason not yet found. Equally cold
 // children are visited larger first (placer.tie), not by index.
 //
 // Statuses are exact: Infeasible only when provenUnplaceable (status.go)
