@@ -68,8 +68,10 @@ func TestBenchHierarchyJSON(t *testing.T) {
 // TestBenchHierarchyFlatBudget: --flat-budget cuts the flat run, not the
 // hierarchy, however long the hierarchy took before it.
 func TestBenchHierarchyFlatBudget(t *testing.T) {
-	// Big enough that the flat run outlasts the 1 ns timer by far.
-	code, out, errOut := runCLI("bench", "hierarchy", "--shards", "50000", "--hosts", "500", "--regions", "5", "--seed", "3", "--flat-budget", "1ns", "--no-progress", "-o", "json")
+	// Big enough that the flat run outlasts the 1 ns timer by far; small
+	// enough for the daemons' own solver settings under -race (50,000 shards
+	// on 500 hosts ran past the 10-minute test timeout).
+	code, out, errOut := runCLI("bench", "hierarchy", "--shards", "10000", "--hosts", "100", "--regions", "5", "--seed", "3", "--flat-budget", "1ns", "--no-progress", "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
