@@ -1,43 +1,14 @@
-package packtier
+package packtier_test
 
 import (
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/strata-sched/strata/internal/testutil"
 )
 
 // TestTutorialExcerpts keeps docs/writing-a-tier.md true: every Go block that
 // follows an "<!-- include: FILE -->" marker must appear, as it is, in FILE.
 func TestTutorialExcerpts(t *testing.T) {
-	root := filepath.Join("..", "..")
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "writing-a-tier.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	parts := strings.Split(string(doc), "<!-- include: ")
-	if len(parts) < 4 {
-		t.Fatalf("the tutorial has %d includes, want at least 3", len(parts)-1)
-	}
-	for _, p := range parts[1:] {
-		file, rest, ok := strings.Cut(p, " -->")
-		if !ok {
-			t.Fatalf("unterminated include marker: %.40q", p)
-		}
-		_, block, ok := strings.Cut(rest, "```go\n")
-		if !ok {
-			t.Fatalf("include of %s is not followed by a Go block", file)
-		}
-		block, _, ok = strings.Cut(block, "\n```")
-		if !ok {
-			t.Fatalf("unterminated Go block after include of %s", file)
-		}
-		src, err := os.ReadFile(filepath.Join(root, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(string(src), block) {
-			t.Errorf("docs/writing-a-tier.md: the excerpt of %s is no longer in that file:\n%s", file, block)
-		}
-	}
+	testutil.DocExcerpts(t, filepath.Join("..", ".."), filepath.Join("docs", "writing-a-tier.md"), 3)
 }
