@@ -91,10 +91,6 @@ type Daemon struct {
 	// ctl is the leader's controller (tiers/control), made when this replica
 	// becomes leader; only the control-loop goroutine uses it.
 	ctl *control.Controller
-	// unreachable lists the children the round leaves alone (quiet for
-	// control.step_down_after, not yet failed: tiercore.Unreachable); the
-	// control-loop goroutine only.
-	unreachable []interfaces.ChildID
 	// pol holds the control policies (straggler, doctor, autoscale).
 	pol policyState
 

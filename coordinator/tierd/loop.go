@@ -154,7 +154,7 @@ func (d *Daemon) runRound(ctx context.Context, r *tiercore.Round, now time.Time)
 	in := tiercore.RoundInput{Now: now}
 	in.View, in.Quarantined = d.observe(ctx, now)
 	in.Silent, in.Failures = d.silent(now), d.takeFailures()
-	in.Unreachable = d.unreachable
+	in.Unreachable = d.unreachable(now, in.View)
 	p, err := r.Start(in)
 	if err != nil {
 		d.decide.Unlock()
@@ -427,13 +427,16 @@ func (d *Daemon) observe(ctx context.Context, now time.Time) (*interfaces.View, 
 
 	view, quarantined := d.baseView(now)
 	view.Constraints = append(view.Constraints, d.cooperate(view)...)
-	// Children gone quiet keep their shards until their leases end; the
-	// round leaves them alone meanwhile (tiercore.Unreachable).
-	d.mu.Lock()
-	since, heard := d.leaderSince, maps.Clone(d.lastGrant)
-	d.mu.Unlock()
-	d.unreachable = tiercore.Unreachable(now, since, heard, view.Children, d.cfg.StepDownAfter)
 	return view, quarantined
+}
+
+// unreachable lists the live children of view gone quiet for
+// control.step_down_after: they keep their shards until their leases end,
+// and the round leaves them alone meanwhile (tiercore.Unreachable).
+func (d *Daemon) unreachable(now time.Time, view *interfaces.View) []interfaces.ChildID {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return tiercore.Unreachable(now, d.leaderSince, d.lastGrant, view.Children, d.cfg.StepDownAfter)
 }
 
 // baseView is the picture every decision of this instance starts from — the
